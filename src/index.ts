@@ -1,0 +1,36 @@
+/** tensorcomm: distributed tensor communication for Node.js. Everything public is exported here. */
+import './thread-group/rank-context.ts';
+
+export { MemoryTensorStore, type MemoryStoreOptions, type MemoryStoreShared } from './memory-store/memory-tensor-store.ts';
+export { AbortWord } from './runtime/abort-word.ts';
+export { CollectiveMismatchError, CommTimeoutError, JobFailedError, RankFailedError } from './runtime/errors.ts';
+export { type SpawnThreadsOptions, spawnThreads } from './runtime/spawn-threads.ts';
+export type {
+  StoreEntry,
+  StoreFinishOptions,
+  StoreSetOptions,
+  StoreWaitOptions,
+  TensorStore,
+} from './runtime/tensor-store.ts';
+export { Work } from './runtime/work.ts';
+export { type Device, type DType, DTYPES, type TypedArray } from './tensor/dtype.ts';
+export {
+  bfloat16BitsToFloat32,
+  float16BitsToFloat32,
+  float32ToBfloat16Bits,
+  float32ToFloat16Bits,
+} from './tensor/half.ts';
+export { reduceArrays } from './tensor/reduce-kernels.ts';
+export { REDUCE_OPS, type ReduceOp } from './tensor/reduce-ops.ts';
+export { Tensor } from './tensor/tensor.ts';
+export type { ArrivalPattern, Backend, CallInfo } from './thread-group/backend.ts';
+export type { RankContext } from './thread-group/rank-context.ts';
+export { StoreBackend } from './thread-group/store-backend/store-backend.ts';
+export {
+  type CallOptions,
+  type P2POp,
+  type P2POptions,
+  type ReduceOptions,
+  ThreadGroup,
+} from './thread-group/thread-group.ts';
+export { ThreadGroupManager } from './thread-group/thread-group-manager.ts';

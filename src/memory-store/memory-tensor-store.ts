@@ -1,0 +1,319 @@
+/**
+ * MemoryTensorStore: the TensorStore for ranks that are threads of one
+ * process. Descriptors live in a shared slot table; small values are copied
+ * into the slot, large ones are handed over as views of the producer's own
+ * SharedArrayBuffer (announced once through the buffer registry), so a
+ * consumer's destGet of 64 MiB costs the same as one of 4 bytes.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AbortWord } from '../runtime/abort-word.ts';
+import { CollectiveMismatchError } from '../runtime/errors.ts';
+import type {
+  StoreEntry,
+  StoreFinishOptions,
+  StoreSetOptions,
+  StoreWaitOptions,
+  TensorStore,
+} from '../runtime/tensor-store.ts';
+import { deadlineAfter, waitForWord } from '../runtime/wait.ts';
+import { dtypeCode, dtypeFromCode } from '../tensor/dtype.ts';
+import { Tensor } from '../tensor/tensor.ts';
+import { assertCommTensor } from '../tensor/validate.ts';
+import { SharedBufferRegistry } from './buffer-registry.ts';
+import {
+  ERROR_LOCAL,
+  ERROR_MISMATCH,
+  ERROR_NONE,
+  encodeBounded,
+  F,
+  MAX_DIMS,
+  MAX_ERROR_BYTES,
+  MAX_TAG_BYTES,
+  SlotTable,
+  type SlotTableSpec,
+  type SharedSlotTable,
+  W,
+} from './slot-table.ts';
+import { StagingPool } from './staging-pool.ts';
+
+export interface MemoryStoreShared {
+  table: SharedSlotTable;
+  channel: string;
+}
+
+export interface MemoryStoreOptions {
+  /** Producer id written into descriptors and used to name this rank's buffers. */
+  rank?: number;
+  abort?: AbortWord;
+  /** Default for every wait without its own timeoutMs. */
+  timeoutMs?: number;
+}
+
+const DEFAULT_SPEC: SlotTableSpec = { slots: 2048, buckets: 1024, inlineBytes: 2048 };
+const DEFAULT_TIMEOUT_MS = 300_000;
+
+interface Produced {
+  slot: number;
+  bucket: number;
+  consumers: number;
+  /** Holds the published tensor (or its staging copy) alive until every consumer finished. */
+  keepAlive: Tensor;
+  staging: SharedArrayBuffer | undefined;
+}
+
+export class MemoryTensorStore implements TensorStore {
+  readonly rank: number;
+  readonly #table: SlotTable;
+  readonly #registry: SharedBufferRegistry;
+  readonly #abort: AbortWord | undefined;
+  readonly #timeoutMs: number;
+  readonly #produced = new Map<string, Produced>();
+  readonly #consuming = new Map<string, number>();
+  readonly #staging = new StagingPool();
+
+  static createShared(spec: Partial<SlotTableSpec> = {}): MemoryStoreShared {
+    const full = { ...DEFAULT_SPEC, ...spec };
+    for (const [name, value] of Object.entries(full)) {
+      if (!Number.isSafeInteger(value) || value < 1) {
+        throw new RangeError(`MemoryTensorStore: ${name} must be a positive integer, got ${value}`);
+      }
+    }
+    return { table: SlotTable.create(full), channel: `tensorcomm-store-${randomUUID()}` };
+  }
+
+  constructor(shared: MemoryStoreShared = MemoryTensorStore.createShared(), options: MemoryStoreOptions = {}) {
+    this.rank = options.rank ?? 0;
+    this.#table = new SlotTable(shared.table);
+    this.#registry = new SharedBufferRegistry(shared.channel, this.rank);
+    this.#abort = options.abort;
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  }
+
+  /** Number of peer buffers this rank still maps (for leak checks). */
+  get heldPeerBuffers(): number {
+    return this.#registry.heldPeerBuffers;
+  }
+
+  async srcSet(key: string, tensor: Tensor, consumers: number, options: StoreSetOptions = {}): Promise<void> {
+    const where = `srcSet(${JSON.stringify(key)})`;
+    assertCommTensor(tensor, where);
+    if (!Number.isSafeInteger(consumers) || consumers < 0) {
+      throw new RangeError(`${where}: consumers must be a non-negative integer, got ${consumers}`);
+    }
+    if (tensor.shape.length > MAX_DIMS) throw new RangeError(`${where}: at most ${MAX_DIMS} dimensions are supported`);
+    if (this.#produced.has(key)) throw new Error(`${where}: key is already set by this rank and not yet finished`);
+    const t = this.#table;
+    const keyBytes = t.keyBytes(key, where);
+    const { bucket, hash } = t.bucketOf(keyBytes);
+    const inline = tensor.nbytes <= t.spec.inlineBytes;
+    let staging: SharedArrayBuffer | undefined;
+    let source = tensor;
+    if (!inline && !tensor.isShared()) {
+      staging = this.#staging.lease(tensor.nbytes);
+      source = Tensor.fromBuffer(staging, 0, tensor.shape, tensor.dtype);
+      source.bytes().set(tensor.bytes());
+    }
+    const bufferId = inline ? 0 : this.#registry.idOf(source.buffer as SharedArrayBuffer);
+    const tag = encodeBounded(options.tag ?? '', MAX_TAG_BYTES);
+    const deadline = deadlineAfter(this.#timeoutMs);
+    for (;;) {
+      const freeEpoch = Atomics.load(t.words, t.freeEpochIndex);
+      t.lock(this.#abort);
+      let slot: number;
+      try {
+        if (t.find(keyBytes, bucket, hash) >= 0) {
+          throw new Error(`${where}: key is still held by an earlier value whose consumers have not finished`);
+        }
+        slot = t.insert(keyBytes, bucket, hash);
+        if (slot >= 0) this.#describe(slot, source, consumers, inline, bufferId, tag);
+      } finally {
+        t.unlock();
+      }
+      if (slot >= 0) {
+        this.#produced.set(key, { slot, bucket, consumers, keepAlive: source, staging });
+        Atomics.add(t.words, t.bucketEpochIndex(bucket), 1);
+        Atomics.notify(t.words, t.bucketEpochIndex(bucket));
+        return;
+      }
+      await waitForWord(t.words, t.freeEpochIndex, (v) => v !== freeEpoch, {
+        deadline,
+        abort: this.#abort,
+        describe: () => `${where} on rank ${this.rank}: all ${t.spec.slots} store slots stayed in use`,
+      });
+    }
+  }
+
+  #describe(slot: number, tensor: Tensor, consumers: number, inline: boolean, bufferId: number, tag: Uint8Array) {
+    const t = this.#table;
+    const w = t.words;
+    w[t.word(slot, W.consumers)] = consumers;
+    w[t.word(slot, W.producerRank)] = this.rank;
+    w[t.word(slot, W.dtype)] = dtypeCode(tensor.dtype);
+    w[t.word(slot, W.ndim)] = tensor.shape.length;
+    w[t.word(slot, W.inline)] = inline ? 1 : 0;
+    w[t.word(slot, W.bufferOwner)] = this.rank;
+    w[t.word(slot, W.bufferId)] = bufferId;
+    t.f64[t.f64Index(slot, F.byteOffset)] = tensor.byteOffset;
+    t.f64[t.f64Index(slot, F.nbytes)] = tensor.nbytes;
+    tensor.shape.forEach((size, d) => {
+      t.f64[t.f64Index(slot, F.shape + d)] = size;
+    });
+    t.writeText(slot, 'tag', tag);
+    if (inline) t.bytes.set(tensor.bytes(), t.inlineOffset(slot));
+  }
+
+  async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
+    const where = `srcWaitUntilGetFinished(${JSON.stringify(key)})`;
+    const produced = this.#produced.get(key);
+    if (!produced) throw new Error(`${where}: rank ${this.rank} has not set this key`);
+    const t = this.#table;
+    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    const finishedIndex = t.word(produced.slot, W.finished);
+    try {
+      await waitForWord(t.words, finishedIndex, (v) => v >= produced.consumers, {
+        deadline: deadlineAfter(timeoutMs),
+        abort: this.#abort,
+        describe: () =>
+          `${where} timed out after ${timeoutMs} ms on rank ${this.rank}: ` +
+          `${Atomics.load(t.words, finishedIndex)} of ${produced.consumers} consumers finished`,
+      });
+    } finally {
+      this.#release(key, produced);
+    }
+  }
+
+  /** Frees the slot (also after a timeout, so the key can be set again) and reports a consumer's error. */
+  #release(key: string, produced: Produced): void {
+    const t = this.#table;
+    let errorKind = ERROR_NONE;
+    let error = '';
+    t.lock(this.#abort);
+    try {
+      errorKind = t.words[t.word(produced.slot, W.errorKind)];
+      if (errorKind !== ERROR_NONE) error = t.readText(produced.slot, 'error');
+      t.remove(produced.slot, produced.bucket);
+    } finally {
+      t.unlock();
+    }
+    this.#produced.delete(key);
+    if (produced.staging) this.#staging.giveBack(produced.staging);
+    Atomics.add(t.words, t.freeEpochIndex, 1);
+    Atomics.notify(t.words, t.freeEpochIndex);
+    // Consumers of the key's next value may be parked on the old one's release.
+    Atomics.add(t.words, t.bucketEpochIndex(produced.bucket), 1);
+    Atomics.notify(t.words, t.bucketEpochIndex(produced.bucket));
+    if (errorKind === ERROR_MISMATCH) throw new CollectiveMismatchError(error);
+    if (errorKind === ERROR_LOCAL) throw new Error(error);
+  }
+
+  async destGet(key: string, options: StoreWaitOptions = {}): Promise<Tensor> {
+    return (await this.destGetEntry(key, options)).tensor;
+  }
+
+  async destGetEntry(key: string, options: StoreWaitOptions = {}): Promise<StoreEntry> {
+    const where = `destGet(${JSON.stringify(key)})`;
+    const t = this.#table;
+    const keyBytes = t.keyBytes(key, where);
+    const { bucket, hash } = t.bucketOf(keyBytes);
+    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    const deadline = deadlineAfter(timeoutMs);
+    const epochIndex = t.bucketEpochIndex(bucket);
+    let exhausted = false;
+    for (;;) {
+      const epoch = Atomics.load(t.words, epochIndex);
+      const found = this.#claim(keyBytes, bucket, hash);
+      exhausted = found === 'exhausted';
+      if (found && found !== 'exhausted') {
+        this.#consuming.set(key, (this.#consuming.get(key) ?? 0) + 1);
+        const tensor = found.inline
+          ? Tensor.fromBuffer(t.buffer, t.inlineOffset(found.slot), found.shape, found.dtype)
+          : Tensor.fromBuffer(
+              await this.#registry.resolve(found.owner, found.bufferId, deadline, this.#abort),
+              found.byteOffset,
+              found.shape,
+              found.dtype,
+            );
+        return { tensor, tag: found.tag, producerRank: found.producerRank };
+      }
+      await waitForWord(t.words, epochIndex, (v) => v !== epoch, {
+        deadline,
+        abort: this.#abort,
+        describe: () =>
+          `${where} timed out after ${timeoutMs} ms on rank ${this.rank}: ` +
+          (exhausted
+            ? 'the value under this key was already got by all its consumers, and no new value was set'
+            : 'no rank has set this key'),
+      });
+    }
+  }
+
+  /** Under the lock: finds a published key and counts this get, or returns undefined. */
+  #claim(keyBytes: Uint8Array, bucket: number, hash: number) {
+    const t = this.#table;
+    const w = t.words;
+    t.lock(this.#abort);
+    try {
+      const slot = t.find(keyBytes, bucket, hash);
+      if (slot < 0) return undefined;
+      const consumers = w[t.word(slot, W.consumers)];
+      const gets = w[t.word(slot, W.gets)];
+      // Every consumer of this value already has it: it is an earlier use of a reused key, about to be
+      // released. Wait for the next value rather than read this one twice.
+      if (gets >= consumers) return 'exhausted';
+      w[t.word(slot, W.gets)] = gets + 1;
+      const ndim = w[t.word(slot, W.ndim)];
+      return {
+        slot,
+        producerRank: w[t.word(slot, W.producerRank)],
+        dtype: dtypeFromCode(w[t.word(slot, W.dtype)]),
+        shape: Array.from({ length: ndim }, (_, d) => t.f64[t.f64Index(slot, F.shape + d)]),
+        inline: w[t.word(slot, W.inline)] === 1,
+        owner: w[t.word(slot, W.bufferOwner)],
+        bufferId: w[t.word(slot, W.bufferId)],
+        byteOffset: t.f64[t.f64Index(slot, F.byteOffset)],
+        tag: t.readText(slot, 'tag'),
+      };
+    } finally {
+      t.unlock();
+    }
+  }
+
+  async destFinishGet(key: string, options: StoreFinishOptions = {}): Promise<void> {
+    const where = `destFinishGet(${JSON.stringify(key)})`;
+    const held = this.#consuming.get(key);
+    if (!held) throw new Error(`${where}: rank ${this.rank} has no unfinished destGet of this key`);
+    if (held === 1) this.#consuming.delete(key);
+    else this.#consuming.set(key, held - 1);
+    const t = this.#table;
+    const keyBytes = t.keyBytes(key, where);
+    const { bucket, hash } = t.bucketOf(keyBytes);
+    let finishedIndex = -1;
+    t.lock(this.#abort);
+    try {
+      const slot = t.find(keyBytes, bucket, hash);
+      if (slot >= 0) {
+        if (options.error !== undefined && t.words[t.word(slot, W.errorKind)] === ERROR_NONE) {
+          t.words[t.word(slot, W.errorKind)] = options.mismatch ? ERROR_MISMATCH : ERROR_LOCAL;
+          t.writeText(slot, 'error', encodeBounded(options.error, MAX_ERROR_BYTES));
+        }
+        finishedIndex = t.word(slot, W.finished);
+        Atomics.add(t.words, finishedIndex, 1);
+      }
+    } finally {
+      t.unlock();
+    }
+    // A vanished slot means the producer gave up (timeout or abort): nothing left to acknowledge.
+    if (finishedIndex >= 0) Atomics.notify(t.words, finishedIndex);
+  }
+
+  /** Wakes every rank parked on a store, e.g. after the job's abort flag went up. */
+  static wakeAll(shared: MemoryStoreShared): void {
+    new SlotTable(shared.table).wakeAll();
+  }
+
+  close(): void {
+    this.#registry.close();
+    this.#staging.clear();
+  }
+}
+

@@ -1,0 +1,245 @@
+/**
+ * The shared key table behind MemoryTensorStore: fixed-size slots in one
+ * SharedArrayBuffer, chained hash buckets, a free list, all guarded by one
+ * futex-style lock (critical sections are a few dozen loads and stores).
+ * Consumers that arrive before the producer park on their bucket's epoch word,
+ * which every publish into that bucket bumps.
+ */
+import type { AbortWord } from '../runtime/abort-word.ts';
+
+export const MAX_KEY_BYTES = 128;
+export const MAX_TAG_BYTES = 256;
+export const MAX_ERROR_BYTES = 384;
+export const MAX_DIMS = 16;
+
+/** Int32 word offsets inside a slot. */
+export const W = {
+  next: 0,
+  hash: 1,
+  keyLength: 2,
+  consumers: 3,
+  gets: 4,
+  finished: 5,
+  errorKind: 6,
+  producerRank: 7,
+  dtype: 8,
+  ndim: 9,
+  inline: 10,
+  bufferOwner: 11,
+  bufferId: 12,
+  tagLength: 13,
+  errorLength: 14,
+} as const;
+
+/** Float64 offsets inside a slot (after the 16 Int32 words above). */
+const F64_BASE = 8;
+export const F = { byteOffset: F64_BASE, nbytes: F64_BASE + 1, shape: F64_BASE + 2 } as const;
+
+const KEY_OFFSET = 256;
+const TAG_OFFSET = KEY_OFFSET + MAX_KEY_BYTES;
+const ERROR_OFFSET = TAG_OFFSET + MAX_TAG_BYTES;
+const HEADER_BYTES = ERROR_OFFSET + MAX_ERROR_BYTES;
+
+export const ERROR_NONE = 0;
+export const ERROR_LOCAL = 1;
+export const ERROR_MISMATCH = 2;
+
+const GLOBAL = { lock: 0, freeHead: 1, freeEpoch: 2 } as const;
+const GLOBAL_WORDS = 4;
+
+export interface SlotTableSpec {
+  slots: number;
+  buckets: number;
+  inlineBytes: number;
+}
+
+export interface SharedSlotTable {
+  spec: SlotTableSpec;
+  buffer: SharedArrayBuffer;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export function encodeBounded(text: string, maxBytes: number): Uint8Array {
+  const bytes = encoder.encode(text);
+  if (bytes.length <= maxBytes) return bytes;
+  // Cut on a character boundary so the truncated text still decodes.
+  let end = maxBytes;
+  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
+  return bytes.subarray(0, end);
+}
+
+function fnv1a(bytes: Uint8Array): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i], 0x01000193);
+  return h | 0;
+}
+
+export class SlotTable {
+  readonly spec: SlotTableSpec;
+  readonly buffer: SharedArrayBuffer;
+  readonly slotBytes: number;
+  readonly words: Int32Array;
+  readonly f64: Float64Array;
+  readonly bytes: Uint8Array;
+  readonly #bucketHeads: number;
+  readonly #bucketEpochs: number;
+  readonly #slotsBase: number;
+
+  static create(spec: SlotTableSpec): SharedSlotTable {
+    const slotBytes = HEADER_BYTES + align(spec.inlineBytes, 64);
+    const size = layoutBytes(spec) + spec.slots * slotBytes;
+    const table = new SlotTable({ spec, buffer: new SharedArrayBuffer(size) });
+    table.#initFreeList();
+    return { spec, buffer: table.buffer };
+  }
+
+  constructor(shared: SharedSlotTable) {
+    this.spec = shared.spec;
+    this.buffer = shared.buffer;
+    this.slotBytes = HEADER_BYTES + align(this.spec.inlineBytes, 64);
+    this.words = new Int32Array(this.buffer);
+    this.f64 = new Float64Array(this.buffer);
+    this.bytes = new Uint8Array(this.buffer);
+    this.#bucketHeads = GLOBAL_WORDS;
+    this.#bucketEpochs = GLOBAL_WORDS + this.spec.buckets;
+    this.#slotsBase = layoutBytes(this.spec);
+  }
+
+  #initFreeList(): void {
+    for (let s = 0; s < this.spec.slots; s++) this.words[this.word(s, W.next)] = s + 1 < this.spec.slots ? s + 2 : 0;
+    this.words[GLOBAL.freeHead] = this.spec.slots > 0 ? 1 : 0;
+  }
+
+  /** Byte offset of a slot's first byte. */
+  slotBase(slot: number): number {
+    return this.#slotsBase + slot * this.slotBytes;
+  }
+
+  word(slot: number, field: number): number {
+    return (this.slotBase(slot) >> 2) + field;
+  }
+
+  f64Index(slot: number, field: number): number {
+    return (this.slotBase(slot) >> 3) + field;
+  }
+
+  inlineOffset(slot: number): number {
+    return this.slotBase(slot) + HEADER_BYTES;
+  }
+
+  keyBytes(key: string, where: string): Uint8Array {
+    const bytes = encoder.encode(key);
+    if (bytes.length === 0 || bytes.length > MAX_KEY_BYTES) {
+      throw new RangeError(`${where}: key must be 1..${MAX_KEY_BYTES} bytes of UTF-8, got ${bytes.length}`);
+    }
+    return bytes;
+  }
+
+  bucketOf(keyBytes: Uint8Array): { bucket: number; hash: number } {
+    const hash = fnv1a(keyBytes);
+    return { bucket: (hash >>> 0) % this.spec.buckets, hash };
+  }
+
+  bucketEpochIndex(bucket: number): number {
+    return this.#bucketEpochs + bucket;
+  }
+
+  get freeEpochIndex(): number {
+    return GLOBAL.freeEpoch;
+  }
+
+  /** Call with the lock held. Returns the slot holding the key, or -1. */
+  find(keyBytes: Uint8Array, bucket: number, hash: number): number {
+    const w = this.words;
+    for (let link = w[this.#bucketHeads + bucket]; link !== 0; link = w[this.word(link - 1, W.next)]) {
+      const slot = link - 1;
+      if (w[this.word(slot, W.hash)] !== hash || w[this.word(slot, W.keyLength)] !== keyBytes.length) continue;
+      const base = this.slotBase(slot) + KEY_OFFSET;
+      let same = true;
+      for (let i = 0; i < keyBytes.length && same; i++) same = this.bytes[base + i] === keyBytes[i];
+      if (same) return slot;
+    }
+    return -1;
+  }
+
+  /** Call with the lock held. Takes a free slot and links it under the key, or returns -1 when full. */
+  insert(keyBytes: Uint8Array, bucket: number, hash: number): number {
+    const w = this.words;
+    const head = w[GLOBAL.freeHead];
+    if (head === 0) return -1;
+    const slot = head - 1;
+    w[GLOBAL.freeHead] = w[this.word(slot, W.next)];
+    w.fill(0, this.word(slot, 0), this.word(slot, 16));
+    w[this.word(slot, W.hash)] = hash;
+    w[this.word(slot, W.keyLength)] = keyBytes.length;
+    this.bytes.set(keyBytes, this.slotBase(slot) + KEY_OFFSET);
+    w[this.word(slot, W.next)] = w[this.#bucketHeads + bucket];
+    w[this.#bucketHeads + bucket] = slot + 1;
+    return slot;
+  }
+
+  /** Call with the lock held. Unlinks the slot from its bucket and returns it to the free list. */
+  remove(slot: number, bucket: number): void {
+    const w = this.words;
+    let prev = this.#bucketHeads + bucket;
+    while (w[prev] !== slot + 1) prev = this.word(w[prev] - 1, W.next);
+    w[prev] = w[this.word(slot, W.next)];
+    w[this.word(slot, W.next)] = w[GLOBAL.freeHead];
+    w[GLOBAL.freeHead] = slot + 1;
+  }
+
+  writeText(slot: number, which: 'tag' | 'error', text: Uint8Array): void {
+    const offset = which === 'tag' ? TAG_OFFSET : ERROR_OFFSET;
+    this.bytes.set(text, this.slotBase(slot) + offset);
+    this.words[this.word(slot, which === 'tag' ? W.tagLength : W.errorLength)] = text.length;
+  }
+
+  readText(slot: number, which: 'tag' | 'error'): string {
+    const offset = this.slotBase(slot) + (which === 'tag' ? TAG_OFFSET : ERROR_OFFSET);
+    const length = this.words[this.word(slot, which === 'tag' ? W.tagLength : W.errorLength)];
+    // Decoding needs an unshared copy; these texts are a few hundred bytes at most.
+    return decoder.decode(this.bytes.slice(offset, offset + length));
+  }
+
+  /**
+   * Futex-style mutex (Drepper's "mutex2"): 0 free, 1 locked, 2 locked with
+   * waiters. The bounded Atomics.wait lets a rank notice a job abort even if
+   * the holder died mid-section.
+   */
+  lock(abort: AbortWord | undefined): void {
+    const w = this.words;
+    let state = Atomics.compareExchange(w, GLOBAL.lock, 0, 1);
+    for (let spin = 0; state !== 0 && spin < 200; spin++) state = Atomics.compareExchange(w, GLOBAL.lock, 0, 1);
+    if (state === 0) return;
+    if (state !== 2) state = Atomics.exchange(w, GLOBAL.lock, 2);
+    while (state !== 0) {
+      Atomics.wait(w, GLOBAL.lock, 2, 10);
+      abort?.throwIfAborted();
+      state = Atomics.exchange(w, GLOBAL.lock, 2);
+    }
+  }
+
+  unlock(): void {
+    if (Atomics.sub(this.words, GLOBAL.lock, 1) !== 1) {
+      Atomics.store(this.words, GLOBAL.lock, 0);
+      Atomics.notify(this.words, GLOBAL.lock, 1);
+    }
+  }
+
+  /** Wakes everything parked on this table (used when the job aborts). */
+  wakeAll(): void {
+    for (let b = 0; b < this.spec.buckets; b++) Atomics.notify(this.words, this.bucketEpochIndex(b));
+    Atomics.notify(this.words, GLOBAL.freeEpoch);
+    for (let s = 0; s < this.spec.slots; s++) Atomics.notify(this.words, this.word(s, W.finished));
+  }
+}
+
+function align(n: number, to: number): number {
+  return Math.ceil(n / to) * to;
+}
+
+function layoutBytes(spec: SlotTableSpec): number {
+  return align((GLOBAL_WORDS + 2 * spec.buckets) * 4, 64);
+}

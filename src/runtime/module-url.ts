@@ -1,0 +1,38 @@
+/**
+ * Locating modules for rank threads. Workers start from a URL; TypeScript
+ * sources (entry modules under tests and examples, or this library's own
+ * sources under vitest) are loaded through tsx, registered inside the worker
+ * because Node 20 ignores `--import` loaders in worker execArgv.
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+export function resolveEntry(entry: string | URL, where: string): URL {
+  const url =
+    entry instanceof URL
+      ? entry
+      : /^[a-z][a-z0-9+.-]*:/i.test(entry) && !isAbsolute(entry)
+        ? new URL(entry)
+        : pathToFileURL(resolve(entry));
+  if (url.protocol === 'file:' && !existsSync(fileURLToPath(url))) {
+    throw new Error(`${where}: entry module ${fileURLToPath(url)} does not exist`);
+  }
+  return url;
+}
+
+export function needsTypeScriptLoader(...urls: string[]): boolean {
+  return urls.some((u) => /\.[cm]?tsx?$/.test(new URL(u).pathname));
+}
+
+/** Code for an eval worker that registers tsx and then imports `bootstrapUrl`. */
+export function typeScriptBootstrap(bootstrapUrl: string): string {
+  const tsxRoot = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
+  const tsxApi = pathToFileURL(join(tsxRoot, 'dist/esm/api/index.mjs')).href;
+  return `(async () => {
+    const { register } = await import(${JSON.stringify(tsxApi)});
+    register();
+    await import(${JSON.stringify(bootstrapUrl)});
+  })();`;
+}

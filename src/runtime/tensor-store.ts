@@ -1,0 +1,42 @@
+/**
+ * TensorStore: the four-step handshake that is the only synchronisation
+ * contract between ranks (DESIGN.md decision 2). A producer publishes a tensor
+ * under a key for a number of consumers; each consumer gets a view (zero-copy
+ * where the medium allows), reads it, and says it finished; the producer may
+ * touch the tensor again only after srcWaitUntilGetFinished returns. Keys are
+ * reusable once finished.
+ */
+import type { Tensor } from '../tensor/tensor.ts';
+
+export interface StoreWaitOptions {
+  timeoutMs?: number;
+}
+
+export interface StoreSetOptions {
+  /** A short description of the call publishing the value; consumers compare it to their own. */
+  tag?: string;
+}
+
+export interface StoreFinishOptions {
+  /** Reported to the producer: its srcWaitUntilGetFinished rejects with this message. */
+  error?: string;
+  /** Whether `error` is a disagreement between ranks (CollectiveMismatchError) rather than a local failure. */
+  mismatch?: boolean;
+}
+
+export interface StoreEntry {
+  tensor: Tensor;
+  tag: string;
+  producerRank: number;
+}
+
+export interface TensorStore {
+  srcSet(key: string, tensor: Tensor, consumers: number, options?: StoreSetOptions): Promise<void>;
+  srcWaitUntilGetFinished(key: string, options?: StoreWaitOptions): Promise<void>;
+  destGet(key: string, options?: StoreWaitOptions): Promise<Tensor>;
+  /** destGet plus who published the value and the tag it published it with. */
+  destGetEntry(key: string, options?: StoreWaitOptions): Promise<StoreEntry>;
+  destFinishGet(key: string, options?: StoreFinishOptions): Promise<void>;
+  /** Releases what this rank holds in the store (channels, pooled buffers). */
+  close(): void;
+}

@@ -1,0 +1,78 @@
+/**
+ * float16 / bfloat16 <-> float32 conversion on raw 16-bit words, rounding to
+ * nearest even. Decoding float16 goes through a 64 Ki-entry table because it
+ * sits in the inner loop of every half-precision reduction.
+ */
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/**
+ * float32 bits of `value`, rounded to odd when the conversion is inexact.
+ * JavaScript numbers are float64, and rounding them to float32 before
+ * rounding to 16 bits can manufacture a tie (1 + 2^-11 + 2^-40 becomes
+ * 1 + 2^-11, which then goes to 1.0 in float16 instead of up). An odd last
+ * bit marks "inexact" so the second rounding is correct; float32 inputs are
+ * exact and unaffected.
+ */
+function float32BitsRoundedToOdd(value: number): number {
+  f32[0] = value;
+  const x = u32[0];
+  if ((x & 1) === 1 || f32[0] === value || Number.isNaN(value)) return x;
+  // Bits order magnitudes within one sign, so +-1 steps to the neighbour on the far side of `value`.
+  return Math.abs(f32[0]) < Math.abs(value) ? x + 1 : x - 1;
+}
+
+export function float32ToFloat16Bits(value: number): number {
+  const x = float32BitsRoundedToOdd(value);
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  let mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 | (mant >>> 13) : 0);
+  const e = exp - 112; // rebias 127 -> 15
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    const shift = 14 - e;
+    const half = 1 << (shift - 1);
+    const rest = mant & ((1 << shift) - 1);
+    let r = mant >>> shift;
+    if (rest > half || (rest === half && (r & 1) === 1)) r++;
+    return sign | r;
+  }
+  let r = (e << 10) | (mant >>> 13);
+  const rest = mant & 0x1fff;
+  // A carry out of the mantissa correctly bumps the exponent (up to infinity).
+  if (rest > 0x1000 || (rest === 0x1000 && (r & 1) === 1)) r++;
+  return sign | r;
+}
+
+function decodeFloat16(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >>> 10) & 0x1f;
+  const mant = h & 0x3ff;
+  if (exp === 0) return sign * mant * 2 ** -24;
+  if (exp === 0x1f) return mant !== 0 ? Number.NaN : sign * Number.POSITIVE_INFINITY;
+  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}
+
+export const FLOAT16_TABLE: Float32Array = (() => {
+  const table = new Float32Array(65536);
+  for (let h = 0; h < 65536; h++) table[h] = decodeFloat16(h);
+  return table;
+})();
+
+export function float16BitsToFloat32(bits: number): number {
+  return FLOAT16_TABLE[bits & 0xffff];
+}
+
+export function float32ToBfloat16Bits(value: number): number {
+  const x = float32BitsRoundedToOdd(value);
+  if ((x & 0x7fffffff) > 0x7f800000) return ((x >>> 16) | 0x40) & 0xffff;
+  return ((x + 0x7fff + ((x >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+export function bfloat16BitsToFloat32(bits: number): number {
+  u32[0] = (bits & 0xffff) << 16;
+  return f32[0];
+}

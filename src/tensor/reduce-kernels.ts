@@ -1,0 +1,185 @@
+/**
+ * reduceArrays: the element-wise reduction under every collective (reduce,
+ * allReduce, reduceScatter), on raw typed arrays.
+ *
+ * Work goes in blocks that fit in cache: each block of `out` is folded with
+ * the same block of every input before moving on, so `out` is read from and
+ * written to memory once, whatever the number of inputs.
+ */
+import { arrayConstructor, assertDType, type DType, type TypedArray } from './dtype.ts';
+import { FLOAT16_TABLE, float32ToBfloat16Bits, float32ToFloat16Bits } from './half.ts';
+import { type DivideLoop, divideLoop, type FoldLoop, type FoldOp, foldLoop } from './reduce-loops.ts';
+import { assertReduceOp, type ReduceOp } from './reduce-ops.ts';
+
+export { assertReduceOp, REDUCE_OPS, type ReduceOp } from './reduce-ops.ts';
+
+/** Elements per block: at 8 bytes, out + one input + a saved copy stay well inside L2. */
+const BLOCK = 16384;
+/** float16/bfloat16 work in float32 scratch, two blocks of this many elements. */
+const HALF_BLOCK = 4096;
+
+// Module-level scratch is safe: the loops never call out, so no second reduction can start mid-block.
+const savedBlock = new ArrayBuffer(BLOCK * 8);
+const halfAcc = new Float32Array(HALF_BLOCK);
+const halfTmp = new Float32Array(HALF_BLOCK);
+
+/**
+ * out[i] = op(inputs[0][i], inputs[1][i], ...), folding left to right.
+ *
+ * `out` may be exactly one (or several) of the inputs — in-place allReduce
+ * passes its own slice both ways — but must not partly overlap any of them.
+ * float16/bfloat16 accumulate in float32 and round once at the end; integers
+ * wrap like their C type; integer avg truncates toward zero; bool (0/1 bytes)
+ * reduces logically: sum/max/avg/bor = or, prod/min/band = and, bxor = xor.
+ */
+export function reduceArrays(
+  op: ReduceOp,
+  dtype: DType,
+  out: TypedArray,
+  inputs: readonly TypedArray[],
+): void {
+  const where = 'reduceArrays';
+  assertDType(dtype, where);
+  assertReduceOp(op, dtype, where);
+  checkOperands(dtype, out, inputs, where);
+  if (inputs.length === 1) {
+    if (!sameMemory(out, inputs[0])) bytesOf(out).set(bytesOf(inputs[0]));
+    return;
+  }
+  const fold = foldOpFor(op, dtype);
+  if (dtype === 'float16' || dtype === 'bfloat16') {
+    const loop = foldLoop(fold, halfAcc);
+    const divide = op === 'avg' ? divideLoop(halfAcc) : undefined;
+    reduceHalves(dtype, loop, divide, out as Uint16Array, inputs as readonly Uint16Array[]);
+    return;
+  }
+  const divide = op === 'avg' && dtype !== 'bool' ? divideLoop(out) : undefined;
+  const divisor = out instanceof BigInt64Array ? BigInt(inputs.length) : inputs.length;
+  foldBlocks(dtype, out, inputs, foldLoop(fold, out), divide && ((block) => divide(block, divisor)));
+}
+
+// With 0/1 bytes the bitwise ops are the logical ones and their results stay 0/1.
+const BOOL_FOLD: Record<ReduceOp, FoldOp> = {
+  sum: 'bor',
+  avg: 'bor',
+  max: 'bor',
+  bor: 'bor',
+  prod: 'band',
+  min: 'band',
+  band: 'band',
+  bxor: 'bxor',
+};
+
+function foldOpFor(op: ReduceOp, dtype: DType): FoldOp {
+  if (dtype === 'bool') return BOOL_FOLD[op];
+  return op === 'avg' ? 'sum' : op;
+}
+
+function checkOperands(dtype: DType, out: TypedArray, inputs: readonly TypedArray[], where: string): void {
+  if (inputs.length === 0) throw new RangeError(`${where}: needs at least one input`);
+  const array = arrayConstructor(dtype);
+  for (const [j, x] of [out, ...inputs].entries()) {
+    const name = j === 0 ? 'out' : `inputs[${j - 1}]`;
+    if (!(x instanceof array)) {
+      throw new TypeError(`${where}: ${name} must be a ${array.name} for ${dtype}, got ${describe(x)}`);
+    }
+    if (x.length !== out.length) {
+      throw new RangeError(`${where}: ${name} has ${x.length} elements, out has ${out.length}`);
+    }
+    if (j > 0 && overlaps(out, x) && !sameMemory(out, x)) {
+      throw new RangeError(`${where}: out partly overlaps ${name}; it must be the same memory or disjoint`);
+    }
+  }
+}
+
+function describe(value: unknown): string {
+  if (value === null || typeof value !== 'object') return String(value);
+  return value.constructor?.name ?? 'object';
+}
+
+function sameMemory(x: TypedArray, y: TypedArray): boolean {
+  return x.buffer === y.buffer && x.byteOffset === y.byteOffset && x.byteLength === y.byteLength;
+}
+
+function overlaps(x: TypedArray, y: TypedArray): boolean {
+  return (
+    x.buffer === y.buffer &&
+    x.byteOffset < y.byteOffset + y.byteLength &&
+    y.byteOffset < x.byteOffset + x.byteLength
+  );
+}
+
+function bytesOf(x: TypedArray): Uint8Array {
+  return new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+}
+
+/** Folds every input into `out` block by block: out = in0 op in1, then out = out op in2, ... */
+function foldBlocks(
+  dtype: DType,
+  out: TypedArray,
+  inputs: readonly TypedArray[],
+  fold: FoldLoop,
+  finish: ((block: TypedArray) => void) | undefined,
+): void {
+  // The first fold reads in0 and in1 at each index before writing it, so only a later input that is `out`
+  // itself would see its block already overwritten; those read a copy saved before the first fold.
+  const fromSaved = inputs.map((x, j) => j >= 2 && sameMemory(x, out));
+  const mustSave = fromSaved.includes(true);
+  const ArrayClass = arrayConstructor(dtype);
+  for (let start = 0; start < out.length; start += BLOCK) {
+    const end = Math.min(start + BLOCK, out.length);
+    const acc = out.subarray(start, end);
+    let saved: TypedArray | undefined;
+    if (mustSave) {
+      saved = new ArrayClass(savedBlock, 0, end - start);
+      bytesOf(saved).set(bytesOf(acc));
+    }
+    const block = (j: number) => (fromSaved[j] ? saved! : inputs[j].subarray(start, end));
+    fold(acc, block(0), block(1));
+    for (let j = 2; j < inputs.length; j++) fold(acc, acc, block(j));
+    finish?.(acc);
+  }
+}
+
+/** float16/bfloat16: decode each block to float32, fold there, round once to 16 bits on the way out. */
+function reduceHalves(
+  dtype: 'float16' | 'bfloat16',
+  fold: FoldLoop,
+  divide: DivideLoop | undefined,
+  out: Uint16Array,
+  inputs: readonly Uint16Array[],
+): void {
+  const decode = dtype === 'float16' ? decodeFloat16 : decodeBfloat16;
+  const encode = dtype === 'float16' ? encodeFloat16 : encodeBfloat16;
+  // `out` is written only after every input's block has been read, so aliasing needs no care here.
+  for (let start = 0; start < out.length; start += HALF_BLOCK) {
+    const end = Math.min(start + HALF_BLOCK, out.length);
+    const acc = halfAcc.subarray(0, end - start);
+    const tmp = halfTmp.subarray(0, end - start);
+    decode(acc, inputs[0].subarray(start, end));
+    for (let j = 1; j < inputs.length; j++) {
+      decode(tmp, inputs[j].subarray(start, end));
+      fold(acc, acc, tmp);
+    }
+    
+    encode(out.subarray(start, end), acc);
+  }
+}
+
+function decodeFloat16(dst: Float32Array, src: Uint16Array): void {
+  for (let i = 0; i < src.length; i++) dst[i] = FLOAT16_TABLE[src[i]];
+}
+
+function decodeBfloat16(dst: Float32Array, src: Uint16Array): void {
+  // bfloat16 is the top half of a float32, so decoding is a shift into the float's bits.
+  const bits = new Uint32Array(dst.buffer, dst.byteOffset, dst.length);
+  for (let i = 0; i < src.length; i++) bits[i] = src[i] << 16;
+}
+
+function encodeFloat16(dst: Uint16Array, src: Float32Array): void {
+  for (let i = 0; i < src.length; i++) dst[i] = float32ToFloat16Bits(src[i]);
+}
+
+function encodeBfloat16(dst: Uint16Array, src: Float32Array): void {
+  for (let i = 0; i < src.length; i++) dst[i] = float32ToBfloat16Bits(src[i]);
+}

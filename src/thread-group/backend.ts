@@ -1,0 +1,59 @@
+/**
+ * Backend: how a ThreadGroup's calls are carried out (c10d keeps Backend apart
+ * from the group API the same way). ThreadGroup validates arguments, numbers
+ * the call and wraps it in a Work; a Backend only moves and reduces data.
+ * StoreBackend serves every TensorStore; NCCL plugs in here later.
+ */
+import type { ReduceOp } from '../tensor/reduce-ops.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+/** One numbered call on a group, as every member issues it. */
+export interface CallInfo {
+  /** Per-group sequence number: collectives are issued in the same order on every member. */
+  seq: number;
+  /** Fingerprint compared between ranks, e.g. `allReduce(float32[4,8], sum)`. */
+  signature: string;
+  timeoutMs: number;
+}
+
+/** Which keys of the first exchange a call touches: used to tell peers about a call that failed locally. */
+export type ArrivalPattern =
+  | { kind: 'all' }
+  | { kind: 'pairwise' }
+  | { kind: 'fromRoot'; root: number }
+  | { kind: 'fromRootPairwise'; root: number }
+  | { kind: 'toRoot'; root: number }
+  | { kind: 'send'; peer: number; tag: number }
+  | { kind: 'recv'; peer: number; tag: number };
+
+export interface Backend {
+  allReduce(call: CallInfo, tensor: Tensor, op: ReduceOp): Promise<void>;
+  broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void>;
+  reduce(call: CallInfo, tensor: Tensor, dst: number, op: ReduceOp): Promise<void>;
+  allGather(call: CallInfo, outputs: readonly Tensor[], input: Tensor): Promise<void>;
+  allGatherInto(call: CallInfo, output: Tensor, input: Tensor): Promise<void>;
+  reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: ReduceOp): Promise<void>;
+  reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: ReduceOp): Promise<void>;
+  allToAll(call: CallInfo, outputs: readonly Tensor[], inputs: readonly Tensor[]): Promise<void>;
+  allToAllSingle(
+    call: CallInfo,
+    output: Tensor,
+    input: Tensor,
+    outputSplits: readonly number[],
+    inputSplits: readonly number[],
+  ): Promise<void>;
+  gather(call: CallInfo, tensor: Tensor, dst: number, gatherList: readonly Tensor[] | undefined): Promise<void>;
+  scatter(call: CallInfo, tensor: Tensor, src: number, scatterList: readonly Tensor[] | undefined): Promise<void>;
+  barrier(call: CallInfo): Promise<void>;
+  send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void>;
+  recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void>;
+  /** A receive whose size only the sender knows (object messages); the result is the receiver's own copy. */
+  recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor>;
+  /** Broadcast of a value only the root knows the size of; `tensor` is undefined off the root. */
+  broadcastAny(call: CallInfo, tensor: Tensor | undefined, src: number): Promise<Tensor>;
+  /** All-gather of differently sized values, in group-rank order. */
+  allGatherAny(call: CallInfo, tensor: Tensor): Promise<Tensor[]>;
+  /** Tells the peers of a call that failed its local checks, so they fail too instead of waiting. */
+  abandon(call: CallInfo, pattern: ArrivalPattern, error: Error): Promise<void>;
+  destroy(): void;
+}

@@ -1,0 +1,90 @@
+/**
+ * RankContext for ranks that are threads of one process: a MemoryTensorStore
+ * shared by the job, the world group, subgroups and the group manager. This
+ * module is what runtime/spawnThreads imports in every rank thread.
+ */
+import { MemoryTensorStore, type MemoryStoreShared } from '../memory-store/memory-tensor-store.ts';
+import type { AbortWord } from '../runtime/abort-word.ts';
+import { type JobOptions, type RankIdentity, registerRankSetup } from '../runtime/rank-setup.ts';
+import type { Device } from '../tensor/dtype.ts';
+import { checkMembers, groupKeyPrefix } from './group-id.ts';
+import { StoreBackend } from './store-backend/store-backend.ts';
+import { ThreadGroup } from './thread-group.ts';
+import { ThreadGroupManager } from './thread-group-manager.ts';
+
+export interface RankContext {
+  rank: number;
+  worldSize: number;
+  name: string;
+  device: Device;
+  /** Every rank's worker name and device, by global rank. */
+  names: readonly string[];
+  devices: readonly Device[];
+  /** All ranks. */
+  world: ThreadGroup;
+  manager: ThreadGroupManager;
+  store: MemoryTensorStore;
+  /** A new group of these global ranks (torch's new_group); non-members get a group whose calls reject. */
+  newGroup(ranks: number[], options?: { timeoutMs?: number; name?: string }): Promise<ThreadGroup>;
+  close(): Promise<void>;
+}
+
+interface JobShared {
+  store: MemoryStoreShared;
+}
+
+export function createJobShared(_options: JobOptions): JobShared {
+  return { store: MemoryTensorStore.createShared() };
+}
+
+export function wakeJob(shared: JobShared): void {
+  MemoryTensorStore.wakeAll(shared.store);
+}
+
+export function createRankContext(
+  identity: RankIdentity,
+  shared: JobShared,
+  abort: AbortWord,
+  options: JobOptions,
+): RankContext {
+  const { rank, worldSize } = identity;
+  const store = new MemoryTensorStore(shared.store, { rank, abort, timeoutMs: options.collectiveTimeoutMs });
+  const created = new Map<string, number>();
+
+  function makeGroup(kind: string, members: readonly number[], name: string, timeoutMs: number): ThreadGroup {
+    const memberList = members.join('.');
+    // Members create a given member set in the same order, so this count agrees across them.
+    const instance = created.get(kind + memberList) ?? 0;
+    created.set(kind + memberList, instance + 1);
+    const id = groupKeyPrefix(kind, memberList, instance);
+    const groupRank = members.indexOf(rank);
+    const info = { id, name, ranks: members, rank: groupRank, globalRank: rank, timeoutMs };
+    const view = { id, name, rank: groupRank, size: members.length, ranks: members };
+    return new ThreadGroup(info, groupRank >= 0 ? new StoreBackend(store, view) : undefined);
+  }
+
+  const all = Array.from({ length: worldSize }, (_, r) => r);
+  const world = makeGroup('w', all, 'world', options.collectiveTimeoutMs);
+  const manager = new ThreadGroupManager(identity.devices, (members, key) =>
+    makeGroup('m', members, `managed[${key}]`, options.collectiveTimeoutMs),
+  );
+
+  return {
+    ...identity,
+    world,
+    manager,
+    store,
+    async newGroup(ranks, groupOptions = {}) {
+      const members = checkMembers(ranks, worldSize, 'newGroup');
+      const name = groupOptions.name ?? `group[${members.join(',')}]`;
+      return makeGroup('g', members, name, groupOptions.timeoutMs ?? options.collectiveTimeoutMs);
+    },
+    async close() {
+      manager.destroyAll();
+      world.destroy();
+      store.close();
+    },
+  };
+}
+
+registerRankSetup(import.meta.url);

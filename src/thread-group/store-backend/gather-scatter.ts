@@ -1,0 +1,59 @@
+/** allGather and reduceScatter over a TensorStore: every rank reads its peers' buffers in place. */
+import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+import { reduceArrays } from '../../tensor/reduce-kernels.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { Exchange } from './exchange.ts';
+import { copyElements, elements } from './slices.ts';
+
+/** Gathers every rank's input into place p of the output, as `place(p, value)` decides. */
+async function gatherEach(x: Exchange, input: Tensor, place: (p: number, value: Tensor) => void): Promise<void> {
+  await x.publish(0, input, x.size - 1);
+  place(x.rank, input);
+  for (const p of x.peers()) {
+    place(p, await x.get(0, p));
+    await x.finish(0, p);
+  }
+  await x.consumed(0);
+}
+
+export function allGather(x: Exchange, outputs: readonly Tensor[], input: Tensor): Promise<void> {
+  return gatherEach(x, input, (p, value) => copyElements(outputs[p], 0, value));
+}
+
+export function allGatherInto(x: Exchange, output: Tensor, input: Tensor): Promise<void> {
+  return gatherEach(x, input, (p, value) => copyElements(output, p * input.numel, value));
+}
+
+export async function reduceScatter(
+  x: Exchange,
+  output: Tensor,
+  inputs: readonly Tensor[],
+  op: ReduceOp,
+): Promise<void> {
+  for (const p of x.peers()) await x.publish(0, inputs[p], 1, p);
+  const parts = [];
+  for (let q = 0; q < x.size; q++) {
+    if (q === x.rank) {
+      parts.push(inputs[q].data);
+      continue;
+    }
+    const part = await x.get(0, q, x.rank);
+    x.expectLike(part, output, q);
+    parts.push(part.data);
+  }
+  reduceArrays(op, output.dtype, output.data, parts);
+  for (const q of x.peers()) await x.finish(0, q, x.rank);
+  for (const p of x.peers()) await x.consumed(0, p);
+}
+
+export async function reduceScatterTensor(x: Exchange, output: Tensor, input: Tensor, op: ReduceOp): Promise<void> {
+  const start = x.rank * output.numel;
+  await x.publish(0, input, x.size - 1);
+  const parts = [];
+  for (let q = 0; q < x.size; q++) {
+    parts.push(elements(q === x.rank ? input : await x.get(0, q), start, start + output.numel));
+  }
+  reduceArrays(op, output.dtype, output.data, parts);
+  for (const q of x.peers()) await x.finish(0, q);
+  await x.consumed(0);
+}

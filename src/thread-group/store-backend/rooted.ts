@@ -1,0 +1,66 @@
+/** One-to-all and all-to-one collectives over a TensorStore: broadcast, reduce, gather, scatter. */
+import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+import { reduceArrays } from '../../tensor/reduce-kernels.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { Exchange } from './exchange.ts';
+import { copyElements } from './slices.ts';
+
+export async function broadcast(x: Exchange, tensor: Tensor, src: number): Promise<void> {
+  if (x.size === 1) return;
+  if (x.rank === src) {
+    await x.publish(0, tensor, x.size - 1);
+    await x.consumed(0);
+    return;
+  }
+  copyElements(tensor, 0, await x.get(0, src));
+  await x.finish(0, src);
+}
+
+/** Non-roots' tensors are left as they were (gloo's behaviour); the root holds the reduction. */
+export async function reduce(x: Exchange, tensor: Tensor, dst: number, op: ReduceOp): Promise<void> {
+  if (x.rank !== dst) {
+    await x.publish(0, tensor, 1);
+    await x.consumed(0);
+    return;
+  }
+  const inputs = [];
+  for (let p = 0; p < x.size; p++) inputs.push(p === x.rank ? tensor.data : (await x.get(0, p)).data);
+  reduceArrays(op, tensor.dtype, tensor.data, inputs);
+  for (const p of x.peers()) await x.finish(0, p);
+}
+
+export async function gather(
+  x: Exchange,
+  tensor: Tensor,
+  dst: number,
+  gatherList: readonly Tensor[] | undefined,
+): Promise<void> {
+  if (x.rank !== dst) {
+    await x.publish(0, tensor, 1);
+    await x.consumed(0);
+    return;
+  }
+  const list = gatherList!;
+  copyElements(list[x.rank], 0, tensor);
+  for (const p of x.peers()) {
+    copyElements(list[p], 0, await x.get(0, p));
+    await x.finish(0, p);
+  }
+}
+
+export async function scatter(
+  x: Exchange,
+  tensor: Tensor,
+  src: number,
+  scatterList: readonly Tensor[] | undefined,
+): Promise<void> {
+  if (x.rank !== src) {
+    copyElements(tensor, 0, await x.get(0, src, x.rank));
+    await x.finish(0, src, x.rank);
+    return;
+  }
+  const list = scatterList!;
+  for (const p of x.peers()) await x.publish(0, list[p], 1, p);
+  copyElements(tensor, 0, list[x.rank]);
+  for (const p of x.peers()) await x.consumed(0, p);
+}

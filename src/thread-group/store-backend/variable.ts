@@ -1,0 +1,29 @@
+/**
+ * Calls whose sizes only the producer knows (object messages) and barrier.
+ * Consumers copy the value out, so what they return is theirs to keep.
+ */
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { Exchange } from './exchange.ts';
+
+export async function takeCopy(x: Exchange, phase: number, producer: number, consumer?: number): Promise<Tensor> {
+  const value = (await x.get(phase, producer, consumer)).clone();
+  await x.finish(phase, producer, consumer);
+  return value;
+}
+
+export async function broadcastAny(x: Exchange, tensor: Tensor | undefined, src: number): Promise<Tensor> {
+  if (x.rank !== src) return takeCopy(x, 0, src);
+  if (x.size > 1) {
+    await x.publish(0, tensor!, x.size - 1);
+    await x.consumed(0);
+  }
+  return tensor!;
+}
+
+export async function allGatherAny(x: Exchange, tensor: Tensor): Promise<Tensor[]> {
+  await x.publish(0, tensor, x.size - 1);
+  const values: Tensor[] = [];
+  for (let p = 0; p < x.size; p++) values.push(p === x.rank ? tensor : await takeCopy(x, 0, p));
+  await x.consumed(0);
+  return values;
+}

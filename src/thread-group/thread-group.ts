@@ -1,0 +1,554 @@
+/**
+ * ThreadGroup: the torch.distributed-style collective API over a Backend.
+ * Ranks and roots are group ranks. Every call checks its arguments, takes the
+ * group's next sequence number (collectives must be issued in the same order
+ * on every member, as in torch) and returns a Work; several Works may be
+ * outstanding at once.
+ */
+import { deserialize, serialize } from 'node:v8';
+import { Work } from '../runtime/work.ts';
+import { assertReduceOp, type ReduceOp } from '../tensor/reduce-ops.ts';
+import { Tensor } from '../tensor/tensor.ts';
+import { assertCommTensor } from '../tensor/validate.ts';
+import type { ArrivalPattern, Backend, CallInfo } from './backend.ts';
+
+export interface CallOptions {
+  timeoutMs?: number;
+}
+export interface ReduceOptions extends CallOptions {
+  op?: ReduceOp;
+}
+export interface P2POptions extends CallOptions {
+  tag?: number;
+}
+
+export interface P2POp {
+  op: 'isend' | 'irecv';
+  tensor: Tensor;
+  peer: number;
+  tag?: number;
+}
+
+export interface GroupInfo {
+  /** Key prefix unique within the job. */
+  id: string;
+  /** Human-readable name used in messages. */
+  name: string;
+  /** Global ranks of the members, in group-rank order. */
+  ranks: readonly number[];
+  /** This rank's group rank, or -1 when it is not a member. */
+  rank: number;
+  /** This rank's global rank. */
+  globalRank: number;
+  timeoutMs: number;
+}
+
+type Signed = { signature: string; pattern: ArrivalPattern };
+/** Roles of a call as the caller gave them, used to tell peers of a call that failed its checks. */
+type RawRoles = { src?: unknown; dst?: unknown; tag?: unknown };
+
+const P2P_OPS = new Set(['send', 'recv', 'recvObject']);
+
+export class ThreadGroup {
+  readonly #info: GroupInfo;
+  readonly #backend: Backend | undefined;
+  #seq = 0;
+  #destroyed = false;
+
+  constructor(info: GroupInfo, backend: Backend | undefined) {
+    this.#info = info;
+    this.#backend = backend;
+  }
+
+  get rank(): number {
+    return this.#info.rank;
+  }
+  get size(): number {
+    return this.#info.ranks.length;
+  }
+  get ranks(): readonly number[] {
+    return this.#info.ranks;
+  }
+  get name(): string {
+    return this.#info.name;
+  }
+  get isMember(): boolean {
+    return this.#info.rank >= 0;
+  }
+  get destroyed(): boolean {
+    return this.#destroyed;
+  }
+
+  /**
+   * Numbers a call, runs its local checks and hands it to the backend. A call
+   * that fails its checks still takes its number and tells its peers (through
+   * `abandon`), so they fail with this rank's error instead of waiting.
+   */
+  #call<T>(
+    op: string,
+    options: (CallOptions & RawRoles) | undefined,
+    check: () => Signed,
+    run: (backend: Backend, call: CallInfo) => Promise<T>,
+  ): Work<T> {
+    const where = `${op} on group "${this.name}"`;
+    if (this.#destroyed) return Work.rejected(new Error(`${where}: the group was destroyed`));
+    if (!this.#backend || !this.isMember) {
+      return Work.rejected(
+        new Error(`${where}: rank ${this.#info.globalRank} is not a member (members: ${this.ranks.join(', ')})`),
+      );
+    }
+    const backend = this.#backend;
+    const timeoutMs = options?.timeoutMs ?? this.#info.timeoutMs;
+    if (!(timeoutMs > 0)) return Work.rejected(new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
+    // Point-to-point calls are matched per stream, not by the group's collective order.
+    const seq = P2P_OPS.has(op) ? -1 : this.#seq++;
+    let signed: Signed;
+    try {
+      signed = check();
+    } catch (error) {
+      const call: CallInfo = { seq, signature: op, timeoutMs };
+      const pattern = patternOf(op, options, this.size);
+      if (pattern) void backend.abandon(call, pattern, error as Error).catch(() => {});
+      return Work.rejected(error);
+    }
+    return Work.run(() => run(backend, { seq, signature: signed.signature, timeoutMs }));
+  }
+
+  #groupRank(value: unknown, what: string, where: string): number {
+    if (!Number.isInteger(value) || (value as number) < 0 || (value as number) >= this.size) {
+      throw new RangeError(`${where}: ${what} ${String(value)} is not a rank of group "${this.name}" (size ${this.size})`);
+    }
+    return value as number;
+  }
+
+  #tensorList(list: unknown, where: string, what: string, like?: Tensor): Tensor[] {
+    if (!Array.isArray(list) || list.length !== this.size) {
+      throw new RangeError(`${where}: ${what} must be an array of ${this.size} tensors (one per group rank)`);
+    }
+    list.forEach((t, i) => {
+      assertCommTensor(t, `${where}: ${what}[${i}]`);
+      if (like && t.describe() !== like.describe()) {
+        throw new TypeError(`${where}: ${what}[${i}] is ${t.describe()}, expected ${like.describe()}`);
+      }
+    });
+    return list;
+  }
+
+  allReduce(tensor: Tensor, options?: ReduceOptions): Work<Tensor> {
+    return this.#call(
+      'allReduce',
+      options,
+      () => {
+        assertCommTensor(tensor, 'allReduce');
+        const op = assertReduceOp(options?.op ?? 'sum', tensor.dtype, 'allReduce');
+        return { signature: `allReduce(${tensor.describe()}, ${op})`, pattern: { kind: 'all' } };
+      },
+      async (b, call) => {
+        await b.allReduce(call, tensor, options?.op ?? 'sum');
+        return tensor;
+      },
+    );
+  }
+
+  broadcast(tensor: Tensor, options: { src: number } & CallOptions): Work<Tensor> {
+    return this.#call(
+      'broadcast',
+      options,
+      () => {
+        assertCommTensor(tensor, 'broadcast');
+        const src = this.#groupRank(options?.src, 'src', 'broadcast');
+        return { signature: `broadcast(${tensor.describe()}, src=${src})`, pattern: { kind: 'fromRoot', root: src } };
+      },
+      async (b, call) => {
+        await b.broadcast(call, tensor, options.src);
+        return tensor;
+      },
+    );
+  }
+
+  reduce(tensor: Tensor, options: { dst: number } & ReduceOptions): Work<Tensor> {
+    return this.#call(
+      'reduce',
+      options,
+      () => {
+        assertCommTensor(tensor, 'reduce');
+        const dst = this.#groupRank(options?.dst, 'dst', 'reduce');
+        const op = assertReduceOp(options.op ?? 'sum', tensor.dtype, 'reduce');
+        return { signature: `reduce(${tensor.describe()}, dst=${dst}, ${op})`, pattern: { kind: 'toRoot', root: dst } };
+      },
+      async (b, call) => {
+        await b.reduce(call, tensor, options.dst, options.op ?? 'sum');
+        return tensor;
+      },
+    );
+  }
+
+  allGather(outputs: Tensor[], input: Tensor, options?: CallOptions): Work<Tensor[]> {
+    return this.#call(
+      'allGather',
+      options,
+      () => {
+        assertCommTensor(input, 'allGather: input');
+        this.#tensorList(outputs, 'allGather', 'outputs', input);
+        return { signature: `allGather(${input.describe()})`, pattern: { kind: 'all' } };
+      },
+      async (b, call) => {
+        await b.allGather(call, outputs, input);
+        return outputs;
+      },
+    );
+  }
+
+  allGatherInto(output: Tensor, input: Tensor, options?: CallOptions): Work<Tensor> {
+    return this.#call(
+      'allGatherInto',
+      options,
+      () => {
+        assertCommTensor(input, 'allGatherInto: input');
+        assertCommTensor(output, 'allGatherInto: output');
+        sameDType(output, input, 'allGatherInto');
+        if (output.numel !== input.numel * this.size) {
+          throw new RangeError(
+            `allGatherInto: output ${output.describe()} must hold ${this.size} × ${input.describe()} (${input.numel * this.size} elements)`,
+          );
+        }
+        return { signature: `allGatherInto(${input.describe()})`, pattern: { kind: 'all' } };
+      },
+      async (b, call) => {
+        await b.allGatherInto(call, output, input);
+        return output;
+      },
+    );
+  }
+
+  reduceScatter(output: Tensor, inputs: Tensor[], options?: ReduceOptions): Work<Tensor> {
+    return this.#call(
+      'reduceScatter',
+      options,
+      () => {
+        assertCommTensor(output, 'reduceScatter: output');
+        this.#tensorList(inputs, 'reduceScatter', 'inputs');
+        inputs.forEach((t) => sameDType(output, t, 'reduceScatter'));
+        if (inputs[this.rank].describe() !== output.describe()) {
+          throw new TypeError(
+            `reduceScatter: inputs[${this.rank}] is ${inputs[this.rank].describe()}, but output is ${output.describe()}`,
+          );
+        }
+        const op = assertReduceOp(options?.op ?? 'sum', output.dtype, 'reduceScatter');
+        return { signature: `reduceScatter(${output.describe()}, ${op})`, pattern: { kind: 'pairwise' } };
+      },
+      async (b, call) => {
+        await b.reduceScatter(call, output, inputs, options?.op ?? 'sum');
+        return output;
+      },
+    );
+  }
+
+  reduceScatterTensor(output: Tensor, input: Tensor, options?: ReduceOptions): Work<Tensor> {
+    return this.#call(
+      'reduceScatterTensor',
+      options,
+      () => {
+        assertCommTensor(output, 'reduceScatterTensor: output');
+        assertCommTensor(input, 'reduceScatterTensor: input');
+        sameDType(output, input, 'reduceScatterTensor');
+        if (input.numel !== output.numel * this.size) {
+          throw new RangeError(
+            `reduceScatterTensor: input ${input.describe()} must hold ${this.size} × ${output.describe()} (${output.numel * this.size} elements)`,
+          );
+        }
+        const op = assertReduceOp(options?.op ?? 'sum', output.dtype, 'reduceScatterTensor');
+        return { signature: `reduceScatterTensor(${input.describe()}, ${op})`, pattern: { kind: 'all' } };
+      },
+      async (b, call) => {
+        await b.reduceScatterTensor(call, output, input, options?.op ?? 'sum');
+        return output;
+      },
+    );
+  }
+
+  allToAll(outputs: Tensor[], inputs: Tensor[], options?: CallOptions): Work<Tensor[]> {
+    return this.#call(
+      'allToAll',
+      options,
+      () => {
+        this.#tensorList(outputs, 'allToAll', 'outputs');
+        this.#tensorList(inputs, 'allToAll', 'inputs');
+        [...outputs, ...inputs].forEach((t) => sameDType(inputs[0], t, 'allToAll'));
+        if (inputs[this.rank].describe() !== outputs[this.rank].describe()) {
+          throw new TypeError(
+            `allToAll: inputs[${this.rank}] is ${inputs[this.rank].describe()} but outputs[${this.rank}] is ${outputs[this.rank].describe()}`,
+          );
+        }
+        return { signature: `allToAll(${inputs[0].dtype})`, pattern: { kind: 'pairwise' } };
+      },
+      async (b, call) => {
+        await b.allToAll(call, outputs, inputs);
+        return outputs;
+      },
+    );
+  }
+
+  allToAllSingle(
+    output: Tensor,
+    input: Tensor,
+    options?: { outputSplits?: number[]; inputSplits?: number[] } & CallOptions,
+  ): Work<Tensor> {
+    let outputSplits: number[] = [];
+    let inputSplits: number[] = [];
+    return this.#call(
+      'allToAllSingle',
+      options,
+      () => {
+        assertCommTensor(output, 'allToAllSingle: output');
+        assertCommTensor(input, 'allToAllSingle: input');
+        sameDType(output, input, 'allToAllSingle');
+        if (input.shape.length === 0 || output.shape.length === 0) {
+          throw new TypeError('allToAllSingle: input and output need at least one dimension (split along dim 0)');
+        }
+        const rest = input.shape.slice(1).join(',');
+        if (output.shape.slice(1).join(',') !== rest) {
+          throw new TypeError(
+            `allToAllSingle: output ${output.describe()} and input ${input.describe()} differ beyond dim 0`,
+          );
+        }
+        inputSplits = this.#splits(options?.inputSplits, input, 'inputSplits');
+        outputSplits = this.#splits(options?.outputSplits, output, 'outputSplits');
+        if (inputSplits[this.rank] !== outputSplits[this.rank]) {
+          throw new RangeError(
+            `allToAllSingle: inputSplits[${this.rank}] = ${inputSplits[this.rank]} but outputSplits[${this.rank}] = ${outputSplits[this.rank]} (this rank sends to itself)`,
+          );
+        }
+        return { signature: `allToAllSingle(${input.dtype}[*,${rest}])`, pattern: { kind: 'pairwise' } };
+      },
+      async (b, call) => {
+        await b.allToAllSingle(call, output, input, outputSplits, inputSplits);
+        return output;
+      },
+    );
+  }
+
+  #splits(splits: number[] | undefined, tensor: Tensor, what: string): number[] {
+    const rows = tensor.shape[0];
+    if (splits === undefined) {
+      if (rows % this.size !== 0) {
+        throw new RangeError(
+          `allToAllSingle: dim 0 of ${tensor.describe()} is not divisible by the group size ${this.size}; pass ${what}`,
+        );
+      }
+      return new Array(this.size).fill(rows / this.size);
+    }
+    if (!Array.isArray(splits) || splits.length !== this.size || splits.some((s) => !Number.isInteger(s) || s < 0)) {
+      throw new RangeError(`allToAllSingle: ${what} must be ${this.size} non-negative integers`);
+    }
+    const total = splits.reduce((a, b) => a + b, 0);
+    if (total !== rows) {
+      throw new RangeError(`allToAllSingle: ${what} sum to ${total}, but dim 0 of ${tensor.describe()} is ${rows}`);
+    }
+    return splits;
+  }
+
+  gather(tensor: Tensor, options: { dst: number; gatherList?: Tensor[] } & CallOptions): Work<Tensor[] | undefined> {
+    return this.#call(
+      'gather',
+      options,
+      () => {
+        assertCommTensor(tensor, 'gather');
+        const dst = this.#groupRank(options?.dst, 'dst', 'gather');
+        if (this.rank === dst) this.#tensorList(options.gatherList, 'gather', 'gatherList', tensor);
+        return { signature: `gather(${tensor.describe()}, dst=${dst})`, pattern: { kind: 'toRoot', root: dst } };
+      },
+      async (b, call) => {
+        const list = this.rank === options.dst ? options.gatherList : undefined;
+        await b.gather(call, tensor, options.dst, list);
+        return list;
+      },
+    );
+  }
+
+  scatter(tensor: Tensor, options: { src: number; scatterList?: Tensor[] } & CallOptions): Work<Tensor> {
+    return this.#call(
+      'scatter',
+      options,
+      () => {
+        assertCommTensor(tensor, 'scatter');
+        const src = this.#groupRank(options?.src, 'src', 'scatter');
+        if (this.rank === src) this.#tensorList(options.scatterList, 'scatter', 'scatterList', tensor);
+        return {
+          signature: `scatter(${tensor.describe()}, src=${src})`,
+          pattern: { kind: 'fromRootPairwise', root: src },
+        };
+      },
+      async (b, call) => {
+        await b.scatter(call, tensor, options.src, this.rank === options.src ? options.scatterList : undefined);
+        return tensor;
+      },
+    );
+  }
+
+  barrier(options?: CallOptions): Work<void> {
+    return this.#call(
+      'barrier',
+      options,
+      () => ({ signature: 'barrier()', pattern: { kind: 'all' } }),
+      (b, call) => b.barrier(call),
+    );
+  }
+
+  send(tensor: Tensor, dst: number, options?: P2POptions): Work<void> {
+    return this.#call(
+      'send',
+      { ...options, dst, tag: options?.tag ?? 0 },
+      () => {
+        assertCommTensor(tensor, 'send');
+        this.#peer(dst, 'dst', 'send');
+        return { signature: 'p2p', pattern: { kind: 'send', peer: dst, tag: checkTag(options?.tag, 'send') } };
+      },
+      (b, call) => b.send(call, tensor, dst, options?.tag ?? 0),
+    );
+  }
+
+  recv(tensor: Tensor, src: number, options?: P2POptions): Work<Tensor> {
+    return this.#call(
+      'recv',
+      { ...options, src, tag: options?.tag ?? 0 },
+      () => {
+        assertCommTensor(tensor, 'recv');
+        this.#peer(src, 'src', 'recv');
+        return { signature: 'p2p', pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recv') } };
+      },
+      async (b, call) => {
+        await b.recv(call, tensor, src, options?.tag ?? 0);
+        return tensor;
+      },
+    );
+  }
+
+  #peer(value: unknown, what: string, where: string): number {
+    const peer = this.#groupRank(value, what, where);
+    if (peer === this.rank) throw new RangeError(`${where}: ${what} ${peer} is this rank itself`);
+    return peer;
+  }
+
+  /** Issues every op at once; each returns its own Work (sends never wait on unrelated receives). */
+  batchIsendIrecv(ops: P2POp[]): Work<void>[] {
+    if (!Array.isArray(ops)) return [Work.rejected(new TypeError('batchIsendIrecv: ops must be an array'))];
+    return ops.map((o, i) => {
+      if (o?.op === 'isend') return this.send(o.tensor, o.peer, { tag: o.tag });
+      if (o?.op === 'irecv') return this.recv(o.tensor, o.peer, { tag: o.tag }).then(() => undefined);
+      return Work.rejected(new TypeError(`batchIsendIrecv: ops[${i}].op must be 'isend' or 'irecv'`));
+    });
+  }
+
+  sendObject(obj: unknown, dst: number, options?: P2POptions): Work<void> {
+    let bytes: Tensor;
+    try {
+      bytes = objectToTensor(obj, 'sendObject');
+    } catch (error) {
+      return Work.rejected(error);
+    }
+    return this.send(bytes, dst, options);
+  }
+
+  recvObject(src: number, options?: P2POptions): Work<unknown> {
+    return this.#call(
+      'recvObject',
+      { ...options, src, tag: options?.tag ?? 0 },
+      () => {
+        this.#peer(src, 'src', 'recvObject');
+        return { signature: 'p2p', pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recvObject') } };
+      },
+      async (b, call) => tensorToObject(await b.recvAny(call, src, options?.tag ?? 0)),
+    );
+  }
+
+  broadcastObject(obj: unknown, options: { src: number } & CallOptions): Work<unknown> {
+    return this.#call(
+      'broadcastObject',
+      options,
+      () => {
+        const src = this.#groupRank(options?.src, 'src', 'broadcastObject');
+        return { signature: `broadcastObject(src=${src})`, pattern: { kind: 'fromRoot', root: src } };
+      },
+      async (b, call) => {
+        const mine = this.rank === options.src ? objectToTensor(obj, 'broadcastObject') : undefined;
+        return tensorToObject(await b.broadcastAny(call, mine, options.src));
+      },
+    );
+  }
+
+  allGatherObject(obj: unknown, options?: CallOptions): Work<unknown[]> {
+    return this.#call(
+      'allGatherObject',
+      options,
+      () => ({ signature: 'allGatherObject()', pattern: { kind: 'all' } }),
+      async (b, call) => (await b.allGatherAny(call, objectToTensor(obj, 'allGatherObject'))).map(tensorToObject),
+    );
+  }
+
+  /** Releases the group; later calls on it reject. Local to this rank, like torch's destroy_process_group. */
+  destroy(): void {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    this.#backend?.destroy();
+  }
+}
+
+function sameDType(a: Tensor, b: Tensor, where: string): void {
+  if (a.dtype !== b.dtype) throw new TypeError(`${where}: dtypes differ: ${a.describe()} and ${b.describe()}`);
+}
+
+function checkTag(tag: unknown, where: string): number {
+  if (tag === undefined) return 0;
+  if (!Number.isSafeInteger(tag) || (tag as number) < 0) {
+    throw new RangeError(`${where}: tag must be a non-negative integer, got ${String(tag)}`);
+  }
+  return tag as number;
+}
+
+/** Which first-exchange keys a call would touch, from its raw options (before they are validated). */
+function patternOf(op: string, options: RawRoles | undefined, size: number): ArrivalPattern | undefined {
+  const o = options ?? {};
+  const rank = (v: unknown) => (Number.isInteger(v) && (v as number) >= 0 && (v as number) < size ? (v as number) : -1);
+  switch (op) {
+    case 'allReduce':
+    case 'allGather':
+    case 'allGatherInto':
+    case 'reduceScatterTensor':
+    case 'barrier':
+    case 'allGatherObject':
+      return { kind: 'all' };
+    case 'reduceScatter':
+    case 'allToAll':
+    case 'allToAllSingle':
+      return { kind: 'pairwise' };
+    case 'broadcast':
+    case 'broadcastObject':
+      return rank(o.src) < 0 ? undefined : { kind: 'fromRoot', root: rank(o.src) };
+    case 'scatter':
+      return rank(o.src) < 0 ? undefined : { kind: 'fromRootPairwise', root: rank(o.src) };
+    case 'reduce':
+    case 'gather':
+      return rank(o.dst) < 0 ? undefined : { kind: 'toRoot', root: rank(o.dst) };
+    default: {
+      const peer = rank(op === 'send' ? o.dst : o.src);
+      const tag = Number.isSafeInteger(o.tag) && (o.tag as number) >= 0 ? (o.tag as number) : -1;
+      if (peer < 0 || tag < 0) return undefined;
+      return { kind: op === 'send' ? 'send' : 'recv', peer, tag };
+    }
+  }
+}
+
+function objectToTensor(obj: unknown, where: string): Tensor {
+  let bytes: Buffer;
+  try {
+    bytes = serialize(obj);
+  } catch (error) {
+    throw new TypeError(`${where}: the object cannot be structured-cloned: ${(error as Error).message}`);
+  }
+  return Tensor.fromArray(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length), [bytes.length], 'uint8');
+}
+
+function tensorToObject(tensor: Tensor): unknown {
+  return deserialize(Buffer.from(tensor.bytes()));
+}

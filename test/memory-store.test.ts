@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryTensorStore, spawnThreads, Tensor } from '../src/index.ts';
+
+const entry = new URL('./fixtures/store-rank.ts', import.meta.url);
+const run = (scenario: string, worldSize = 2) => spawnThreads(entry, { worldSize, args: { scenario } });
+
+describe('MemoryTensorStore', () => {
+  it('hands a consumer a zero-copy view of the producer’s 64 MiB tensor', async () => {
+    const [producer, consumer] = (await run('zero-copy')) as [{ after: number }, Record<string, number | boolean>];
+    expect(consumer).toMatchObject({ first: 42, shared: true, numel: 16 << 20 });
+    expect(producer.after).toBe(7);
+    // O(1): far less than copying 64 MiB would take (tens of ms).
+    expect(consumer.getMs).toBeLessThan(50);
+  });
+
+  it('stages a tensor that is not backed by a SharedArrayBuffer', async () => {
+    expect(await run('unshared')).toEqual(['sent', 5 * (1 << 18)]);
+  });
+
+  it('reuses a finished key and reports a consumer’s error to the producer', async () => {
+    expect(await run('reuse')).toEqual(['consumer saw garbage', 'reported']);
+  });
+
+  it('times out a destGet of a key nobody sets, naming the key', async () => {
+    const [message] = (await run('timeout', 1)) as string[];
+    expect(message).toMatch(/^CommTimeoutError: destGet\("never"\) timed out after 100 ms on rank 0: no rank has set/);
+  });
+
+  it('works within one thread and refuses misuse with clear errors', async () => {
+    const store = new MemoryTensorStore();
+    try {
+      const t = Tensor.arange(4, 'float32');
+      await store.srcSet('a', t, 2, { tag: 'v1' });
+      await expect(store.srcSet('a', t, 1)).rejects.toThrow(/already set by this rank/);
+      const e1 = await store.destGetEntry('a');
+      expect(e1.tag).toBe('v1');
+      expect(e1.tensor.toArray()).toEqual([0, 1, 2, 3]);
+      await store.destGet('a');
+      await expect(store.destGet('a', { timeoutMs: 50 })).rejects.toThrow(/already got by all its consumers/);
+      await store.destFinishGet('a');
+      await store.destFinishGet('a');
+      await expect(store.destFinishGet('a')).rejects.toThrow(/no unfinished destGet/);
+      await store.srcWaitUntilGetFinished('a');
+      await expect(store.srcWaitUntilGetFinished('a')).rejects.toThrow(/has not set this key/);
+      await expect(store.srcSet('t', t.reshape([2, 2]).transpose(0, 1), 1)).rejects.toThrow(/call \.contiguous\(\)/);
+      await expect(store.srcSet('x'.repeat(200), t, 1)).rejects.toThrow(/key must be 1\.\.128 bytes/);
+      await expect(store.srcSet('c', t, -1)).rejects.toThrow(/consumers must be a non-negative integer/);
+    } finally {
+      store.close();
+    }
+  });
+});
