@@ -94,6 +94,16 @@ export class MemoryTensorStore implements TensorStore {
     return this.#registry.heldPeerBuffers;
   }
 
+  /** Slots of the shared table in use by any rank: 0 once every value was released (for leak checks). */
+  slotsInUse(): number {
+    this.#table.lock(this.#abort);
+    try {
+      return this.#table.countInUse();
+    } finally {
+      this.#table.unlock();
+    }
+  }
+
   async srcSet(key: string, tensor: Tensor, consumers: number, options: StoreSetOptions = {}): Promise<void> {
     const where = `srcSet(${JSON.stringify(key)})`;
     assertCommTensor(tensor, where);

@@ -228,6 +228,13 @@ export class SlotTable {
     }
   }
 
+  /** Call with the lock held. Slots not on the free list. */
+  countInUse(): number {
+    let free = 0;
+    for (let link = this.words[GLOBAL.freeHead]; link !== 0; link = this.words[this.word(link - 1, W.next)]) free++;
+    return this.spec.slots - free;
+  }
+
   /** Wakes everything parked on this table (used when the job aborts). */
   wakeAll(): void {
     for (let b = 0; b < this.spec.buckets; b++) Atomics.notify(this.words, this.bucketEpochIndex(b));

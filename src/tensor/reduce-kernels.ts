@@ -161,7 +161,7 @@ function reduceHalves(
       decode(tmp, inputs[j].subarray(start, end));
       fold(acc, acc, tmp);
     }
-    
+    divide?.(acc, inputs.length);
     encode(out.subarray(start, end), acc);
   }
 }

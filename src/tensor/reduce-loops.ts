@@ -47,17 +47,20 @@ function arithmeticOf(array: TypedArray): Arithmetic {
   return array instanceof BigInt64Array ? 'bigint' : 'int';
 }
 
-/** Compiles `statement(i)` for i in [0, o.length): unrolled body, then a remainder loop. */
+/** Compiles `statement(i)` for i in [0, o.length): the n % UNROLL leftovers, then the unrolled body. */
 function compileLoop(label: string, params: readonly string[], statement: (i: string) => string): unknown {
   const body = Array.from({ length: UNROLL }, (_, k) => statement(k === 0 ? 'i' : `i + ${k}`));
+  // Leftovers go first: V8 tends to optimize these loops on-stack mid-way through the first call, and
+  // a leftover loop after the body would then be code without type feedback; the on-stack code bails
+  // out there, and V8 was seen re-entering and bailing out of it on every later call (~20x slower).
   const source = [
     `// tensorcomm reduce loop ${label}`,
     'const n = o.length;',
     'let i = 0;',
-    `for (; i + ${UNROLL} <= n; i += ${UNROLL}) {`,
+    `for (const head = n % ${UNROLL}; i < head; i++) ${statement('i')}`,
+    `for (; i < n; i += ${UNROLL}) {`,
     ...body,
     '}',
-    `for (; i < n; i++) ${statement('i')}`,
   ].join('\n');
   return new Function(...params, source);
 }

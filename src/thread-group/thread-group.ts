@@ -108,8 +108,15 @@ export class ThreadGroup {
     } catch (error) {
       const call: CallInfo = { seq, signature: op, timeoutMs };
       const pattern = patternOf(op, options, this.size);
-      if (pattern) void backend.abandon(call, pattern, error as Error).catch(() => {});
-      return Work.rejected(error);
+      if (!pattern) return Work.rejected(error);
+      // Reject once the peers were told (bounded inside abandon), so a rank that returns right away
+      // cannot cut the message short.
+      return new Work(
+        backend.abandon(call, pattern, error as Error).then(
+          () => Promise.reject(error),
+          () => Promise.reject(error),
+        ),
+      );
     }
     return Work.run(() => run(backend, { seq, signature: signed.signature, timeoutMs }));
   }
