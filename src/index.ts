@@ -1,9 +1,18 @@
 /** tensorcomm: distributed tensor communication for Node.js. Everything public is exported here. */
 import './thread-group/rank-context.ts';
 
-export { MemoryTensorStore, type MemoryStoreOptions, type MemoryStoreShared } from './memory-store/memory-tensor-store.ts';
+export {
+  type MemoryStoreOptions,
+  type MemoryStoreShared,
+  MemoryTensorStore,
+} from './memory-store/memory-tensor-store.ts';
 export { AbortWord } from './runtime/abort-word.ts';
-export { CollectiveMismatchError, CommTimeoutError, JobFailedError, RankFailedError } from './runtime/errors.ts';
+export {
+  CollectiveMismatchError,
+  CommTimeoutError,
+  JobFailedError,
+  RankFailedError,
+} from './runtime/errors.ts';
 export { type SpawnThreadsOptions, spawnThreads } from './runtime/spawn-threads.ts';
 export type {
   StoreEntry,
@@ -13,7 +22,7 @@ export type {
   TensorStore,
 } from './runtime/tensor-store.ts';
 export { Work } from './runtime/work.ts';
-export { type Device, type DType, DTYPES, type TypedArray } from './tensor/dtype.ts';
+export { type Device, DTYPES, type DType, type TypedArray } from './tensor/dtype.ts';
 export {
   bfloat16BitsToFloat32,
   float16BitsToFloat32,

@@ -12,14 +12,17 @@ function expectClose(actual: number[], expected: number[], dtype: DType, what: s
   expect(actual.length, what).toBe(expected.length);
   const tol = tolerance(dtype);
   for (let i = 0; i < expected.length; i++) {
-    const ok = tol === 0 ? actual[i] === expected[i] : Math.abs(actual[i] - expected[i]) <= tol * (1 + Math.abs(expected[i]));
+    const ok =
+      tol === 0
+        ? actual[i] === expected[i]
+        : Math.abs(actual[i] - expected[i]) <= tol * (1 + Math.abs(expected[i]));
     if (!ok) expect.fail(`${what}[${i}]: got ${actual[i]}, expected ${expected[i]}`);
   }
 }
 
 const cast = (dtype: DType, v: number[]) => referenceReduce('max', dtype, [v]);
 
-describe.each([1, 2, 3, 4, 8])('collectives with %i rank(s)', (n) => {
+describe.each([1, 2, 3, 4, 8])('collectives with %i rank(s)', { timeout: 180_000 }, (n) => {
   it('match a single-threaded reference for every dtype', async () => {
     const args: ConformanceArgs = { dtypes: DTYPES, counts: COUNTS };
     const results = (await spawnThreads(entry, { worldSize: n, args, collectiveTimeoutMs: 30_000 })) as Array<
@@ -33,7 +36,13 @@ describe.each([1, 2, 3, 4, 8])('collectives with %i rank(s)', (n) => {
         const inputs = ranks.map((r) => values(r, count, dtype, salt));
         for (const op of opsFor(dtype)) {
           const expected = referenceReduce(op, dtype, inputs);
-          for (const r of ranks) expectClose(results[r][`allReduce/${op}/${id}`], expected, dtype, `allReduce ${op} ${id} rank ${r}`);
+          for (const r of ranks)
+            expectClose(
+              results[r][`allReduce/${op}/${id}`],
+              expected,
+              dtype,
+              `allReduce ${op} ${id} rank ${r}`,
+            );
           expectClose(results[n - 1][`reduce/${op}/${id}`], expected, dtype, `reduce ${op} ${id}`);
         }
         for (const r of ranks) {
@@ -42,15 +51,24 @@ describe.each([1, 2, 3, 4, 8])('collectives with %i rank(s)', (n) => {
           expect(results[r][`allGatherInto/${id}`]).toEqual(inputs.flatMap((v) => cast(dtype, v)));
           // reduceScatter: rank q's inputs[p] used salt + p.
           const rsInputs = ranks.map((q) => values(q, count, dtype, salt + r));
-          expectClose(results[r][`reduceScatter/${id}`], referenceReduce('sum', dtype, rsInputs), dtype, `reduceScatter ${id}`);
-          const rstInputs = ranks.map((q) => values(q, n * count, dtype, salt).slice(r * count, (r + 1) * count));
+          expectClose(
+            results[r][`reduceScatter/${id}`],
+            referenceReduce('sum', dtype, rsInputs),
+            dtype,
+            `reduceScatter ${id}`,
+          );
+          const rstInputs = ranks.map((q) =>
+            values(q, n * count, dtype, salt).slice(r * count, (r + 1) * count),
+          );
           expectClose(
             results[r][`reduceScatterTensor/${id}`],
             referenceReduce('sum', dtype, rstInputs),
             dtype,
             `reduceScatterTensor ${id}`,
           );
-          expect(results[r][`allToAll/${id}`]).toEqual(ranks.map((q) => cast(dtype, values(q, count, dtype, salt + r))));
+          expect(results[r][`allToAll/${id}`]).toEqual(
+            ranks.map((q) => cast(dtype, values(q, count, dtype, salt + r))),
+          );
           expect(results[r][`scatter/${id}`]).toEqual(cast(dtype, values(r, count, dtype, salt)));
         }
         expect(results[0][`gather/${id}`]).toEqual(inputs.map((v) => cast(dtype, v)));

@@ -6,7 +6,10 @@ const run = (scenario: string, worldSize = 2) => spawnThreads(entry, { worldSize
 
 describe('MemoryTensorStore', () => {
   it('hands a consumer a zero-copy view of the producer’s 64 MiB tensor', async () => {
-    const [producer, consumer] = (await run('zero-copy')) as [{ after: number }, Record<string, number | boolean>];
+    const [producer, consumer] = (await run('zero-copy')) as [
+      { after: number },
+      Record<string, number | boolean>,
+    ];
     expect(consumer).toMatchObject({ first: 42, shared: true, numel: 16 << 20 });
     expect(producer.after).toBe(7);
     // O(1): far less than copying 64 MiB would take (tens of ms).
@@ -23,7 +26,9 @@ describe('MemoryTensorStore', () => {
 
   it('times out a destGet of a key nobody sets, naming the key', async () => {
     const [message] = (await run('timeout', 1)) as string[];
-    expect(message).toMatch(/^CommTimeoutError: destGet\("never"\) timed out after 100 ms on rank 0: no rank has set/);
+    expect(message).toMatch(
+      /^CommTimeoutError: destGet\("never"\) timed out after 100 ms on rank 0: no rank has set/,
+    );
   });
 
   it('works within one thread and refuses misuse with clear errors', async () => {
@@ -42,7 +47,9 @@ describe('MemoryTensorStore', () => {
       await expect(store.destFinishGet('a')).rejects.toThrow(/no unfinished destGet/);
       await store.srcWaitUntilGetFinished('a');
       await expect(store.srcWaitUntilGetFinished('a')).rejects.toThrow(/has not set this key/);
-      await expect(store.srcSet('t', t.reshape([2, 2]).transpose(0, 1), 1)).rejects.toThrow(/call \.contiguous\(\)/);
+      await expect(store.srcSet('t', t.reshape([2, 2]).transpose(0, 1), 1)).rejects.toThrow(
+        /call \.contiguous\(\)/,
+      );
       await expect(store.srcSet('x'.repeat(200), t, 1)).rejects.toThrow(/key must be 1\.\.128 bytes/);
       await expect(store.srcSet('c', t, -1)).rejects.toThrow(/consumers must be a non-negative integer/);
     } finally {

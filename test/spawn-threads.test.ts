@@ -70,8 +70,12 @@ describe('spawnThreads', () => {
     const entry = fixture('identity-rank.ts');
     await expect(spawnThreads(entry, { worldSize: 0 })).rejects.toThrow(/worldSize must be an integer/);
     await expect(spawnThreads(entry, { worldSize: 2, names: ['a'] })).rejects.toThrow(/names has 1 entries/);
-    await expect(spawnThreads(entry, { worldSize: 2, names: ['a', 'a'] })).rejects.toThrow(/"a" is used twice/);
-    await expect(spawnThreads(entry, { worldSize: 1, devices: ['gpu' as never] })).rejects.toThrow(/invalid device/);
+    await expect(spawnThreads(entry, { worldSize: 2, names: ['a', 'a'] })).rejects.toThrow(
+      /"a" is used twice/,
+    );
+    await expect(spawnThreads(entry, { worldSize: 1, devices: ['gpu' as never] })).rejects.toThrow(
+      /invalid device/,
+    );
     await expect(spawnThreads(fixture('missing.ts'), { worldSize: 1 })).rejects.toThrow(/does not exist/);
   });
 });

@@ -19,11 +19,18 @@ function expectAllFailed(outcomes: Outcome[], pattern: RegExp, name?: string): v
 describe('mismatched calls fail on every rank involved', () => {
   it('shape', async () => {
     const outcomes = await run('shape', 3);
-    expectAllFailed(outcomes, /called allReduce\(float32\[\d\], sum\) as call #0 on group "world", but rank \d called allReduce\(float32\[\d\], sum\)/, 'CollectiveMismatchError');
+    expectAllFailed(
+      outcomes,
+      /called allReduce\(float32\[\d\], sum\) as call #0 on group "world", but rank \d called allReduce\(float32\[\d\], sum\)/,
+      'CollectiveMismatchError',
+    );
     expect(outcomes.map((o) => o.message).join('\n')).toContain('float32[5]');
   });
   it('dtype', async () => {
-    expectAllFailed(await run('dtype'), /allReduce\(int32\[4\], sum\).*allReduce\(float32\[4\], sum\)|allReduce\(float32\[4\], sum\).*allReduce\(int32\[4\], sum\)/);
+    expectAllFailed(
+      await run('dtype'),
+      /allReduce\(int32\[4\], sum\).*allReduce\(float32\[4\], sum\)|allReduce\(float32\[4\], sum\).*allReduce\(int32\[4\], sum\)/,
+    );
   });
   it('op', async () => {
     expectAllFailed(await run('op'), /allGather\(float32\[4\]\)/);
@@ -34,7 +41,11 @@ describe('mismatched calls fail on every rank involved', () => {
   it('root: both would-be roots wait for readers, and the timeout says so', async () => {
     // Each rank publishes as a root and nobody reads: no value to compare, so this one is a timeout.
     const outcomes = await run('root');
-    expectAllFailed(outcomes, /broadcast\(float32\[4\], src=\d\) call #0 on group "world": rank \d timed out after 500 ms waiting for peers to finish reading/, 'CommTimeoutError');
+    expectAllFailed(
+      outcomes,
+      /broadcast\(float32\[4\], src=\d\) call #0 on group "world": rank \d timed out after 500 ms waiting for peers to finish reading/,
+      'CommTimeoutError',
+    );
   });
   it('point-to-point size', async () => {
     expectAllFailed(await run('p2p-size'), /expects float32\[3\] from rank 0, which sent float32\[4\]/);
@@ -52,9 +63,13 @@ describe('bad arguments', () => {
   it('a non-contiguous tensor on one rank fails it locally and its peers at once', async () => {
     const [peer, culprit] = await run('non-contiguous');
     expect(culprit).toMatchObject({ ok: false, name: 'TypeError' });
-    expect(culprit.message).toMatch(/allReduce: tensor float32\[3,2\] is not contiguous.*call \.contiguous\(\) first/);
+    expect(culprit.message).toMatch(
+      /allReduce: tensor float32\[3,2\] is not contiguous.*call \.contiguous\(\) first/,
+    );
     expect(peer).toMatchObject({ ok: false });
-    expect(peer.message).toMatch(/group rank 1 failed this call: allReduce: tensor float32\[3,2\] is not contiguous/);
+    expect(peer.message).toMatch(
+      /group rank 1 failed this call: allReduce: tensor float32\[3,2\] is not contiguous/,
+    );
     expect(peer.ms).toBeLessThan(5_000);
   });
   it('the same on a rooted call, where the culprit only reads', async () => {
@@ -64,7 +79,11 @@ describe('bad arguments', () => {
     expect(root.message).toMatch(/rank 1: broadcast: tensor float32\[3,2\] is not contiguous/);
   });
   it('a root out of range', async () => {
-    expectAllFailed(await run('root-out-of-range'), /broadcast: src 7 is not a rank of group "world" \(size 2\)/, 'RangeError');
+    expectAllFailed(
+      await run('root-out-of-range'),
+      /broadcast: src 7 is not a rank of group "world" \(size 2\)/,
+      'RangeError',
+    );
   });
   it('a bitwise op on floats', async () => {
     expectAllFailed(await run('band-on-float'), /band.*float32/, 'TypeError');

@@ -38,7 +38,8 @@ export class SharedBufferRegistry {
     (this.#channel as unknown as { unref(): void }).unref();
     this.#finalizer = new FinalizationRegistry((id) => {
       this.#own.delete(id);
-      if (!this.#closed) this.#channel.postMessage({ kind: 'release', owner: this.#owner, id } satisfies Announcement);
+      if (!this.#closed)
+        this.#channel.postMessage({ kind: 'release', owner: this.#owner, id } satisfies Announcement);
     });
   }
 
@@ -59,7 +60,12 @@ export class SharedBufferRegistry {
   }
 
   /** The buffer behind (owner, id); waits for its announcement if it is still in flight. */
-  async resolve(owner: number, id: number, deadline: number, abort: AbortWord | undefined): Promise<SharedArrayBuffer> {
+  async resolve(
+    owner: number,
+    id: number,
+    deadline: number,
+    abort: AbortWord | undefined,
+  ): Promise<SharedArrayBuffer> {
     const key = keyOf(owner, id);
     for (;;) {
       const found = owner === this.#owner ? this.#own.get(id)?.deref() : this.#peers.get(key);
@@ -67,7 +73,9 @@ export class SharedBufferRegistry {
       abort?.throwIfAborted();
       const remaining = deadline - performance.now();
       if (remaining <= 0) {
-        throw new CommTimeoutError(`rank ${this.#owner}: buffer ${key} announced by rank ${owner} never arrived`);
+        throw new CommTimeoutError(
+          `rank ${this.#owner}: buffer ${key} announced by rank ${owner} never arrived`,
+        );
       }
       await new Promise<void>((wake) => {
         const timer = setTimeout(done, Math.min(remaining, POLL_MS));

@@ -29,9 +29,9 @@ import {
   MAX_DIMS,
   MAX_ERROR_BYTES,
   MAX_TAG_BYTES,
+  type SharedSlotTable,
   SlotTable,
   type SlotTableSpec,
-  type SharedSlotTable,
   W,
 } from './slot-table.ts';
 import { StagingPool } from './staging-pool.ts';
@@ -81,7 +81,10 @@ export class MemoryTensorStore implements TensorStore {
     return { table: SlotTable.create(full), channel: `tensorcomm-store-${randomUUID()}` };
   }
 
-  constructor(shared: MemoryStoreShared = MemoryTensorStore.createShared(), options: MemoryStoreOptions = {}) {
+  constructor(
+    shared: MemoryStoreShared = MemoryTensorStore.createShared(),
+    options: MemoryStoreOptions = {},
+  ) {
     this.rank = options.rank ?? 0;
     this.#table = new SlotTable(shared.table);
     this.#registry = new SharedBufferRegistry(shared.channel, this.rank);
@@ -110,8 +113,10 @@ export class MemoryTensorStore implements TensorStore {
     if (!Number.isSafeInteger(consumers) || consumers < 0) {
       throw new RangeError(`${where}: consumers must be a non-negative integer, got ${consumers}`);
     }
-    if (tensor.shape.length > MAX_DIMS) throw new RangeError(`${where}: at most ${MAX_DIMS} dimensions are supported`);
-    if (this.#produced.has(key)) throw new Error(`${where}: key is already set by this rank and not yet finished`);
+    if (tensor.shape.length > MAX_DIMS)
+      throw new RangeError(`${where}: at most ${MAX_DIMS} dimensions are supported`);
+    if (this.#produced.has(key))
+      throw new Error(`${where}: key is already set by this rank and not yet finished`);
     const t = this.#table;
     const keyBytes = t.keyBytes(key, where);
     const { bucket, hash } = t.bucketOf(keyBytes);
@@ -132,7 +137,9 @@ export class MemoryTensorStore implements TensorStore {
       let slot: number;
       try {
         if (t.find(keyBytes, bucket, hash) >= 0) {
-          throw new Error(`${where}: key is still held by an earlier value whose consumers have not finished`);
+          throw new Error(
+            `${where}: key is still held by an earlier value whose consumers have not finished`,
+          );
         }
         slot = t.insert(keyBytes, bucket, hash);
         if (slot >= 0) this.#describe(slot, source, consumers, inline, bufferId, tag);
@@ -153,7 +160,14 @@ export class MemoryTensorStore implements TensorStore {
     }
   }
 
-  #describe(slot: number, tensor: Tensor, consumers: number, inline: boolean, bufferId: number, tag: Uint8Array) {
+  #describe(
+    slot: number,
+    tensor: Tensor,
+    consumers: number,
+    inline: boolean,
+    bufferId: number,
+    tag: Uint8Array,
+  ) {
     const t = this.#table;
     const w = t.words;
     w[t.word(slot, W.consumers)] = consumers;
@@ -326,4 +340,3 @@ export class MemoryTensorStore implements TensorStore {
     this.#staging.clear();
   }
 }
-

@@ -108,7 +108,8 @@ export class SlotTable {
   }
 
   #initFreeList(): void {
-    for (let s = 0; s < this.spec.slots; s++) this.words[this.word(s, W.next)] = s + 1 < this.spec.slots ? s + 2 : 0;
+    for (let s = 0; s < this.spec.slots; s++)
+      this.words[this.word(s, W.next)] = s + 1 < this.spec.slots ? s + 2 : 0;
     this.words[GLOBAL.freeHead] = this.spec.slots > 0 ? 1 : 0;
   }
 
@@ -155,7 +156,8 @@ export class SlotTable {
     const w = this.words;
     for (let link = w[this.#bucketHeads + bucket]; link !== 0; link = w[this.word(link - 1, W.next)]) {
       const slot = link - 1;
-      if (w[this.word(slot, W.hash)] !== hash || w[this.word(slot, W.keyLength)] !== keyBytes.length) continue;
+      if (w[this.word(slot, W.hash)] !== hash || w[this.word(slot, W.keyLength)] !== keyBytes.length)
+        continue;
       const base = this.slotBase(slot) + KEY_OFFSET;
       let same = true;
       for (let i = 0; i < keyBytes.length && same; i++) same = this.bytes[base + i] === keyBytes[i];
@@ -211,7 +213,8 @@ export class SlotTable {
   lock(abort: AbortWord | undefined): void {
     const w = this.words;
     let state = Atomics.compareExchange(w, GLOBAL.lock, 0, 1);
-    for (let spin = 0; state !== 0 && spin < 200; spin++) state = Atomics.compareExchange(w, GLOBAL.lock, 0, 1);
+    for (let spin = 0; state !== 0 && spin < 200; spin++)
+      state = Atomics.compareExchange(w, GLOBAL.lock, 0, 1);
     if (state === 0) return;
     if (state !== 2) state = Atomics.exchange(w, GLOBAL.lock, 2);
     while (state !== 0) {
@@ -231,7 +234,8 @@ export class SlotTable {
   /** Call with the lock held. Slots not on the free list. */
   countInUse(): number {
     let free = 0;
-    for (let link = this.words[GLOBAL.freeHead]; link !== 0; link = this.words[this.word(link - 1, W.next)]) free++;
+    for (let link = this.words[GLOBAL.freeHead]; link !== 0; link = this.words[this.word(link - 1, W.next)])
+      free++;
     return this.spec.slots - free;
   }
 

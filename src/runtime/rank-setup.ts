@@ -5,8 +5,9 @@
  * state and in every rank thread to build the rank's context, so runtime/
  * never imports upward.
  */
-import type { AbortWord } from './abort-word.ts';
+
 import type { Device } from '../tensor/dtype.ts';
+import type { AbortWord } from './abort-word.ts';
 
 export interface RankIdentity {
   rank: number;
@@ -49,6 +50,7 @@ export function registerRankSetup(moduleUrl: string): void {
 }
 
 export function rankSetupUrl(): string {
-  if (!registered) throw new Error('tensorcomm: no rank setup registered; import tensorcomm from its package root');
+  if (!registered)
+    throw new Error('tensorcomm: no rank setup registered; import tensorcomm from its package root');
   return registered;
 }

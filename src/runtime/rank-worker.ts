@@ -5,8 +5,8 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { AbortWord } from './abort-word.ts';
-import type { RankWorkerData, RankWorkerReport } from './spawn-threads.ts';
 import type { ClosableContext, RankSetupModule } from './rank-setup.ts';
+import type { RankWorkerData, RankWorkerReport } from './spawn-threads.ts';
 
 const data = workerData as RankWorkerData;
 
@@ -32,7 +32,9 @@ async function run(): Promise<void> {
   try {
     report({ kind: 'result', value });
   } catch (error) {
-    throw new TypeError(`rank ${data.identity.rank} returned a value that cannot be sent to the launcher: ${error}`);
+    throw new TypeError(
+      `rank ${data.identity.rank} returned a value that cannot be sent to the launcher: ${error}`,
+    );
   }
 }
 

@@ -46,17 +46,22 @@ const DEFAULT_COLLECTIVE_TIMEOUT_MS = 300_000;
 const DEFAULT_GRACE_MS = 2_000;
 const MAX_WORLD_SIZE = 4096;
 
-function checkOptions(options: SpawnThreadsOptions): Required<Pick<SpawnThreadsOptions, 'names' | 'devices'>> {
+function checkOptions(
+  options: SpawnThreadsOptions,
+): Required<Pick<SpawnThreadsOptions, 'names' | 'devices'>> {
   const { worldSize } = options;
   if (!Number.isSafeInteger(worldSize) || worldSize < 1 || worldSize > MAX_WORLD_SIZE) {
-    throw new RangeError(`spawnThreads: worldSize must be an integer in 1..${MAX_WORLD_SIZE}, got ${worldSize}`);
+    throw new RangeError(
+      `spawnThreads: worldSize must be an integer in 1..${MAX_WORLD_SIZE}, got ${worldSize}`,
+    );
   }
   const names = options.names ?? Array.from({ length: worldSize }, (_, i) => `rank-${i}`);
   if (names.length !== worldSize) {
     throw new RangeError(`spawnThreads: names has ${names.length} entries for worldSize ${worldSize}`);
   }
   const duplicate = names.find((n, i) => names.indexOf(n) !== i);
-  if (duplicate !== undefined) throw new RangeError(`spawnThreads: worker name ${JSON.stringify(duplicate)} is used twice`);
+  if (duplicate !== undefined)
+    throw new RangeError(`spawnThreads: worker name ${JSON.stringify(duplicate)} is used twice`);
   const devices = (options.devices ?? Array.from({ length: worldSize }, () => 'cpu' as const)).map((d) =>
     parseDevice(d, 'spawnThreads'),
   );
@@ -65,7 +70,8 @@ function checkOptions(options: SpawnThreadsOptions): Required<Pick<SpawnThreadsO
   }
   for (const key of ['timeoutMs', 'collectiveTimeoutMs', 'graceMs'] as const) {
     const value = options[key];
-    if (value !== undefined && !(value > 0)) throw new RangeError(`spawnThreads: ${key} must be positive, got ${value}`);
+    if (value !== undefined && !(value > 0))
+      throw new RangeError(`spawnThreads: ${key} must be positive, got ${value}`);
   }
   return { names, devices };
 }
@@ -78,7 +84,10 @@ function reviveError(report: { name: string; message: string; stack: string }): 
 }
 
 /** Resolves to the ranks' return values in rank order, or rejects naming every failed rank. */
-export async function spawnThreads<R = unknown>(entry: string | URL, options: SpawnThreadsOptions): Promise<R[]> {
+export async function spawnThreads<R = unknown>(
+  entry: string | URL,
+  options: SpawnThreadsOptions,
+): Promise<R[]> {
   const { names, devices } = checkOptions(options);
   const { worldSize } = options;
   const entryUrl = resolveEntry(entry, 'spawnThreads').href;
@@ -90,7 +99,10 @@ export async function spawnThreads<R = unknown>(entry: string | URL, options: Sp
   };
   const shared = setup.createJobShared(job);
   const abort = new AbortWord();
-  const bootstrapUrl = new URL(`./rank-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+  const bootstrapUrl = new URL(
+    `./rank-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`,
+    import.meta.url,
+  );
   const typeScript = needsTypeScriptLoader(entryUrl, bootstrapUrl.href);
 
   const results: unknown[] = new Array(worldSize);
@@ -160,7 +172,10 @@ export async function spawnThreads<R = unknown>(entry: string | URL, options: Sp
           worker.on('exit', (code) => {
             if (!settled[rank]) {
               settled[rank] = true;
-              fail(rank, new Error(`rank ${rank} (${names[rank]}) exited with code ${code} before returning`));
+              fail(
+                rank,
+                new Error(`rank ${rank} (${names[rank]}) exited with code ${code} before returning`),
+              );
             }
             resolveExit();
           });
@@ -173,9 +188,14 @@ export async function spawnThreads<R = unknown>(entry: string | URL, options: Sp
   return results as R[];
 }
 
-function jobFailure(failures: Array<{ rank: number; error: Error }>, names: readonly string[]): JobFailedError {
+function jobFailure(
+  failures: Array<{ rank: number; error: Error }>,
+  names: readonly string[],
+): JobFailedError {
   // The first failure is the root cause; the others are usually its echoes.
-  const lines = failures.map(({ rank, error }) => `  rank ${rank} (${names[rank]}): ${error.name}: ${error.message}`);
+  const lines = failures.map(
+    ({ rank, error }) => `  rank ${rank} (${names[rank]}): ${error.name}: ${error.message}`,
+  );
   return new JobFailedError(
     `${failures.length} rank(s) failed: ${failures.map((f) => f.rank).join(', ')}\n${lines.join('\n')}`,
     failures,

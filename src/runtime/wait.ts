@@ -8,8 +8,16 @@
 import type { AbortWord } from './abort-word.ts';
 import { CommTimeoutError } from './errors.ts';
 
-const SPIN_ITERATIONS = 2000;
 const PARK_CHUNK_MS = 50;
+let spinIterations = 2000;
+
+/**
+ * Spinning only pays while every waiting thread has a core: with more ranks
+ * than cores a spinner burns the time slice the thread it waits for needs.
+ */
+export function setSpinBudget(threadsPerCore: number): void {
+  spinIterations = threadsPerCore <= 1 ? 2000 : 20;
+}
 
 let parkedWaiters = 0;
 let keepAlive: NodeJS.Timeout | undefined;
@@ -48,7 +56,7 @@ export async function waitForWord(
   options: WaitOptions,
 ): Promise<void> {
   let value = Atomics.load(words, index);
-  for (let i = 0; i < SPIN_ITERATIONS && !ready(value); i++) value = Atomics.load(words, index);
+  for (let i = 0; i < spinIterations && !ready(value); i++) value = Atomics.load(words, index);
   if (ready(value)) return;
   holdEventLoop();
   try {

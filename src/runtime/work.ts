@@ -55,14 +55,17 @@ export class Work<T> implements PromiseLike<T> {
     return this.#promise;
   }
 
+  // biome-ignore lint/suspicious/noThenProperty: Work is deliberately PromiseLike (DESIGN.md decision 1)
   then<R1 = T, R2 = never>(
     onFulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
-    onRejected?: ((reason: unknown) => R2 | PromiseLike<R2>) | null,
+    // biome-ignore lint/suspicious/noExplicitAny: matches PromiseLike, so handlers may type the reason
+    onRejected?: ((reason: any) => R2 | PromiseLike<R2>) | null,
   ): Work<R1 | R2> {
     return new Work(this.#promise.then(onFulfilled, onRejected));
   }
 
-  catch<R = never>(onRejected: (reason: unknown) => R | PromiseLike<R>): Work<T | R> {
+  // biome-ignore lint/suspicious/noExplicitAny: as Promise.catch
+  catch<R = never>(onRejected: (reason: any) => R | PromiseLike<R>): Work<T | R> {
     return new Work(this.#promise.catch(onRejected));
   }
 

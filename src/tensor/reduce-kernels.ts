@@ -29,8 +29,9 @@ const halfTmp = new Float32Array(HALF_BLOCK);
  * `out` may be exactly one (or several) of the inputs — in-place allReduce
  * passes its own slice both ways — but must not partly overlap any of them.
  * float16/bfloat16 accumulate in float32 and round once at the end; integers
- * wrap like their C type; integer avg truncates toward zero; bool (0/1 bytes)
- * reduces logically: sum/max/avg/bor = or, prod/min/band = and, bxor = xor.
+ * wrap like their C type; integer avg truncates toward zero; bool reduces
+ * logically: sum/max/avg/bor = or, prod/min/band = and, bxor = xor, on the
+ * 0/1 bytes Tensor stores (other byte values are not normalized).
  */
 export function reduceArrays(
   op: ReduceOp,
@@ -166,8 +167,12 @@ function reduceHalves(
   }
 }
 
+// Imported bindings are read into locals before each loop: tsx and vitest compile imports to getter
+// calls, which inside the loop cost more than the conversion itself.
+
 function decodeFloat16(dst: Float32Array, src: Uint16Array): void {
-  for (let i = 0; i < src.length; i++) dst[i] = FLOAT16_TABLE[src[i]];
+  const table = FLOAT16_TABLE;
+  for (let i = 0; i < src.length; i++) dst[i] = table[src[i]];
 }
 
 function decodeBfloat16(dst: Float32Array, src: Uint16Array): void {
@@ -177,9 +182,11 @@ function decodeBfloat16(dst: Float32Array, src: Uint16Array): void {
 }
 
 function encodeFloat16(dst: Uint16Array, src: Float32Array): void {
-  for (let i = 0; i < src.length; i++) dst[i] = float32ToFloat16Bits(src[i]);
+  const round = float32ToFloat16Bits;
+  for (let i = 0; i < src.length; i++) dst[i] = round(src[i]);
 }
 
 function encodeBfloat16(dst: Uint16Array, src: Float32Array): void {
-  for (let i = 0; i < src.length; i++) dst[i] = float32ToBfloat16Bits(src[i]);
+  const round = float32ToBfloat16Bits;
+  for (let i = 0; i < src.length; i++) dst[i] = round(src[i]);
 }

@@ -42,8 +42,18 @@ export interface Backend {
     outputSplits: readonly number[],
     inputSplits: readonly number[],
   ): Promise<void>;
-  gather(call: CallInfo, tensor: Tensor, dst: number, gatherList: readonly Tensor[] | undefined): Promise<void>;
-  scatter(call: CallInfo, tensor: Tensor, src: number, scatterList: readonly Tensor[] | undefined): Promise<void>;
+  gather(
+    call: CallInfo,
+    tensor: Tensor,
+    dst: number,
+    gatherList: readonly Tensor[] | undefined,
+  ): Promise<void>;
+  scatter(
+    call: CallInfo,
+    tensor: Tensor,
+    src: number,
+    scatterList: readonly Tensor[] | undefined,
+  ): Promise<void>;
   barrier(call: CallInfo): Promise<void>;
   send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void>;
   recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void>;

@@ -3,9 +3,11 @@
  * shared by the job, the world group, subgroups and the group manager. This
  * module is what runtime/spawnThreads imports in every rank thread.
  */
-import { MemoryTensorStore, type MemoryStoreShared } from '../memory-store/memory-tensor-store.ts';
+import { availableParallelism } from 'node:os';
+import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memory-tensor-store.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import { type JobOptions, type RankIdentity, registerRankSetup } from '../runtime/rank-setup.ts';
+import { setSpinBudget } from '../runtime/wait.ts';
 import type { Device } from '../tensor/dtype.ts';
 import { checkMembers, groupKeyPrefix } from './group-id.ts';
 import { StoreBackend } from './store-backend/store-backend.ts';
@@ -41,13 +43,14 @@ export function wakeJob(shared: JobShared): void {
   MemoryTensorStore.wakeAll(shared.store);
 }
 
-export function createRankContext(
+export async function createRankContext(
   identity: RankIdentity,
   shared: JobShared,
   abort: AbortWord,
   options: JobOptions,
-): RankContext {
+): Promise<RankContext> {
   const { rank, worldSize } = identity;
+  setSpinBudget(worldSize / availableParallelism());
   const store = new MemoryTensorStore(shared.store, { rank, abort, timeoutMs: options.collectiveTimeoutMs });
   const created = new Map<string, number>();
 
@@ -68,6 +71,9 @@ export function createRankContext(
   const manager = new ThreadGroupManager(identity.devices, (members, key) =>
     makeGroup('m', members, `managed[${key}]`, options.collectiveTimeoutMs),
   );
+
+  // A buffer announcement reaches only ranks already listening: nobody publishes before all listen.
+  await world.barrier();
 
   return {
     ...identity,

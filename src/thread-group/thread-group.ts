@@ -94,12 +94,15 @@ export class ThreadGroup {
     if (this.#destroyed) return Work.rejected(new Error(`${where}: the group was destroyed`));
     if (!this.#backend || !this.isMember) {
       return Work.rejected(
-        new Error(`${where}: rank ${this.#info.globalRank} is not a member (members: ${this.ranks.join(', ')})`),
+        new Error(
+          `${where}: rank ${this.#info.globalRank} is not a member (members: ${this.ranks.join(', ')})`,
+        ),
       );
     }
     const backend = this.#backend;
     const timeoutMs = options?.timeoutMs ?? this.#info.timeoutMs;
-    if (!(timeoutMs > 0)) return Work.rejected(new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
+    if (!(timeoutMs > 0))
+      return Work.rejected(new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
     // Point-to-point calls are matched per stream, not by the group's collective order.
     const seq = P2P_OPS.has(op) ? -1 : this.#seq++;
     let signed: Signed;
@@ -123,7 +126,9 @@ export class ThreadGroup {
 
   #groupRank(value: unknown, what: string, where: string): number {
     if (!Number.isInteger(value) || (value as number) < 0 || (value as number) >= this.size) {
-      throw new RangeError(`${where}: ${what} ${String(value)} is not a rank of group "${this.name}" (size ${this.size})`);
+      throw new RangeError(
+        `${where}: ${what} ${String(value)} is not a rank of group "${this.name}" (size ${this.size})`,
+      );
     }
     return value as number;
   }
@@ -164,7 +169,10 @@ export class ThreadGroup {
       () => {
         assertCommTensor(tensor, 'broadcast');
         const src = this.#groupRank(options?.src, 'src', 'broadcast');
-        return { signature: `broadcast(${tensor.describe()}, src=${src})`, pattern: { kind: 'fromRoot', root: src } };
+        return {
+          signature: `broadcast(${tensor.describe()}, src=${src})`,
+          pattern: { kind: 'fromRoot', root: src },
+        };
       },
       async (b, call) => {
         await b.broadcast(call, tensor, options.src);
@@ -181,7 +189,10 @@ export class ThreadGroup {
         assertCommTensor(tensor, 'reduce');
         const dst = this.#groupRank(options?.dst, 'dst', 'reduce');
         const op = assertReduceOp(options.op ?? 'sum', tensor.dtype, 'reduce');
-        return { signature: `reduce(${tensor.describe()}, dst=${dst}, ${op})`, pattern: { kind: 'toRoot', root: dst } };
+        return {
+          signature: `reduce(${tensor.describe()}, dst=${dst}, ${op})`,
+          pattern: { kind: 'toRoot', root: dst },
+        };
       },
       async (b, call) => {
         await b.reduce(call, tensor, options.dst, options.op ?? 'sum');
@@ -235,7 +246,7 @@ export class ThreadGroup {
       () => {
         assertCommTensor(output, 'reduceScatter: output');
         this.#tensorList(inputs, 'reduceScatter', 'inputs');
-        inputs.forEach((t) => sameDType(output, t, 'reduceScatter'));
+        for (const t of inputs) sameDType(output, t, 'reduceScatter');
         if (inputs[this.rank].describe() !== output.describe()) {
           throw new TypeError(
             `reduceScatter: inputs[${this.rank}] is ${inputs[this.rank].describe()}, but output is ${output.describe()}`,
@@ -281,7 +292,7 @@ export class ThreadGroup {
       () => {
         this.#tensorList(outputs, 'allToAll', 'outputs');
         this.#tensorList(inputs, 'allToAll', 'inputs');
-        [...outputs, ...inputs].forEach((t) => sameDType(inputs[0], t, 'allToAll'));
+        for (const t of [...outputs, ...inputs]) sameDType(inputs[0], t, 'allToAll');
         if (inputs[this.rank].describe() !== outputs[this.rank].describe()) {
           throw new TypeError(
             `allToAll: inputs[${this.rank}] is ${inputs[this.rank].describe()} but outputs[${this.rank}] is ${outputs[this.rank].describe()}`,
@@ -311,7 +322,9 @@ export class ThreadGroup {
         assertCommTensor(input, 'allToAllSingle: input');
         sameDType(output, input, 'allToAllSingle');
         if (input.shape.length === 0 || output.shape.length === 0) {
-          throw new TypeError('allToAllSingle: input and output need at least one dimension (split along dim 0)');
+          throw new TypeError(
+            'allToAllSingle: input and output need at least one dimension (split along dim 0)',
+          );
         }
         const rest = input.shape.slice(1).join(',');
         if (output.shape.slice(1).join(',') !== rest) {
@@ -345,17 +358,26 @@ export class ThreadGroup {
       }
       return new Array(this.size).fill(rows / this.size);
     }
-    if (!Array.isArray(splits) || splits.length !== this.size || splits.some((s) => !Number.isInteger(s) || s < 0)) {
+    if (
+      !Array.isArray(splits) ||
+      splits.length !== this.size ||
+      splits.some((s) => !Number.isInteger(s) || s < 0)
+    ) {
       throw new RangeError(`allToAllSingle: ${what} must be ${this.size} non-negative integers`);
     }
     const total = splits.reduce((a, b) => a + b, 0);
     if (total !== rows) {
-      throw new RangeError(`allToAllSingle: ${what} sum to ${total}, but dim 0 of ${tensor.describe()} is ${rows}`);
+      throw new RangeError(
+        `allToAllSingle: ${what} sum to ${total}, but dim 0 of ${tensor.describe()} is ${rows}`,
+      );
     }
     return splits;
   }
 
-  gather(tensor: Tensor, options: { dst: number; gatherList?: Tensor[] } & CallOptions): Work<Tensor[] | undefined> {
+  gather(
+    tensor: Tensor,
+    options: { dst: number; gatherList?: Tensor[] } & CallOptions,
+  ): Work<Tensor[] | undefined> {
     return this.#call(
       'gather',
       options,
@@ -363,7 +385,10 @@ export class ThreadGroup {
         assertCommTensor(tensor, 'gather');
         const dst = this.#groupRank(options?.dst, 'dst', 'gather');
         if (this.rank === dst) this.#tensorList(options.gatherList, 'gather', 'gatherList', tensor);
-        return { signature: `gather(${tensor.describe()}, dst=${dst})`, pattern: { kind: 'toRoot', root: dst } };
+        return {
+          signature: `gather(${tensor.describe()}, dst=${dst})`,
+          pattern: { kind: 'toRoot', root: dst },
+        };
       },
       async (b, call) => {
         const list = this.rank === options.dst ? options.gatherList : undefined;
@@ -387,7 +412,12 @@ export class ThreadGroup {
         };
       },
       async (b, call) => {
-        await b.scatter(call, tensor, options.src, this.rank === options.src ? options.scatterList : undefined);
+        await b.scatter(
+          call,
+          tensor,
+          options.src,
+          this.rank === options.src ? options.scatterList : undefined,
+        );
         return tensor;
       },
     );
@@ -409,7 +439,10 @@ export class ThreadGroup {
       () => {
         assertCommTensor(tensor, 'send');
         this.#peer(dst, 'dst', 'send');
-        return { signature: 'p2p', pattern: { kind: 'send', peer: dst, tag: checkTag(options?.tag, 'send') } };
+        return {
+          signature: 'p2p',
+          pattern: { kind: 'send', peer: dst, tag: checkTag(options?.tag, 'send') },
+        };
       },
       (b, call) => b.send(call, tensor, dst, options?.tag ?? 0),
     );
@@ -422,7 +455,10 @@ export class ThreadGroup {
       () => {
         assertCommTensor(tensor, 'recv');
         this.#peer(src, 'src', 'recv');
-        return { signature: 'p2p', pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recv') } };
+        return {
+          signature: 'p2p',
+          pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recv') },
+        };
       },
       async (b, call) => {
         await b.recv(call, tensor, src, options?.tag ?? 0);
@@ -463,7 +499,10 @@ export class ThreadGroup {
       { ...options, src, tag: options?.tag ?? 0 },
       () => {
         this.#peer(src, 'src', 'recvObject');
-        return { signature: 'p2p', pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recvObject') } };
+        return {
+          signature: 'p2p',
+          pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recvObject') },
+        };
       },
       async (b, call) => tensorToObject(await b.recvAny(call, src, options?.tag ?? 0)),
     );
@@ -489,7 +528,8 @@ export class ThreadGroup {
       'allGatherObject',
       options,
       () => ({ signature: 'allGatherObject()', pattern: { kind: 'all' } }),
-      async (b, call) => (await b.allGatherAny(call, objectToTensor(obj, 'allGatherObject'))).map(tensorToObject),
+      async (b, call) =>
+        (await b.allGatherAny(call, objectToTensor(obj, 'allGatherObject'))).map(tensorToObject),
     );
   }
 
@@ -502,7 +542,8 @@ export class ThreadGroup {
 }
 
 function sameDType(a: Tensor, b: Tensor, where: string): void {
-  if (a.dtype !== b.dtype) throw new TypeError(`${where}: dtypes differ: ${a.describe()} and ${b.describe()}`);
+  if (a.dtype !== b.dtype)
+    throw new TypeError(`${where}: dtypes differ: ${a.describe()} and ${b.describe()}`);
 }
 
 function checkTag(tag: unknown, where: string): number {
@@ -516,7 +557,8 @@ function checkTag(tag: unknown, where: string): number {
 /** Which first-exchange keys a call would touch, from its raw options (before they are validated). */
 function patternOf(op: string, options: RawRoles | undefined, size: number): ArrivalPattern | undefined {
   const o = options ?? {};
-  const rank = (v: unknown) => (Number.isInteger(v) && (v as number) >= 0 && (v as number) < size ? (v as number) : -1);
+  const rank = (v: unknown) =>
+    Number.isInteger(v) && (v as number) >= 0 && (v as number) < size ? (v as number) : -1;
   switch (op) {
     case 'allReduce':
     case 'allGather':
@@ -553,7 +595,11 @@ function objectToTensor(obj: unknown, where: string): Tensor {
   } catch (error) {
     throw new TypeError(`${where}: the object cannot be structured-cloned: ${(error as Error).message}`);
   }
-  return Tensor.fromArray(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length), [bytes.length], 'uint8');
+  return Tensor.fromArray(
+    new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length),
+    [bytes.length],
+    'uint8',
+  );
 }
 
 function tensorToObject(tensor: Tensor): unknown {

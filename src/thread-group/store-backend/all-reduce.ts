@@ -7,8 +7,9 @@
  *   then each rank copies the other reduced slices from their owners. Every
  *   rank reads and reduces 1/n of the data, in parallel.
  */
-import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+
 import { reduceArrays } from '../../tensor/reduce-kernels.ts';
+import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import type { Exchange } from './exchange.ts';
 import { copyElements, elements, sliceRange } from './slices.ts';
@@ -40,7 +41,8 @@ async function allReduceScatterGather(x: Exchange, tensor: Tensor, op: ReduceOp)
   const [start, end] = sliceRange(tensor.numel, x.size, x.rank);
   await x.publish(0, tensor, x.size - 1);
   const inputs = [];
-  for (let p = 0; p < x.size; p++) inputs.push(elements(p === x.rank ? tensor : await x.get(0, p), start, end));
+  for (let p = 0; p < x.size; p++)
+    inputs.push(elements(p === x.rank ? tensor : await x.get(0, p), start, end));
   // Only this rank reads its own slice, so it can be reduced in place.
   reduceArrays(op, tensor.dtype, inputs[x.rank], inputs);
   for (const p of x.peers()) await x.finish(0, p);

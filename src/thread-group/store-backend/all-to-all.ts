@@ -4,7 +4,11 @@ import type { Exchange } from './exchange.ts';
 import { copyElements } from './slices.ts';
 
 /** inputs[p] goes to rank p; what arrives from rank q lands in outputs[q]. */
-export async function allToAll(x: Exchange, outputs: readonly Tensor[], inputs: readonly Tensor[]): Promise<void> {
+export async function allToAll(
+  x: Exchange,
+  outputs: readonly Tensor[],
+  inputs: readonly Tensor[],
+): Promise<void> {
   for (const p of x.peers()) await x.publish(0, inputs[p], 1, p);
   copyElements(outputs[x.rank], 0, inputs[x.rank]);
   for (const q of x.peers()) {

@@ -83,7 +83,10 @@ export class Exchange {
     try {
       entry = await this.#store.destGetEntry(key, { timeoutMs: this.#call.timeoutMs });
     } catch (error) {
-      throw this.#explain(error, `waiting for group rank ${producer} (global rank ${this.#group.ranks[producer]})`);
+      throw this.#explain(
+        error,
+        `waiting for group rank ${producer} (global rank ${this.#group.ranks[producer]})`,
+      );
     }
     this.#got.add(key);
     const expected = signature ?? this.#call.signature;
@@ -102,7 +105,11 @@ export class Exchange {
   }
 
   /** Checks a received value's dtype and shape against what this rank expects from `producer`. */
-  expectLike(received: Tensor, expected: { dtype: string; shape: readonly number[] }, producer: number): void {
+  expectLike(
+    received: Tensor,
+    expected: { dtype: string; shape: readonly number[] },
+    producer: number,
+  ): void {
     const want = `${expected.dtype}[${expected.shape.join(',')}]`;
     if (received.describe() !== want) {
       throw new CollectiveMismatchError(
@@ -146,7 +153,10 @@ export class Exchange {
 }
 
 /** Runs one call's algorithm, cleaning up the exchange if it fails. */
-export async function runExchange(exchange: Exchange, algorithm: (x: Exchange) => Promise<void>): Promise<void> {
+export async function runExchange(
+  exchange: Exchange,
+  algorithm: (x: Exchange) => Promise<void>,
+): Promise<void> {
   try {
     await algorithm(exchange);
   } catch (error) {

@@ -1,12 +1,17 @@
 /** allGather and reduceScatter over a TensorStore: every rank reads its peers' buffers in place. */
-import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+
 import { reduceArrays } from '../../tensor/reduce-kernels.ts';
+import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { Exchange } from './exchange.ts';
 import { copyElements, elements } from './slices.ts';
 
 /** Gathers every rank's input into place p of the output, as `place(p, value)` decides. */
-async function gatherEach(x: Exchange, input: Tensor, place: (p: number, value: Tensor) => void): Promise<void> {
+async function gatherEach(
+  x: Exchange,
+  input: Tensor,
+  place: (p: number, value: Tensor) => void,
+): Promise<void> {
   await x.publish(0, input, x.size - 1);
   place(x.rank, input);
   for (const p of x.peers()) {
@@ -46,7 +51,12 @@ export async function reduceScatter(
   for (const p of x.peers()) await x.consumed(0, p);
 }
 
-export async function reduceScatterTensor(x: Exchange, output: Tensor, input: Tensor, op: ReduceOp): Promise<void> {
+export async function reduceScatterTensor(
+  x: Exchange,
+  output: Tensor,
+  input: Tensor,
+  op: ReduceOp,
+): Promise<void> {
   const start = x.rank * output.numel;
   await x.publish(0, input, x.size - 1);
   const parts = [];

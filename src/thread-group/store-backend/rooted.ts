@@ -1,6 +1,7 @@
 /** One-to-all and all-to-one collectives over a TensorStore: broadcast, reduce, gather, scatter. */
-import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+
 import { reduceArrays } from '../../tensor/reduce-kernels.ts';
+import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { Exchange } from './exchange.ts';
 import { copyElements } from './slices.ts';

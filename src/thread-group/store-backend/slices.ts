@@ -14,7 +14,13 @@ export function elements(tensor: Tensor, start = 0, end = tensor.numel): TypedAr
 }
 
 /** Copies `count` elements from `src` (starting at srcStart) into `dst` (starting at dstStart). */
-export function copyElements(dst: Tensor, dstStart: number, src: Tensor, srcStart = 0, count = src.numel): void {
+export function copyElements(
+  dst: Tensor,
+  dstStart: number,
+  src: Tensor,
+  srcStart = 0,
+  count = src.numel,
+): void {
   const size = itemSize(dst.dtype);
   dst.bytes().set(src.bytes().subarray(srcStart * size, (srcStart + count) * size), dstStart * size);
 }

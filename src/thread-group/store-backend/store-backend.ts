@@ -77,14 +77,26 @@ export class StoreBackend implements Backend {
     outputSplits: readonly number[],
     inputSplits: readonly number[],
   ): Promise<void> {
-    return this.#run(call, (x) => allToAll(x, splitRows(output, outputSplits), splitRows(input, inputSplits)));
+    return this.#run(call, (x) =>
+      allToAll(x, splitRows(output, outputSplits), splitRows(input, inputSplits)),
+    );
   }
 
-  gather(call: CallInfo, tensor: Tensor, dst: number, gatherList: readonly Tensor[] | undefined): Promise<void> {
+  gather(
+    call: CallInfo,
+    tensor: Tensor,
+    dst: number,
+    gatherList: readonly Tensor[] | undefined,
+  ): Promise<void> {
     return this.#run(call, (x) => gather(x, tensor, dst, gatherList));
   }
 
-  scatter(call: CallInfo, tensor: Tensor, src: number, scatterList: readonly Tensor[] | undefined): Promise<void> {
+  scatter(
+    call: CallInfo,
+    tensor: Tensor,
+    src: number,
+    scatterList: readonly Tensor[] | undefined,
+  ): Promise<void> {
     return this.#run(call, (x) => scatter(x, tensor, src, scatterList));
   }
 
@@ -189,7 +201,9 @@ export class StoreBackend implements Backend {
       done.push(
         this.#store
           .destGet(key, short)
-          .then(() => this.#store.destFinishGet(key, { error: `rank ${this.#group.ranks[me]}: ${error.message}` }))
+          .then(() =>
+            this.#store.destFinishGet(key, { error: `rank ${this.#group.ranks[me]}: ${error.message}` }),
+          )
           .catch(() => {}),
       );
     }

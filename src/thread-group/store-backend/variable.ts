@@ -5,7 +5,12 @@
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { Exchange } from './exchange.ts';
 
-export async function takeCopy(x: Exchange, phase: number, producer: number, consumer?: number): Promise<Tensor> {
+export async function takeCopy(
+  x: Exchange,
+  phase: number,
+  producer: number,
+  consumer?: number,
+): Promise<Tensor> {
   const value = (await x.get(phase, producer, consumer)).clone();
   await x.finish(phase, producer, consumer);
   return value;

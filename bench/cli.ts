@@ -1,0 +1,38 @@
+/** What the bench scripts share: their command line, the "run directly?" check and JSON output. */
+import { writeFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+
+export interface BenchArgs {
+  /** Small sizes and few iterations: a smoke run that finishes in seconds. */
+  quick: boolean;
+  /** Also write the figures to this file. */
+  json?: string;
+}
+
+export type Log = (line: string) => void;
+
+export function parseBenchArgs(argv: readonly string[], script: string): BenchArgs {
+  try {
+    const { values } = parseArgs({
+      args: [...argv],
+      options: { quick: { type: 'boolean', default: false }, json: { type: 'string' } },
+      strict: true,
+      allowPositionals: false,
+    });
+    return { quick: values.quick, json: values.json };
+  } catch (error) {
+    throw new TypeError(`${script}: ${(error as Error).message}; usage: [--quick] [--json <file>]`);
+  }
+}
+
+/** True when `moduleUrl` is the script node was started with (not an import). */
+export function isMainModule(moduleUrl: string): boolean {
+  return process.argv[1] !== undefined && moduleUrl === pathToFileURL(resolve(process.argv[1])).href;
+}
+
+export async function writeJson(file: string, value: unknown, log: Log): Promise<void> {
+  await writeFile(file, `${JSON.stringify(value, null, 1)}\n`);
+  log(`# figures written to ${resolve(file)}`);
+}

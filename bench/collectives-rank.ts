@@ -1,0 +1,228 @@
+/**
+ * Rank entry of the collectives bench: runs every requested op at every size
+ * inside one job (starting rank threads costs ~0.5 s, more than a whole size).
+ * Timing is taken on rank 0, batch by batch, each batch starting right after
+ * a barrier so all ranks enter it together.
+ */
+import { type RankContext, Tensor, type ThreadGroup } from '../src/index.ts';
+
+export const COLLECTIVE_OPS = [
+  'allReduce',
+  'allGather',
+  'reduceScatter',
+  'broadcast',
+  'allToAll',
+  'sendRecv',
+] as const;
+export type CollectiveOp = (typeof COLLECTIVE_OPS)[number];
+
+export interface RankArgs {
+  ops: CollectiveOp[];
+  /** Requested bytes per size; ops that split a buffer across ranks round the count to a multiple of the world size. */
+  sizes: number[];
+  /** Wall time to spend measuring one size, split over `batches`. */
+  budgetMs: number;
+  batches: number;
+  /** Zero-copy destGet from rank 0 to rank 1, measured on rank 1. */
+  zeroCopy?: { sizes: number[]; rounds: number };
+}
+
+export interface Sample {
+  op: CollectiveOp;
+  /** Bytes of the buffer nccl-tests reports: the whole buffer (allGather: the gathered output). */
+  bytes: number;
+  count: number;
+  /** Median over batches of the time per iteration (sendRecv: the round trip). */
+  us: number;
+  itersPerBatch: number;
+  batches: number;
+}
+
+export interface ZeroCopySample {
+  bytes: number;
+  /** Median destGet time, the producer having published before the clock starts. */
+  destGetUs: number;
+  /** Median time of copying the same view with TypedArray.set: what zero copy saves. */
+  copyUs: number;
+}
+
+export interface RankResult {
+  samples: Sample[];
+  zeroCopy: ZeroCopySample[];
+}
+
+const FLOAT32_BYTES = 4;
+/** Keeps a batch of a very fast op from running away when the probe undershoots. */
+const MAX_ITERS_PER_BATCH = 100_000;
+
+interface Case {
+  count: number;
+  bytes: number;
+  step: () => PromiseLike<unknown>;
+}
+
+/** One iteration of `op` on `elements` float32 values, with its buffers allocated up front. */
+function makeCase(op: CollectiveOp, elements: number, g: ThreadGroup): Case {
+  const n = g.size;
+  // Ops that cut the buffer into one piece per rank need the count to divide evenly (as nccl-tests rounds).
+  const split = Math.max(n, Math.floor(elements / n) * n);
+  // Zeros: repeated in-place sums stay finite (no inf) and never hit slow denormals.
+  const zeros = (count: number) => Tensor.zeros([count], 'float32');
+  const sized = (count: number, step: () => PromiseLike<unknown>): Case => ({
+    count,
+    bytes: count * FLOAT32_BYTES,
+    step,
+  });
+  switch (op) {
+    case 'allReduce': {
+      const t = zeros(elements);
+      return sized(elements, () => g.allReduce(t));
+    }
+    case 'broadcast': {
+      const t = zeros(elements);
+      return sized(elements, () => g.broadcast(t, { src: 0 }));
+    }
+    case 'allGather': {
+      const input = zeros(split / n);
+      const outputs = Array.from({ length: n }, () => zeros(split / n));
+      return sized(split, () => g.allGather(outputs, input));
+    }
+    case 'reduceScatter': {
+      const input = zeros(split);
+      const output = zeros(split / n);
+      return sized(split, () => g.reduceScatterTensor(output, input));
+    }
+    case 'allToAll': {
+      const input = zeros(split);
+      const output = zeros(split);
+      return sized(split, () => g.allToAllSingle(output, input));
+    }
+    case 'sendRecv':
+      return sized(elements, pingPong(g, zeros(elements)));
+  }
+}
+
+/**
+ * Ranks pair up (0<->1, 2<->3, ...); the even rank of a pair sends first, so
+ * one iteration is a round trip. An odd rank out idles between barriers.
+ */
+function pingPong(g: ThreadGroup, t: Tensor): () => Promise<unknown> {
+  const peer = g.rank ^ 1;
+  if (peer >= g.size) return async () => {};
+  if (g.rank % 2 === 0) {
+    return async () => {
+      await g.send(t, peer);
+      await g.recv(t, peer);
+    };
+  }
+  return async () => {
+    await g.recv(t, peer);
+    await g.send(t, peer);
+  };
+}
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** Milliseconds per iteration of `iters` back-to-back steps. */
+async function timeSteps(step: () => PromiseLike<unknown>, iters: number): Promise<number> {
+  const started = performance.now();
+  for (let i = 0; i < iters; i++) await step();
+  return (performance.now() - started) / iters;
+}
+
+/** Rank 0's value on every rank: every rank must run the same number of collectives. */
+async function fromRank0(g: ThreadGroup, value: number): Promise<number> {
+  const t = Tensor.fromArray(new Int32Array([value]), [1], 'int32');
+  await g.broadcast(t, { src: 0 });
+  return t.data[0] as number;
+}
+
+/** Enough untimed iterations to get the loops optimized; big sizes are slow enough to need few. */
+function warmupIters(bytes: number): number {
+  if (bytes <= 64 << 10) return 20;
+  return bytes <= 4 << 20 ? 4 : 1;
+}
+
+async function measure(g: ThreadGroup, op: CollectiveOp, requested: number, args: RankArgs): Promise<Sample> {
+  const c = makeCase(op, Math.max(1, Math.floor(requested / FLOAT32_BYTES)), g);
+  const warm = warmupIters(c.bytes);
+  for (let i = 0; i < warm; i++) await c.step();
+  // A timed probe sizes the batches so each size takes about budgetMs whatever the op's speed.
+  await g.barrier();
+  const probeMs = await timeSteps(c.step, warm);
+  const batchMs = args.budgetMs / args.batches;
+  const iters = await fromRank0(g, Math.min(MAX_ITERS_PER_BATCH, Math.max(1, Math.round(batchMs / probeMs))));
+  const perIterMs: number[] = [];
+  for (let b = 0; b < args.batches; b++) {
+    await g.barrier();
+    perIterMs.push(await timeSteps(c.step, iters));
+  }
+  return {
+    op,
+    bytes: c.bytes,
+    count: c.count,
+    us: median(perIterMs) * 1000,
+    itersPerBatch: iters,
+    batches: args.batches,
+  };
+}
+
+/**
+ * Rank 0 publishes a tensor; once a barrier says it is published, rank 1 times
+ * destGet (a view on rank 0's memory, so it should not depend on the size) and
+ * then a TypedArray.set copy of that view, the cost zero copy avoids.
+ */
+async function zeroCopy(
+  ctx: RankContext,
+  sizes: readonly number[],
+  rounds: number,
+): Promise<ZeroCopySample[]> {
+  const { store, world: g } = ctx;
+  const key = 'bench:zero-copy';
+  const samples: ZeroCopySample[] = [];
+  for (const bytes of sizes) {
+    const count = bytes / FLOAT32_BYTES;
+    const source = ctx.rank === 0 ? Tensor.zeros([count], 'float32') : undefined;
+    const local = ctx.rank === 1 ? new Float32Array(count) : undefined;
+    const getUs: number[] = [];
+    const copyUs: number[] = [];
+    // As many untimed rounds first: destGet and the barrier need dozens of calls before they are optimized.
+    for (let r = -rounds; r < rounds; r++) {
+      if (source) await store.srcSet(key, source, 1);
+      await g.barrier();
+      if (local) {
+        const started = performance.now();
+        const view = await store.destGet(key);
+        const got = performance.now();
+        local.set(view.data as Float32Array);
+        if (r >= 0) {
+          copyUs.push((performance.now() - got) * 1000);
+          getUs.push((got - started) * 1000);
+        }
+        await store.destFinishGet(key);
+      }
+      if (source) await store.srcWaitUntilGetFinished(key);
+    }
+    if (local) samples.push({ bytes, destGetUs: median(getUs), copyUs: median(copyUs) });
+  }
+  return samples;
+}
+
+export default async function main(ctx: RankContext, args: RankArgs): Promise<RankResult> {
+  const g = ctx.world;
+  const samples: Sample[] = [];
+  for (const op of args.ops) {
+    for (const bytes of args.sizes) {
+      const sample = await measure(g, op, bytes, args);
+      if (g.rank === 0) samples.push(sample);
+    }
+  }
+  const zc =
+    args.zeroCopy && g.size >= 2 ? await zeroCopy(ctx, args.zeroCopy.sizes, args.zeroCopy.rounds) : [];
+  await g.barrier();
+  return { samples, zeroCopy: zc };
+}

@@ -1,0 +1,45 @@
+/**
+ * The whole bench: reduction kernels, collectives between rank threads, then
+ * the anchors (node primitives, gloo, Open MPI) from the same run, tensorcomm
+ * beside them, and the goals as ratios.
+ *
+ *   npx tsx bench/run.ts [--quick] [--json <file>]
+ *
+ * The parts run one after another: each wants the machine's cores to itself.
+ */
+import { availableParallelism, cpus } from 'node:os';
+import { runAnchors } from './anchors.ts';
+import { isMainModule, type Log, parseBenchArgs, writeJson } from './cli.ts';
+import { runCollectivesBench } from './collectives.ts';
+import { evaluateGoals, printComparison, printGoals } from './compare.ts';
+import { main as runKernels } from './kernels.ts';
+
+export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
+  const args = parseBenchArgs(argv, 'bench/run');
+  const started = performance.now();
+  const machine = {
+    node: process.version,
+    arch: process.arch,
+    cpus: availableParallelism(),
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    date: new Date().toISOString(),
+  };
+  log(
+    `# tensorcomm bench${args.quick ? ' (--quick)' : ''}: node ${machine.node}, ${machine.cpus} x ${machine.cpuModel}`,
+  );
+  log('');
+  const kernels = runKernels(args.quick ? ['--quick'] : [], log);
+  log('');
+  const collectives = await runCollectivesBench({ quick: args.quick, log });
+  const anchors = await runAnchors({ quick: args.quick, log });
+  printComparison(collectives, anchors, log);
+  const goals = evaluateGoals(collectives, anchors);
+  printGoals(goals, log);
+  const seconds = (performance.now() - started) / 1000;
+  log(`# bench took ${seconds.toFixed(1)} s`);
+  const report = { quick: args.quick, machine, seconds, kernels, collectives, anchors, goals };
+  if (args.json !== undefined) await writeJson(args.json, report, log);
+  return report;
+}
+
+if (isMainModule(import.meta.url)) await main();

@@ -1,0 +1,94 @@
+/**
+ * Smoke test of the collectives bench: it runs, and its table has the
+ * nccl-tests columns with sensible numbers. No timing is asserted (the
+ * machines are shared and noisy); only that figures exist and are positive.
+ */
+import { describe, expect, it } from 'vitest';
+import { parseMpiOutput } from '../bench/anchors.ts';
+import { busFactor, runCollectivesBench } from '../bench/collectives.ts';
+
+const COLUMNS = ['size(B)', 'count', 'type', 'time(us)', 'algbw(GB/s)', 'busbw(GB/s)'];
+
+/** The data lines of every table whose header has `title` among its columns. */
+function tables(lines: readonly string[], title: string): string[][][] {
+  const found: string[][][] = [];
+  lines.forEach((line, i) => {
+    if (!line.startsWith('#') || !line.slice(1).trim().split(/\s+/).includes(title)) return;
+    const header = line.slice(1).trim().split(/\s+/);
+    const rows: string[][] = [];
+    for (let j = i + 1; j < lines.length && lines[j].trim() !== '' && !lines[j].startsWith('#'); j++) {
+      rows.push(lines[j].trim().split(/\s+/));
+    }
+    found.push([header, ...rows]);
+  });
+  return found;
+}
+
+describe('collectives bench', () => {
+  it('prints an nccl-tests table per op with positive figures (--quick, 2 ranks)', async () => {
+    const lines: string[] = [];
+    const report = await runCollectivesBench({
+      quick: true,
+      ops: ['allReduce', 'sendRecv'],
+      worldSizes: [2],
+      log: (line) => lines.push(line),
+    });
+
+    const printed = tables(lines, 'busbw(GB/s)');
+    expect(printed).toHaveLength(2);
+    const [allReduce, sendRecv] = printed;
+    expect(allReduce[0]).toEqual(COLUMNS);
+    expect(sendRecv[0]).toEqual([...COLUMNS, 'rtt(us)']);
+    for (const [header, ...rows] of printed) {
+      expect(rows.length).toBeGreaterThan(1);
+      for (const cells of rows) {
+        expect(cells).toHaveLength(header.length);
+        expect(cells[header.indexOf('type')]).toBe('float32');
+        for (const column of ['size(B)', 'count', 'time(us)']) {
+          expect(Number(cells[header.indexOf(column)])).toBeGreaterThan(0);
+        }
+        // Tiny sizes print 0.00 GB/s, as nccl-tests does; the unrounded figures are checked below.
+        expect(Number(cells[header.indexOf('busbw(GB/s)')])).toBeGreaterThanOrEqual(0);
+      }
+    }
+
+    expect(report.rows.map((r) => r.op)).toEqual([
+      ...Array(4).fill('allReduce'),
+      ...Array(4).fill('sendRecv'),
+    ]);
+    for (const row of report.rows) {
+      expect(row.worldSize).toBe(2);
+      expect(row.bytes).toBe(row.count * 4);
+      expect(row.timeUs).toBeGreaterThan(0);
+      expect(row.algbw).toBeGreaterThan(0);
+      expect(row.busbw).toBeCloseTo(row.algbw * busFactor(row.op, 2), 9);
+      if (row.op === 'sendRecv') expect(row.rttUs).toBeCloseTo(row.timeUs * 2, 9);
+    }
+
+    expect(report.zeroCopy.map((z) => z.bytes)).toEqual([4096, 64 << 20]);
+    for (const z of report.zeroCopy) {
+      expect(z.destGetUs).toBeGreaterThan(0);
+      expect(z.copyUs).toBeGreaterThan(0);
+    }
+    expect(lines.some((line) => line.includes('destGet(us)'))).toBe(true);
+  });
+
+  it('uses nccl-tests bus bandwidth factors', () => {
+    expect(busFactor('allReduce', 4)).toBe(1.5);
+    expect(busFactor('allGather', 4)).toBe(0.75);
+    expect(busFactor('reduceScatter', 2)).toBe(0.5);
+    expect(busFactor('allToAll', 4)).toBe(0.75);
+    expect(busFactor('broadcast', 4)).toBe(1);
+    expect(busFactor('sendRecv', 2)).toBe(1);
+  });
+
+  it('reads mpi_bench output into the gloo anchor’s figure names', () => {
+    const figures = parseMpiOutput('p2p_rtt_us 0.987\np2p_GBps_4 0.020\nallreduce_us_4 0.90 busGBps 0.004\n');
+    expect(figures).toEqual({
+      p2p_rtt_us: 0.987,
+      p2p_GBps_4: 0.02,
+      allreduce_us_4: 0.9,
+      allreduce_busGBps_4: 0.004,
+    });
+  });
+});
