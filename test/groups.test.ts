@@ -3,8 +3,9 @@ import { spawnThreads } from '../src/index.ts';
 
 const entry = new URL('./fixtures/groups-rank.ts', import.meta.url);
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
+type ScenarioResult = any;
 const run = (scenario: string, worldSize: number) =>
-  spawnThreads<any>(entry, { worldSize, args: { scenario } });
+  spawnThreads<ScenarioResult>(entry, { worldSize, args: { scenario } });
 
 describe('groups', () => {
   it('overlapping subgroups run at once; non-members get a clear error', async () => {
