@@ -8,10 +8,11 @@
  * measured in the same run so the ratio shows how close the kernel gets to
  * what the memory system allows.
  */
-import { pathToFileURL } from 'node:url';
 import { arrayConstructor, DTYPES, type DType, type TypedArray } from '../src/tensor/dtype.ts';
 import { float32ToBfloat16Bits, float32ToFloat16Bits } from '../src/tensor/half.ts';
 import { reduceArrays } from '../src/tensor/reduce-kernels.ts';
+import { isMainModule, type Log, parseBenchArgs, writeJson } from './cli.ts';
+import { type Column, fixed, formatTable } from './table.ts';
 
 export interface KernelBenchRow {
   /** Bytes per tensor. */
@@ -78,54 +79,41 @@ function benchOne(dtype: DType, bytes: number, samples: number): KernelBenchRow 
   };
 }
 
-const COLUMNS = [
-  ['size(B)', 11],
-  ['dtype', 10],
-  ['count', 10],
-  ['copy GB/s', 11],
-  ['sum GB/s', 10],
-  ['sum/copy', 10],
-  ['max GB/s', 10],
-  ['max/copy', 10],
-] as const;
+const COLUMNS: readonly Column<KernelBenchRow>[] = [
+  { title: 'size(B)', width: 11, cell: (row) => String(row.bytes) },
+  { title: 'dtype', width: 10, cell: (row) => row.dtype },
+  {
+    title: 'count',
+    width: 10,
+    cell: (row) => String(row.bytes / arrayConstructor(row.dtype).BYTES_PER_ELEMENT),
+  },
+  { title: 'copy GB/s', width: 11, cell: (row) => fixed(row.copy) },
+  { title: 'sum GB/s', width: 10, cell: (row) => fixed(row.sum) },
+  { title: 'sum/copy', width: 10, cell: (row) => fixed(row.sum / row.copy) },
+  { title: 'max GB/s', width: 10, cell: (row) => fixed(row.max) },
+  { title: 'max/copy', width: 10, cell: (row) => fixed(row.max / row.copy) },
+];
 
-function formatRow(cells: readonly string[]): string {
-  return cells.map((cell, i) => cell.padStart(COLUMNS[i][1])).join('');
-}
-
-function formatMeasured(row: KernelBenchRow): string {
-  const count = row.bytes / arrayConstructor(row.dtype).BYTES_PER_ELEMENT;
-  return formatRow([
-    String(row.bytes),
-    row.dtype,
-    String(count),
-    row.copy.toFixed(2),
-    row.sum.toFixed(2),
-    (row.sum / row.copy).toFixed(2),
-    row.max.toFixed(2),
-    (row.max / row.copy).toFixed(2),
-  ]);
-}
-
-/** Runs the benchmark, printing the table as rows complete; `--quick` is the short smoke-test run. */
-export function main(argv: readonly string[] = process.argv.slice(2), log = console.log): KernelBenchRow[] {
-  const unknown = argv.filter((arg) => arg !== '--quick');
-  if (unknown.length > 0)
-    throw new TypeError(`bench/kernels: unknown arguments ${unknown.join(' ')}; usage: [--quick]`);
-  const { sizes, samples } = argv.includes('--quick') ? QUICK : FULL;
+/**
+ * Runs the benchmark, printing each row as it completes (the full run takes minutes) and returning the
+ * rows; `--quick` is the short smoke-test run. `--json` is written only when run directly.
+ */
+export function main(
+  argv: readonly string[] = process.argv.slice(2),
+  log: Log = console.log,
+): KernelBenchRow[] {
+  const { sizes, samples } = parseBenchArgs(argv, 'bench/kernels').quick ? QUICK : FULL;
   log('# reduceArrays kernels: in-place two-input reduce (out = a, inputs [a, b]) vs TypedArray.set copy');
   log(
     `# GB/s = tensor bytes / second for kernels and copy alike (1 GB = 1e9 B); median of ${samples} samples`,
   );
-  log(`# node ${process.version}, ${process.arch}`);
-  log('#');
-  log(`#${formatRow(COLUMNS.map(([title]) => title)).slice(1)}`);
+  log(formatTable(COLUMNS, [])[0]);
   const rows: KernelBenchRow[] = [];
   for (const bytes of sizes) {
     for (const dtype of DTYPES) {
       const row = benchOne(dtype, bytes, samples);
       rows.push(row);
-      log(formatMeasured(row));
+      log(formatTable(COLUMNS, [row])[1]);
     }
   }
   const goal = rows.find((row) => row.bytes === 64 * MiB && row.dtype === 'float32');
@@ -139,4 +127,8 @@ export function main(argv: readonly string[] = process.argv.slice(2), log = cons
   return rows;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) main();
+if (isMainModule(import.meta.url)) {
+  const rows = main();
+  const { json } = parseBenchArgs(process.argv.slice(2), 'bench/kernels');
+  if (json !== undefined) await writeJson(json, rows, console.log);
+}
