@@ -1,7 +1,7 @@
 /**
  * Reduction kernel throughput next to memory-copy throughput, per dtype and size.
  *
- *   npx tsx bench/kernels.ts [--quick]
+ *   npx tsx bench/kernels.ts [--quick] [--json <file>]
  *
  * Each kernel row is the in-place two-input reduce of allReduce (out = a,
  * inputs [a, b]); the copy is TypedArray.set of the same number of bytes,
@@ -107,6 +107,7 @@ export function main(
   log(
     `# GB/s = tensor bytes / second for kernels and copy alike (1 GB = 1e9 B); median of ${samples} samples`,
   );
+  log(`# node ${process.version} (int64 speed depends on V8's BigInt64 lowering), ${process.arch}`);
   log(formatTable(COLUMNS, [])[0]);
   const rows: KernelBenchRow[] = [];
   for (const bytes of sizes) {

@@ -73,7 +73,10 @@ export async function createRankContext(
   );
 
   // A buffer announcement reaches only ranks already listening: nobody publishes before all listen.
-  await world.barrier();
+  // A group of its own keeps this barrier out of the world's call numbers.
+  const startup = makeGroup('s', all, 'startup', options.collectiveTimeoutMs);
+  await startup.barrier();
+  startup.destroy();
 
   return {
     ...identity,
