@@ -173,16 +173,11 @@ export function printAnchors(report: AnchorsReport, log: Log): void {
 export async function runAnchors(options: { quick?: boolean; log?: Log } = {}): Promise<AnchorsReport> {
   const quick = options.quick ?? false;
   const dir = ANCHORS_DIR;
-  let report: AnchorsReport;
-  if (!existsSync(dir)) {
-    const missing = { skipped: `anchor scripts not found in ${dir}` };
-    report = { dir, node: missing, gloo: missing, mpi: missing };
-  } else {
-    // One after another: each anchor wants the machine's cores to itself.
-    const node = await nodePrimitives(dir);
-    const glooAnchor = await gloo(dir, quick);
-    report = { dir, node, gloo: glooAnchor, mpi: await mpi(dir) };
-  }
+  const missing = { skipped: `anchor scripts not found in ${dir}` };
+  // Awaited one after another (left to right): each anchor wants the machine's cores to itself.
+  const report: AnchorsReport = existsSync(dir)
+    ? { dir, node: await nodePrimitives(dir), gloo: await gloo(dir, quick), mpi: await mpi(dir) }
+    : { dir, node: missing, gloo: missing, mpi: missing };
   printAnchors(report, options.log ?? console.log);
   return report;
 }

@@ -55,50 +55,46 @@ const FLOAT32_BYTES = 4;
 /** Keeps a batch of a very fast op from running away when the probe undershoots. */
 const MAX_ITERS_PER_BATCH = 100_000;
 
-interface Case {
-  count: number;
-  bytes: number;
-  step: () => PromiseLike<unknown>;
+/** Ops that cut the buffer into one piece per rank. */
+const SPLIT_OPS: ReadonlySet<CollectiveOp> = new Set(['allGather', 'reduceScatter', 'allToAll']);
+
+/** Elements of the buffer for `requested` bytes; split buffers are rounded to whole pieces, as nccl-tests does. */
+function countFor(op: CollectiveOp, requested: number, n: number): number {
+  const elements = Math.max(1, Math.floor(requested / FLOAT32_BYTES));
+  return SPLIT_OPS.has(op) ? Math.max(n, Math.floor(elements / n) * n) : elements;
 }
 
-/** One iteration of `op` on `elements` float32 values, with its buffers allocated up front. */
-function makeCase(op: CollectiveOp, elements: number, g: ThreadGroup): Case {
-  const n = g.size;
-  // Ops that cut the buffer into one piece per rank need the count to divide evenly (as nccl-tests rounds).
-  const split = Math.max(n, Math.floor(elements / n) * n);
+/** One iteration of `op` on a buffer of `count` float32 values (allocated up front, outside the timing). */
+function makeStep(op: CollectiveOp, count: number, g: ThreadGroup): () => PromiseLike<unknown> {
   // Zeros: repeated in-place sums stay finite (no inf) and never hit slow denormals.
-  const zeros = (count: number) => Tensor.zeros([count], 'float32');
-  const sized = (count: number, step: () => PromiseLike<unknown>): Case => ({
-    count,
-    bytes: count * FLOAT32_BYTES,
-    step,
-  });
+  const zeros = (length: number) => Tensor.zeros([length], 'float32');
+  const piece = count / g.size;
   switch (op) {
     case 'allReduce': {
-      const t = zeros(elements);
-      return sized(elements, () => g.allReduce(t));
+      const t = zeros(count);
+      return () => g.allReduce(t);
     }
     case 'broadcast': {
-      const t = zeros(elements);
-      return sized(elements, () => g.broadcast(t, { src: 0 }));
+      const t = zeros(count);
+      return () => g.broadcast(t, { src: 0 });
     }
     case 'allGather': {
-      const input = zeros(split / n);
-      const outputs = Array.from({ length: n }, () => zeros(split / n));
-      return sized(split, () => g.allGather(outputs, input));
+      const input = zeros(piece);
+      const outputs = Array.from({ length: g.size }, () => zeros(piece));
+      return () => g.allGather(outputs, input);
     }
     case 'reduceScatter': {
-      const input = zeros(split);
-      const output = zeros(split / n);
-      return sized(split, () => g.reduceScatterTensor(output, input));
+      const input = zeros(count);
+      const output = zeros(piece);
+      return () => g.reduceScatterTensor(output, input);
     }
     case 'allToAll': {
-      const input = zeros(split);
-      const output = zeros(split);
-      return sized(split, () => g.allToAllSingle(output, input));
+      const input = zeros(count);
+      const output = zeros(count);
+      return () => g.allToAllSingle(output, input);
     }
     case 'sendRecv':
-      return sized(elements, pingPong(g, zeros(elements)));
+      return pingPong(g, zeros(count));
   }
 }
 
@@ -147,34 +143,30 @@ function warmupIters(bytes: number): number {
   return bytes <= 4 << 20 ? 4 : 1;
 }
 
-async function measure(g: ThreadGroup, op: CollectiveOp, requested: number, args: RankArgs): Promise<Sample> {
-  const c = makeCase(op, Math.max(1, Math.floor(requested / FLOAT32_BYTES)), g);
-  const warm = warmupIters(c.bytes);
-  for (let i = 0; i < warm; i++) await c.step();
+async function measure(g: ThreadGroup, op: CollectiveOp, count: number, args: RankArgs): Promise<Sample> {
+  const step = makeStep(op, count, g);
+  const bytes = count * FLOAT32_BYTES;
+  const warm = warmupIters(bytes);
+  for (let i = 0; i < warm; i++) await step();
   // A timed probe sizes the batches so each size takes about budgetMs whatever the op's speed.
   await g.barrier();
-  const probeMs = await timeSteps(c.step, warm);
+  const probeMs = await timeSteps(step, warm);
   const batchMs = args.budgetMs / args.batches;
   const iters = await fromRank0(g, Math.min(MAX_ITERS_PER_BATCH, Math.max(1, Math.round(batchMs / probeMs))));
   const perIterMs: number[] = [];
   for (let b = 0; b < args.batches; b++) {
     await g.barrier();
-    perIterMs.push(await timeSteps(c.step, iters));
+    perIterMs.push(await timeSteps(step, iters));
   }
-  return {
-    op,
-    bytes: c.bytes,
-    count: c.count,
-    us: median(perIterMs) * 1000,
-    itersPerBatch: iters,
-    batches: args.batches,
-  };
+  return { op, bytes, count, us: median(perIterMs) * 1000, itersPerBatch: iters, batches: args.batches };
 }
 
 /**
  * Rank 0 publishes a tensor; once a barrier says it is published, rank 1 times
- * destGet (a view on rank 0's memory, so it should not depend on the size) and
- * then a TypedArray.set copy of that view, the cost zero copy avoids.
+ * destGet (a view on rank 0's memory, so it should not depend on the size) and,
+ * in rounds of their own, a TypedArray.set copy of that view: the cost zero
+ * copy avoids. The copies come last because a 64 MiB copy evicts the caches
+ * and a destGet right after one would pay for that.
  */
 async function zeroCopy(
   ctx: RankContext,
@@ -185,28 +177,30 @@ async function zeroCopy(
   const key = 'bench:zero-copy';
   const samples: ZeroCopySample[] = [];
   for (const bytes of sizes) {
-    const count = bytes / FLOAT32_BYTES;
-    const source = ctx.rank === 0 ? Tensor.zeros([count], 'float32') : undefined;
-    const local = ctx.rank === 1 ? new Float32Array(count) : undefined;
-    const getUs: number[] = [];
-    const copyUs: number[] = [];
-    // As many untimed rounds first: destGet and the barrier need dozens of calls before they are optimized.
-    for (let r = -rounds; r < rounds; r++) {
-      if (source) await store.srcSet(key, source, 1);
-      await g.barrier();
-      if (local) {
-        const started = performance.now();
-        const view = await store.destGet(key);
-        const got = performance.now();
-        local.set(view.data as Float32Array);
-        if (r >= 0) {
-          copyUs.push((performance.now() - got) * 1000);
-          getUs.push((got - started) * 1000);
+    const source = ctx.rank === 0 ? Tensor.zeros([bytes / FLOAT32_BYTES], 'float32') : undefined;
+    const local = ctx.rank === 1 ? new Float32Array(bytes / FLOAT32_BYTES) : undefined;
+    /** Microseconds rank 1 spent in destGet, or in copying the view out when `copy` is set, per round. */
+    const handshakes = async (copy: boolean): Promise<number[]> => {
+      const us: number[] = [];
+      for (let r = 0; r < rounds; r++) {
+        if (source) await store.srcSet(key, source, 1);
+        await g.barrier();
+        if (local) {
+          const started = performance.now();
+          const view = await store.destGet(key);
+          const got = performance.now();
+          if (copy) local.set(view.data as Float32Array);
+          us.push(copy ? (performance.now() - got) * 1000 : (got - started) * 1000);
+          await store.destFinishGet(key);
         }
-        await store.destFinishGet(key);
+        if (source) await store.srcWaitUntilGetFinished(key);
       }
-      if (source) await store.srcWaitUntilGetFinished(key);
-    }
+      return us;
+    };
+    // Untimed first: destGet and the barrier need dozens of calls before they are optimized.
+    await handshakes(false);
+    const getUs = await handshakes(false);
+    const copyUs = await handshakes(true);
     if (local) samples.push({ bytes, destGetUs: median(getUs), copyUs: median(copyUs) });
   }
   return samples;
@@ -216,8 +210,10 @@ export default async function main(ctx: RankContext, args: RankArgs): Promise<Ra
   const g = ctx.world;
   const samples: Sample[] = [];
   for (const op of args.ops) {
-    for (const bytes of args.sizes) {
-      const sample = await measure(g, op, bytes, args);
+    // Sizes that round to the same count (split ops on 4 ranks: 4 B and 16 B) are measured once.
+    const counts = new Set(args.sizes.map((bytes) => countFor(op, bytes, g.size)));
+    for (const count of counts) {
+      const sample = await measure(g, op, count, args);
       if (g.rank === 0) samples.push(sample);
     }
   }

@@ -132,7 +132,7 @@ export function evaluateGoals(collectives: CollectivesReport, anchors: AnchorsRe
       tensorcomm: big?.destGetUs,
       against: 'destGet 4 KiB',
       anchor: small?.destGetUs,
-      goal: '<= 2x (O(1))',
+      goal: '<= 2x, O(1)',
       meets: (r) => r <= 2,
       anchorMissing: 'not measured',
       note: big && `a TypedArray.set copy of the 64 MiB takes ${fixed(big.copyUs)} us`,

@@ -28,15 +28,24 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
     `# tensorcomm bench${args.quick ? ' (--quick)' : ''}: node ${machine.node}, ${machine.cpus} x ${machine.cpuModel}`,
   );
   log('');
-  const kernels = runKernels(args.quick ? ['--quick'] : [], log);
-  log('');
-  const collectives = await runCollectivesBench({ quick: args.quick, log });
-  const anchors = await runAnchors({ quick: args.quick, log });
+  const seconds: Record<string, number> = {};
+  /** Runs one part of the bench and notes how long it took (in the JSON too: the full run takes minutes). */
+  const timed = async <T>(part: string, run: () => T | Promise<T>): Promise<T> => {
+    const partStarted = performance.now();
+    const result = await run();
+    seconds[part] = (performance.now() - partStarted) / 1000;
+    log(`# ${part} took ${seconds[part].toFixed(1)} s`);
+    log('');
+    return result;
+  };
+  const kernels = await timed('kernels', () => runKernels(args.quick ? ['--quick'] : [], log));
+  const collectives = await timed('collectives', () => runCollectivesBench({ quick: args.quick, log }));
+  const anchors = await timed('anchors', () => runAnchors({ quick: args.quick, log }));
   printComparison(collectives, anchors, log);
   const goals = evaluateGoals(collectives, anchors);
   printGoals(goals, log);
-  const seconds = (performance.now() - started) / 1000;
-  log(`# bench took ${seconds.toFixed(1)} s`);
+  seconds.total = (performance.now() - started) / 1000;
+  log(`# bench took ${seconds.total.toFixed(1)} s`);
   const report = { quick: args.quick, machine, seconds, kernels, collectives, anchors, goals };
   if (args.json !== undefined) await writeJson(args.json, report, log);
   return report;

@@ -108,15 +108,16 @@ export class MemoryTensorStore implements TensorStore {
   }
 
   async srcSet(key: string, tensor: Tensor, consumers: number, options: StoreSetOptions = {}): Promise<void> {
-    const where = `srcSet(${JSON.stringify(key)})`;
-    assertCommTensor(tensor, where);
+    // Built only on error paths: this runs on every handshake.
+    const where = () => `srcSet(${JSON.stringify(key)})`;
+    assertCommTensor(tensor, 'srcSet');
     if (!Number.isSafeInteger(consumers) || consumers < 0) {
-      throw new RangeError(`${where}: consumers must be a non-negative integer, got ${consumers}`);
+      throw new RangeError(`${where()}: consumers must be a non-negative integer, got ${consumers}`);
     }
     if (tensor.shape.length > MAX_DIMS)
-      throw new RangeError(`${where}: at most ${MAX_DIMS} dimensions are supported`);
+      throw new RangeError(`${where()}: at most ${MAX_DIMS} dimensions are supported`);
     if (this.#produced.has(key))
-      throw new Error(`${where}: key is already set by this rank and not yet finished`);
+      throw new Error(`${where()}: key is already set by this rank and not yet finished`);
     const t = this.#table;
     const keyBytes = t.keyBytes(key, where);
     const { bucket, hash } = t.bucketOf(keyBytes);
@@ -138,7 +139,7 @@ export class MemoryTensorStore implements TensorStore {
       try {
         if (t.find(keyBytes, bucket, hash) >= 0) {
           throw new Error(
-            `${where}: key is still held by an earlier value whose consumers have not finished`,
+            `${where()}: key is still held by an earlier value whose consumers have not finished`,
           );
         }
         slot = t.insert(keyBytes, bucket, hash);
@@ -155,7 +156,7 @@ export class MemoryTensorStore implements TensorStore {
       await waitForWord(t.words, t.freeEpochIndex, (v) => v !== freeEpoch, {
         deadline,
         abort: this.#abort,
-        describe: () => `${where} on rank ${this.rank}: all ${t.spec.slots} store slots stayed in use`,
+        describe: () => `${where()} on rank ${this.rank}: all ${t.spec.slots} store slots stayed in use`,
       });
     }
   }
@@ -187,9 +188,10 @@ export class MemoryTensorStore implements TensorStore {
   }
 
   async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
-    const where = `srcWaitUntilGetFinished(${JSON.stringify(key)})`;
+    // Built only on error paths: this runs on every handshake.
+    const where = () => `srcWaitUntilGetFinished(${JSON.stringify(key)})`;
     const produced = this.#produced.get(key);
-    if (!produced) throw new Error(`${where}: rank ${this.rank} has not set this key`);
+    if (!produced) throw new Error(`${where()}: rank ${this.rank} has not set this key`);
     const t = this.#table;
     const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     const finishedIndex = t.word(produced.slot, W.finished);
@@ -198,7 +200,7 @@ export class MemoryTensorStore implements TensorStore {
         deadline: deadlineAfter(timeoutMs),
         abort: this.#abort,
         describe: () =>
-          `${where} timed out after ${timeoutMs} ms on rank ${this.rank}: ` +
+          `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ` +
           `${Atomics.load(t.words, finishedIndex)} of ${produced.consumers} consumers finished`,
       });
     } finally {
@@ -235,7 +237,8 @@ export class MemoryTensorStore implements TensorStore {
   }
 
   async destGetEntry(key: string, options: StoreWaitOptions = {}): Promise<StoreEntry> {
-    const where = `destGet(${JSON.stringify(key)})`;
+    // Built only on error paths: this runs on every handshake.
+    const where = () => `destGet(${JSON.stringify(key)})`;
     const t = this.#table;
     const keyBytes = t.keyBytes(key, where);
     const { bucket, hash } = t.bucketOf(keyBytes);
@@ -263,7 +266,7 @@ export class MemoryTensorStore implements TensorStore {
         deadline,
         abort: this.#abort,
         describe: () =>
-          `${where} timed out after ${timeoutMs} ms on rank ${this.rank}: ` +
+          `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ` +
           (exhausted
             ? 'the value under this key was already got by all its consumers, and no new value was set'
             : 'no rank has set this key'),
@@ -303,9 +306,10 @@ export class MemoryTensorStore implements TensorStore {
   }
 
   async destFinishGet(key: string, options: StoreFinishOptions = {}): Promise<void> {
-    const where = `destFinishGet(${JSON.stringify(key)})`;
+    // Built only on error paths: this runs on every handshake.
+    const where = () => `destFinishGet(${JSON.stringify(key)})`;
     const held = this.#consuming.get(key);
-    if (!held) throw new Error(`${where}: rank ${this.rank} has no unfinished destGet of this key`);
+    if (!held) throw new Error(`${where()}: rank ${this.rank} has no unfinished destGet of this key`);
     if (held === 1) this.#consuming.delete(key);
     else this.#consuming.set(key, held - 1);
     const t = this.#table;

@@ -61,8 +61,27 @@ export interface SharedSlotTable {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/** UTF-8 of `text`; keys and signatures are ASCII in practice, so that path avoids TextEncoder. */
+function encodeText(text: string): Uint8Array {
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x80) return encoder.encode(text);
+    bytes[i] = c;
+  }
+  return bytes;
+}
+
+function decodeText(bytes: Uint8Array, start: number, end: number): string {
+  let ascii = true;
+  for (let i = start; i < end && ascii; i++) ascii = bytes[i] < 0x80;
+  // Decoding needs an unshared copy; these texts are a few hundred bytes at most.
+  if (!ascii) return decoder.decode(bytes.slice(start, end));
+  return String.fromCharCode.apply(null, bytes.subarray(start, end) as unknown as number[]);
+}
+
 export function encodeBounded(text: string, maxBytes: number): Uint8Array {
-  const bytes = encoder.encode(text);
+  const bytes = encodeText(text);
   if (bytes.length <= maxBytes) return bytes;
   // Cut on a character boundary so the truncated text still decodes.
   let end = maxBytes;
@@ -130,10 +149,10 @@ export class SlotTable {
     return this.slotBase(slot) + HEADER_BYTES;
   }
 
-  keyBytes(key: string, where: string): Uint8Array {
-    const bytes = encoder.encode(key);
+  keyBytes(key: string, where: () => string): Uint8Array {
+    const bytes = encodeText(key);
     if (bytes.length === 0 || bytes.length > MAX_KEY_BYTES) {
-      throw new RangeError(`${where}: key must be 1..${MAX_KEY_BYTES} bytes of UTF-8, got ${bytes.length}`);
+      throw new RangeError(`${where()}: key must be 1..${MAX_KEY_BYTES} bytes of UTF-8, got ${bytes.length}`);
     }
     return bytes;
   }
@@ -201,8 +220,7 @@ export class SlotTable {
   readText(slot: number, which: 'tag' | 'error'): string {
     const offset = this.slotBase(slot) + (which === 'tag' ? TAG_OFFSET : ERROR_OFFSET);
     const length = this.words[this.word(slot, which === 'tag' ? W.tagLength : W.errorLength)];
-    // Decoding needs an unshared copy; these texts are a few hundred bytes at most.
-    return decoder.decode(this.bytes.slice(offset, offset + length));
+    return decodeText(this.bytes, offset, offset + length);
   }
 
   /**

@@ -9,14 +9,15 @@ import type { AbortWord } from './abort-word.ts';
 import { CommTimeoutError } from './errors.ts';
 
 const PARK_CHUNK_MS = 50;
-let spinIterations = 2000;
+/** How long a wait spins before parking. Waking from a park takes an event-loop turn (tens of µs or more). */
+let spinMs = 0.2;
 
 /**
  * Spinning only pays while every waiting thread has a core: with more ranks
  * than cores a spinner burns the time slice the thread it waits for needs.
  */
 export function setSpinBudget(threadsPerCore: number): void {
-  spinIterations = threadsPerCore <= 1 ? 2000 : 20;
+  spinMs = threadsPerCore <= 1 ? 0.2 : 0.005;
 }
 
 let parkedWaiters = 0;
@@ -56,8 +57,12 @@ export async function waitForWord(
   options: WaitOptions,
 ): Promise<void> {
   let value = Atomics.load(words, index);
-  for (let i = 0; i < spinIterations && !ready(value); i++) value = Atomics.load(words, index);
   if (ready(value)) return;
+  const spinUntil = performance.now() + spinMs;
+  do {
+    for (let i = 0; i < 64 && !ready(value); i++) value = Atomics.load(words, index);
+    if (ready(value)) return;
+  } while (performance.now() < spinUntil);
   holdEventLoop();
   try {
     for (;;) {

@@ -23,7 +23,15 @@ function float32BitsRoundedToOdd(value: number): number {
 }
 
 export function float32ToFloat16Bits(value: number): number {
-  const x = float32BitsRoundedToOdd(value);
+  return float32BitsToFloat16Bits(float32BitsRoundedToOdd(value));
+}
+
+/**
+ * The float16 word nearest the float32 whose bits are `x` (a uint32). Taking
+ * bits rather than a number lets a loop over a Uint32Array view of float32
+ * results skip the Float32Array round trip that numbers need.
+ */
+export function float32BitsToFloat16Bits(x: number): number {
   const sign = (x >>> 16) & 0x8000;
   const exp = (x >>> 23) & 0xff;
   let mant = x & 0x7fffff;
@@ -67,7 +75,11 @@ export function float16BitsToFloat32(bits: number): number {
 }
 
 export function float32ToBfloat16Bits(value: number): number {
-  const x = float32BitsRoundedToOdd(value);
+  return float32BitsToBfloat16Bits(float32BitsRoundedToOdd(value));
+}
+
+/** The bfloat16 word nearest the float32 whose bits are `x` (a uint32); see float32BitsToFloat16Bits. */
+export function float32BitsToBfloat16Bits(x: number): number {
   if ((x & 0x7fffffff) > 0x7f800000) return ((x >>> 16) | 0x40) & 0xffff;
   return ((x + 0x7fff + ((x >>> 16) & 1)) >>> 16) & 0xffff;
 }

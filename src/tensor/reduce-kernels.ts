@@ -7,7 +7,7 @@
  * written to memory once, whatever the number of inputs.
  */
 import { arrayConstructor, assertDType, type DType, type TypedArray } from './dtype.ts';
-import { FLOAT16_TABLE, float32ToBfloat16Bits, float32ToFloat16Bits } from './half.ts';
+import { FLOAT16_TABLE, float32BitsToBfloat16Bits, float32BitsToFloat16Bits } from './half.ts';
 import { type DivideLoop, divideLoop, type FoldLoop, type FoldOp, foldLoop } from './reduce-loops.ts';
 import { assertReduceOp, type ReduceOp } from './reduce-ops.ts';
 
@@ -22,6 +22,9 @@ const HALF_BLOCK = 4096;
 const savedBlock = new ArrayBuffer(BLOCK * 8);
 const halfAcc = new Float32Array(HALF_BLOCK);
 const halfTmp = new Float32Array(HALF_BLOCK);
+const halfAccBits = new Uint32Array(halfAcc.buffer);
+const halfTmpBits = new Uint32Array(halfTmp.buffer);
+const FLOAT16_TABLE_BITS = new Uint32Array(FLOAT16_TABLE.buffer);
 
 /**
  * out[i] = op(inputs[0][i], inputs[1][i], ...), folding left to right.
@@ -157,36 +160,37 @@ function reduceHalves(
     const end = Math.min(start + HALF_BLOCK, out.length);
     const acc = halfAcc.subarray(0, end - start);
     const tmp = halfTmp.subarray(0, end - start);
-    decode(acc, inputs[0].subarray(start, end));
+    decode(halfAccBits, inputs[0].subarray(start, end));
     for (let j = 1; j < inputs.length; j++) {
-      decode(tmp, inputs[j].subarray(start, end));
+      decode(halfTmpBits, inputs[j].subarray(start, end));
       fold(acc, acc, tmp);
     }
     divide?.(acc, inputs.length);
-    encode(out.subarray(start, end), acc);
+    encode(out.subarray(start, end), halfAccBits);
   }
 }
 
+// Both directions move float32 bit patterns through Uint32Array views of the scratch: reading or writing a
+// Float32Array element converts to or from a double, and the encoders would only turn it back into bits.
 // Imported bindings are read into locals before each loop: tsx and vitest compile imports to getter
 // calls, which inside the loop cost more than the conversion itself.
 
-function decodeFloat16(dst: Float32Array, src: Uint16Array): void {
-  const table = FLOAT16_TABLE;
+function decodeFloat16(dst: Uint32Array, src: Uint16Array): void {
+  const table = FLOAT16_TABLE_BITS;
   for (let i = 0; i < src.length; i++) dst[i] = table[src[i]];
 }
 
-function decodeBfloat16(dst: Float32Array, src: Uint16Array): void {
-  // bfloat16 is the top half of a float32, so decoding is a shift into the float's bits.
-  const bits = new Uint32Array(dst.buffer, dst.byteOffset, dst.length);
-  for (let i = 0; i < src.length; i++) bits[i] = src[i] << 16;
+function decodeBfloat16(dst: Uint32Array, src: Uint16Array): void {
+  // bfloat16 is the top half of a float32.
+  for (let i = 0; i < src.length; i++) dst[i] = src[i] << 16;
 }
 
-function encodeFloat16(dst: Uint16Array, src: Float32Array): void {
-  const round = float32ToFloat16Bits;
-  for (let i = 0; i < src.length; i++) dst[i] = round(src[i]);
+function encodeFloat16(dst: Uint16Array, src: Uint32Array): void {
+  const round = float32BitsToFloat16Bits;
+  for (let i = 0; i < dst.length; i++) dst[i] = round(src[i]);
 }
 
-function encodeBfloat16(dst: Uint16Array, src: Float32Array): void {
-  const round = float32ToBfloat16Bits;
-  for (let i = 0; i < src.length; i++) dst[i] = round(src[i]);
+function encodeBfloat16(dst: Uint16Array, src: Uint32Array): void {
+  const round = float32BitsToBfloat16Bits;
+  for (let i = 0; i < dst.length; i++) dst[i] = round(src[i]);
 }
