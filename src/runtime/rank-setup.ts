@@ -14,6 +14,7 @@ export interface RankIdentity {
   worldSize: number;
   name: string;
   device: Device;
+  /** Every rank's worker name and device, by global rank. */
   names: readonly string[];
   devices: readonly Device[];
 }

@@ -8,20 +8,12 @@ import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memor
 import type { AbortWord } from '../runtime/abort-word.ts';
 import { type JobOptions, type RankIdentity, registerRankSetup } from '../runtime/rank-setup.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
-import type { Device } from '../tensor/dtype.ts';
 import { checkMembers, groupKeyPrefix } from './group-id.ts';
 import { StoreBackend } from './store-backend/store-backend.ts';
 import { ThreadGroup } from './thread-group.ts';
 import { ThreadGroupManager } from './thread-group-manager.ts';
 
-export interface RankContext {
-  rank: number;
-  worldSize: number;
-  name: string;
-  device: Device;
-  /** Every rank's worker name and device, by global rank. */
-  names: readonly string[];
-  devices: readonly Device[];
+export interface RankContext extends RankIdentity {
   /** All ranks. */
   world: ThreadGroup;
   manager: ThreadGroupManager;

@@ -222,14 +222,11 @@ export class ThreadGroup {
       'allGatherInto',
       options,
       () => {
-        assertCommTensor(input, 'allGatherInto: input');
-        assertCommTensor(output, 'allGatherInto: output');
-        sameDType(output, input, 'allGatherInto');
-        if (output.numel !== input.numel * this.size) {
-          throw new RangeError(
-            `allGatherInto: output ${output.describe()} must hold ${this.size} × ${input.describe()} (${input.numel * this.size} elements)`,
-          );
-        }
+        this.#checkWhole(
+          'allGatherInto',
+          { name: 'output', tensor: output },
+          { name: 'input', tensor: input },
+        );
         return { signature: `allGatherInto(${input.describe()})`, pattern: { kind: 'all' } };
       },
       async (b, call) => {
@@ -267,14 +264,11 @@ export class ThreadGroup {
       'reduceScatterTensor',
       options,
       () => {
-        assertCommTensor(output, 'reduceScatterTensor: output');
-        assertCommTensor(input, 'reduceScatterTensor: input');
-        sameDType(output, input, 'reduceScatterTensor');
-        if (input.numel !== output.numel * this.size) {
-          throw new RangeError(
-            `reduceScatterTensor: input ${input.describe()} must hold ${this.size} × ${output.describe()} (${output.numel * this.size} elements)`,
-          );
-        }
+        this.#checkWhole(
+          'reduceScatterTensor',
+          { name: 'input', tensor: input },
+          { name: 'output', tensor: output },
+        );
         const op = assertReduceOp(options?.op ?? 'sum', output.dtype, 'reduceScatterTensor');
         return { signature: `reduceScatterTensor(${input.describe()}, ${op})`, pattern: { kind: 'all' } };
       },
@@ -283,6 +277,23 @@ export class ThreadGroup {
         return output;
       },
     );
+  }
+
+  /** Checks that `whole` holds one `part` per group rank (the flat-tensor gather/scatter calls). */
+  #checkWhole(
+    where: string,
+    whole: { name: string; tensor: Tensor },
+    part: { name: string; tensor: Tensor },
+  ): void {
+    assertCommTensor(whole.tensor, `${where}: ${whole.name}`);
+    assertCommTensor(part.tensor, `${where}: ${part.name}`);
+    sameDType(whole.tensor, part.tensor, where);
+    const expected = part.tensor.numel * this.size;
+    if (whole.tensor.numel !== expected) {
+      throw new RangeError(
+        `${where}: ${whole.name} ${whole.tensor.describe()} must hold ${this.size} × ${part.tensor.describe()} (${expected} elements)`,
+      );
+    }
   }
 
   allToAll(outputs: Tensor[], inputs: Tensor[], options?: CallOptions): Work<Tensor[]> {
