@@ -1,11 +1,29 @@
 /** tensorcomm: distributed tensor communication for Node.js. Everything public is exported here. */
 import './thread-group/rank-context.ts';
 
+export { DeviceMesh, type DeviceMeshOptions } from './dtensor/device-mesh.ts';
+export { DTensor, distributeTensor, type FromLocalOptions } from './dtensor/dtensor.ts';
+export {
+  Partial,
+  type PartialPlacement,
+  type Placement,
+  Replicate,
+  type ReplicatePlacement,
+  Shard,
+  type ShardPlacement,
+} from './dtensor/placement.ts';
+export { gatherTensor, type StoreTransferOptions, scatterTensor } from './dtensor/scatter-gather.ts';
 export {
   type MemoryStoreOptions,
   type MemoryStoreShared,
   MemoryTensorStore,
 } from './memory-store/memory-tensor-store.ts';
+export {
+  type FutureWaitOptions,
+  TensorFuture,
+  type TensorFutureHandle,
+} from './promise-future/tensor-future.ts';
+export { createTensorPromise, TensorPromise } from './promise-future/tensor-promise.ts';
 export { AbortWord } from './runtime/abort-word.ts';
 export {
   CollectiveMismatchError,

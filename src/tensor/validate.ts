@@ -13,7 +13,7 @@ export function assertCommTensor(tensor: unknown, where: string): asserts tensor
 }
 
 export function describeValue(value: unknown): string {
-  if (value === null) return 'null';
+  if (value === null || value === undefined) return String(value);
   if (Array.isArray(value)) return `an array of length ${value.length}`;
   if (typeof value === 'object') return `an object (${value.constructor?.name ?? 'Object'})`;
   return `${typeof value} ${String(value)}`;

@@ -6,6 +6,7 @@
 import { availableParallelism } from 'node:os';
 import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memory-tensor-store.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
+import { setCurrentRank } from '../runtime/current-rank.ts';
 import { type JobOptions, type RankIdentity, registerRankSetup } from '../runtime/rank-setup.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
 import { checkMembers, groupKeyPrefix } from './group-id.ts';
@@ -33,6 +34,13 @@ export function createJobShared(_options: JobOptions): JobShared {
 
 export function wakeJob(shared: JobShared): void {
   MemoryTensorStore.wakeAll(shared.store);
+}
+
+let current: RankContext | undefined;
+
+/** This thread's rank context once built, for APIs whose contract takes none (DeviceMesh, createTensorPromise). */
+export function currentRankContext(): RankContext | undefined {
+  return current;
 }
 
 export async function createRankContext(
@@ -70,7 +78,7 @@ export async function createRankContext(
   await startup.barrier();
   startup.destroy();
 
-  return {
+  current = {
     ...identity,
     world,
     manager,
@@ -81,11 +89,15 @@ export async function createRankContext(
       return makeGroup('g', members, name, groupOptions.timeoutMs ?? options.collectiveTimeoutMs);
     },
     async close() {
+      setCurrentRank(undefined);
+      current = undefined;
       manager.destroyAll();
       world.destroy();
       store.close();
     },
   };
+  setCurrentRank({ rank, store });
+  return current;
 }
 
 registerRankSetup(import.meta.url);
