@@ -1,13 +1,20 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   arrayConstructor,
   DTYPES,
   type DType,
   isFloatingDType,
+  itemSize,
   type TypedArray,
 } from '../src/tensor/dtype.ts';
 import { float32ToBfloat16Bits, float32ToFloat16Bits } from '../src/tensor/half.ts';
-import { assertReduceOp, REDUCE_OPS, type ReduceOp, reduceArrays } from '../src/tensor/reduce-kernels.ts';
+import {
+  assertReduceOp,
+  REDUCE_OPS,
+  type ReduceOp,
+  reduceArrays,
+  setSimdKernels,
+} from '../src/tensor/reduce-kernels.ts';
 
 // Odd lengths that end mid-block for the 4096-element half blocks and the 16384-element blocks.
 const LENGTHS = [1, 7, 16384 + 4099];
@@ -16,6 +23,8 @@ const INPUT_COUNTS = [1, 2, 3, 5];
 function opsFor(dtype: DType): ReduceOp[] {
   return REDUCE_OPS.filter((op) => !isFloatingDType(dtype) || !op.startsWith('b'));
 }
+
+const CASES = DTYPES.flatMap((dtype) => opsFor(dtype).map((op) => [dtype, op] as const));
 
 /** mulberry32: deterministic, so a failure reproduces. */
 function rng(seed: number): () => number {
@@ -174,10 +183,19 @@ function bytesOf(x: TypedArray): Buffer {
   return Buffer.from(x.buffer, x.byteOffset, x.byteLength);
 }
 
-describe('reduceArrays against a reference loop', () => {
-  const cases = DTYPES.flatMap((dtype) => opsFor(dtype).map((op) => [dtype, op] as const));
+/** Runs the suite's tests with reduceArrays on the SIMD kernels or on the JS loops only. */
+function onPath(path: 'simd' | 'js'): void {
+  beforeAll(() => {
+    setSimdKernels(path === 'simd');
+  });
+  afterAll(() => {
+    setSimdKernels(true);
+  });
+}
 
-  it.each(cases)('%s %s', (dtype, op) => {
+describe.each(['simd', 'js'] as const)('reduceArrays against a reference loop (%s)', (path) => {
+  onPath(path);
+  it.each(CASES)('%s %s', (dtype, op) => {
     const random = rng(dtype.length * 131 + op.length);
     for (const length of LENGTHS) {
       for (const count of INPUT_COUNTS) {
@@ -195,7 +213,8 @@ describe('reduceArrays against a reference loop', () => {
   });
 });
 
-describe('reduceArrays in place (out is one of the inputs)', () => {
+describe.each(['simd', 'js'] as const)('reduceArrays in place (out is one of the inputs, %s)', (path) => {
+  onPath(path);
   const length = 16384 * 2 + 5;
   for (const dtype of ['float32', 'float16', 'int64', 'int8', 'bool'] as const) {
     for (const op of ['sum', 'max', 'avg'] as const) {
@@ -232,6 +251,71 @@ describe('reduceArrays in place (out is one of the inputs)', () => {
     const view = whole.subarray(1, 4);
     reduceArrays('sum', 'int32', view, [new Int32Array([10, 20, 30]), view]);
     expect(Array.from(whole)).toEqual([9, 11, 22, 33, 9]);
+  });
+});
+
+/** Bit patterns the float kernels must agree on: NaN (with payloads), infinities, signed zeros, subnormals. */
+const SPECIAL_WORDS: Partial<Record<DType, readonly number[]>> = {
+  float16: [0x7e00, 0xfe01, 0x7c01, 0x7c00, 0xfc00, 0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x7bff, 0x3c00],
+  bfloat16: [0x7fc0, 0xffc1, 0x7f81, 0x7f80, 0xff80, 0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x7f7f, 0x3f80],
+};
+const SPECIAL_FLOATS = [
+  Number.NaN,
+  Number.POSITIVE_INFINITY,
+  Number.NEGATIVE_INFINITY,
+  0,
+  -0,
+  1e-45, // float32 subnormal
+  -5e-324, // float64 subnormal
+  3.4e38,
+  1,
+];
+
+/**
+ * Arbitrary contents: for floats an eighth specials, three eighths random bit patterns (NaN payloads,
+ * huge and tiny exponents) and half moderate values whose sums round; for integers random bits.
+ */
+function anyBits(dtype: DType, length: number, random: () => number): TypedArray {
+  const out = new (arrayConstructor(dtype))(length);
+  const bytes = new Uint8Array(out.buffer);
+  for (let i = 0; i < bytes.length; i++)
+    bytes[i] = dtype === 'bool' ? Number(random() < 0.5) : random() * 256;
+  if (!isFloatingDType(dtype)) return out;
+  const words = SPECIAL_WORDS[dtype];
+  const encode =
+    { float16: float32ToFloat16Bits, bfloat16: float32ToBfloat16Bits }[dtype as string] ?? ((v: number) => v);
+  for (let i = 0; i < length; i++) {
+    const r = random();
+    if (r < 1 / 8) out[i] = words ? pick(random, words) : pick(random, SPECIAL_FLOATS);
+    else if (r >= 1 / 2) out[i] = encode((random() - 0.5) * 200);
+  }
+  return out;
+}
+
+describe('the SIMD kernels and the JS loops give the same bits', () => {
+  afterAll(() => {
+    setSimdKernels(true);
+  });
+
+  it('runs on WebAssembly SIMD here (Node 20 on x64 and arm64 has it)', () => {
+    expect(setSimdKernels(true)).toBe(true);
+  });
+
+  it.each(CASES)('%s %s', (dtype, op) => {
+    const random = rng(dtype.length * 7 + op.length);
+    // Three and a half 64 KiB blocks, ending part-way through a vector.
+    const length = Math.floor((3.5 * 65536) / itemSize(dtype)) + 3;
+    for (const count of [2, 3]) {
+      const inputs = Array.from({ length: count }, () => anyBits(dtype, length, random));
+      const [js, simd] = [false, true].map((useSimd) => {
+        setSimdKernels(useSimd);
+        const out = new (arrayConstructor(dtype))(length);
+        reduceArrays(op, dtype, out, inputs);
+        return out;
+      });
+      // NaN payloads may differ (neither JS nor wasm fixes them); every other bit must match.
+      expectReduced(op, dtype, simd, js, `${count} inputs, SIMD vs JS`);
+    }
   });
 });
 

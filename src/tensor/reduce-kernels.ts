@@ -4,12 +4,16 @@
  *
  * Work goes in blocks that fit in cache: each block of `out` is folded with
  * the same block of every input before moving on, so `out` is read from and
- * written to memory once, whatever the number of inputs.
+ * written to memory once, whatever the number of inputs. Where WebAssembly
+ * SIMD has the instruction, blocks are folded in wasm (simd-kernels.ts);
+ * elsewhere, and where the runtime lacks SIMD, by the JS loops of
+ * reduce-loops.ts. Both give the same bits, NaN payloads aside.
  */
 import { arrayConstructor, assertDType, type DType, type TypedArray } from './dtype.ts';
 import { FLOAT16_TABLE, float32BitsToBfloat16Bits, float32BitsToFloat16Bits } from './half.ts';
-import { type DivideLoop, divideLoop, type FoldLoop, type FoldOp, foldLoop } from './reduce-loops.ts';
+import { divideLoop, type FoldLoop, type FoldOp, foldLoop } from './reduce-loops.ts';
 import { assertReduceOp, type ReduceOp } from './reduce-ops.ts';
+import { type BlockFinish, bytesOf, simdAvailable, simdReducer } from './simd-kernels.ts';
 
 export { assertReduceOp, REDUCE_OPS, type ReduceOp } from './reduce-ops.ts';
 
@@ -51,15 +55,39 @@ export function reduceArrays(
     return;
   }
   const fold = foldOpFor(op, dtype);
-  if (dtype === 'float16' || dtype === 'bfloat16') {
-    const loop = foldLoop(fold, halfAcc);
-    const divide = op === 'avg' ? divideLoop(halfAcc) : undefined;
-    reduceHalves(dtype, loop, divide, out as Uint16Array, inputs as readonly Uint16Array[]);
-    return;
-  }
-  const divide = op === 'avg' && dtype !== 'bool' ? divideLoop(out) : undefined;
+  const half = dtype === 'float16' || dtype === 'bfloat16';
+  // Sums are kept in out's class, or in float32 for halves; avg divides each block of them before it is stored.
+  const sums = half ? halfAcc : out;
+  const divide = op === 'avg' && dtype !== 'bool' ? divideLoop(sums) : undefined;
   const divisor = out instanceof BigInt64Array ? BigInt(inputs.length) : inputs.length;
-  foldBlocks(dtype, out, inputs, foldLoop(fold, out), divide && ((block) => divide(block, divisor)));
+  const finish: BlockFinish | undefined = divide && ((block) => divide(block, divisor));
+  const simd = simdEnabled ? simdReducer(fold, dtype) : undefined;
+  if (simd !== undefined) {
+    simd(out, inputs, finish);
+  } else if (half) {
+    reduceHalves(
+      dtype,
+      foldLoop(fold, halfAcc),
+      finish,
+      out as Uint16Array,
+      inputs as readonly Uint16Array[],
+    );
+  } else {
+    foldBlocks(dtype, out, inputs, foldLoop(fold, out), finish);
+  }
+}
+
+let simdEnabled = true;
+
+/**
+ * Lets reduceArrays use the WebAssembly SIMD kernels where they cover the (op, dtype) pair (the default),
+ * or keeps it on the JavaScript loops, so tests and benchmarks can run both paths on the same data.
+ * Returns whether the SIMD kernels are now in use: false whatever was asked where the runtime lacks
+ * WebAssembly SIMD.
+ */
+export function setSimdKernels(enabled: boolean): boolean {
+  simdEnabled = enabled;
+  return enabled && simdAvailable();
 }
 
 // With 0/1 bytes the bitwise ops are the logical ones and their results stay 0/1.
@@ -113,17 +141,13 @@ function overlaps(x: TypedArray, y: TypedArray): boolean {
   );
 }
 
-function bytesOf(x: TypedArray): Uint8Array {
-  return new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
-}
-
 /** Folds every input into `out` block by block: out = in0 op in1, then out = out op in2, ... */
 function foldBlocks(
   dtype: DType,
   out: TypedArray,
   inputs: readonly TypedArray[],
   fold: FoldLoop,
-  finish: ((block: TypedArray) => void) | undefined,
+  finish: BlockFinish | undefined,
 ): void {
   // The first fold reads in0 and in1 at each index before writing it, so only a later input that is `out`
   // itself would see its block already overwritten; those read a copy saved before the first fold.
@@ -149,7 +173,7 @@ function foldBlocks(
 function reduceHalves(
   dtype: 'float16' | 'bfloat16',
   fold: FoldLoop,
-  divide: DivideLoop | undefined,
+  finish: BlockFinish | undefined,
   out: Uint16Array,
   inputs: readonly Uint16Array[],
 ): void {
@@ -165,7 +189,7 @@ function reduceHalves(
       decode(halfTmpBits, inputs[j].subarray(start, end));
       fold(acc, acc, tmp);
     }
-    divide?.(acc, inputs.length);
+    finish?.(acc);
     encode(out.subarray(start, end), halfAccBits);
   }
 }
