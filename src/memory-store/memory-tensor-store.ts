@@ -252,14 +252,19 @@ export class MemoryTensorStore implements TensorStore {
       exhausted = found === 'exhausted';
       if (found && found !== 'exhausted') {
         this.#consuming.set(key, (this.#consuming.get(key) ?? 0) + 1);
-        const tensor = found.inline
-          ? Tensor.fromBuffer(t.buffer, t.inlineOffset(found.slot), found.shape, found.dtype)
-          : Tensor.fromBuffer(
-              await this.#registry.resolve(found.owner, found.bufferId, deadline, this.#abort),
-              found.byteOffset,
-              found.shape,
-              found.dtype,
-            );
+        if (found.inline) {
+          const tensor = Tensor.fromBuffer(t.buffer, t.inlineOffset(found.slot), found.shape, found.dtype);
+          return { tensor, tag: found.tag, producerRank: found.producerRank };
+        }
+        let buffer: SharedArrayBuffer;
+        try {
+          buffer = await this.#registry.resolve(found.owner, found.bufferId, deadline, this.#abort);
+        } catch (error) {
+          // This get was counted: finish it, so the producer fails now instead of waiting for us.
+          await this.destFinishGet(key, { error: `rank ${this.rank}: ${(error as Error).message}` });
+          throw error;
+        }
+        const tensor = Tensor.fromBuffer(buffer, found.byteOffset, found.shape, found.dtype);
         return { tensor, tag: found.tag, producerRank: found.producerRank };
       }
       await waitForWord(t.words, epochIndex, (v) => v !== epoch, {
