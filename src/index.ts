@@ -18,6 +18,10 @@ export {
   type MemoryStoreShared,
   MemoryTensorStore,
 } from './memory-store/memory-tensor-store.ts';
+export { Collective, type CollectiveHost } from './p2p/collective.ts';
+export { type BroadcastOptions, CollectiveGroup } from './p2p/collective-group.ts';
+export { P2PHeaderError, P2PProtocolError } from './p2p/errors.ts';
+export type { TransferOptions } from './p2p/outbox.ts';
 export {
   type FutureWaitOptions,
   TensorFuture,
@@ -52,6 +56,7 @@ export { REDUCE_OPS, type ReduceOp } from './tensor/reduce-ops.ts';
 export { Tensor } from './tensor/tensor.ts';
 export type { ArrivalPattern, Backend, CallInfo } from './thread-group/backend.ts';
 export type { RankContext } from './thread-group/rank-context.ts';
+export { type ContextExtension, extendRankContext } from './thread-group/rank-context.ts';
 export { StoreBackend } from './thread-group/store-backend/store-backend.ts';
 export {
   type CallOptions,

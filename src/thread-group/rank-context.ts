@@ -38,6 +38,49 @@ export function wakeJob(shared: JobShared): void {
 
 let current: RankContext | undefined;
 
+/**
+ * A per-rank service that a layer above adds to every RankContext (p2p adds
+ * `collective`), so this layer never imports upward. The value is built on
+ * first access, so a service nobody uses costs nothing, and closed with the
+ * context. The layer declares the field's type by augmenting RankContext.
+ */
+export interface ContextExtension<T> {
+  key: string;
+  create(ctx: RankContext): T;
+  close?(value: T): void | Promise<void>;
+}
+
+const extensions: Array<ContextExtension<unknown>> = [];
+const closers = new WeakMap<RankContext, Array<() => void | Promise<void>>>();
+
+/** Registers an extension for this thread's contexts, the current one included (its module may load after it). */
+export function extendRankContext<T>(extension: ContextExtension<T>): void {
+  if (extensions.some((e) => e.key === extension.key)) {
+    throw new Error(`extendRankContext: "${extension.key}" is already registered`);
+  }
+  extensions.push(extension as ContextExtension<unknown>);
+  if (current) installExtension(current, extension as ContextExtension<unknown>);
+}
+
+function installExtension(ctx: RankContext, extension: ContextExtension<unknown>): void {
+  if (Object.hasOwn(ctx, extension.key)) {
+    throw new Error(`extendRankContext: RankContext already has a field "${extension.key}"`);
+  }
+  let value: unknown;
+  let built = false;
+  Object.defineProperty(ctx, extension.key, {
+    enumerable: true,
+    get() {
+      if (!built) {
+        built = true;
+        value = extension.create(ctx);
+        closers.get(ctx)?.push(() => extension.close?.(value));
+      }
+      return value;
+    },
+  });
+}
+
 /** This thread's rank context once built, for APIs whose contract takes none (DeviceMesh, createTensorPromise). */
 export function currentRankContext(): RankContext | undefined {
   return current;
@@ -78,7 +121,9 @@ export async function createRankContext(
   await startup.barrier();
   startup.destroy();
 
-  current = {
+  const built: Array<() => void | Promise<void>> = [];
+  // The fields layers above add (ContextExtension) are installed right after.
+  const ctx = {
     ...identity,
     world,
     manager,
@@ -89,15 +134,20 @@ export async function createRankContext(
       return makeGroup('g', members, name, groupOptions.timeoutMs ?? options.collectiveTimeoutMs);
     },
     async close() {
+      // Services built on the groups close first, newest first.
+      for (const close of built.reverse()) await close();
       setCurrentRank(undefined);
       current = undefined;
       manager.destroyAll();
       world.destroy();
       store.close();
     },
-  };
+  } as RankContext;
+  closers.set(ctx, built);
+  for (const extension of extensions) installExtension(ctx, extension);
+  current = ctx;
   setCurrentRank({ rank, store });
-  return current;
+  return ctx;
 }
 
 registerRankSetup(import.meta.url);

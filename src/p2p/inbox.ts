@@ -1,0 +1,164 @@
+/**
+ * The receiving end of one direction of a CollectiveGroup. Lead-stream
+ * receives are issued at call time (so they match messages in call order);
+ * a message's data receives can only be issued once its header arrived, and
+ * must be issued in message order to take the right numbers on the data
+ * streams, so each message waits for the previous one to have issued its own
+ * (not to have finished: transfers still overlap).
+ */
+import { deserialize } from 'node:v8';
+import { Work } from '../runtime/work.ts';
+import { Tensor } from '../tensor/tensor.ts';
+import { assertCommTensor } from '../tensor/validate.ts';
+import { explain, P2PHeaderError, P2PProtocolError } from './errors.ts';
+import { DEFAULT_HEADER_LIMITS, decodeHeader, HEADER_MAGIC, type Header, MessageKind } from './header.ts';
+import type { TransferOptions } from './outbox.ts';
+import { fillSkeleton } from './skeleton.ts';
+import type { Link } from './transport.ts';
+
+const KIND_NAMES = { [MessageKind.message]: 'send()', [MessageKind.broadcast]: 'broadcast()' };
+const PAIRING_HINT = 'the peer probably called sendTensor; pair it with recvTensor';
+
+export class Inbox {
+  readonly #link: Link;
+  #seq = 0;
+  /** Resolves once the previous message issued its data receives (never rejects). */
+  #issued: Promise<void> = Promise.resolve();
+  #broken: Error | undefined;
+
+  constructor(link: Link) {
+    this.#link = link;
+  }
+
+  recv(kind: MessageKind, where: string, options: TransferOptions = {}): Work<unknown> {
+    where = `${where} from worker ${this.#link.peerLabel}`;
+    if (this.#broken) return Work.rejected(this.#broken);
+    const { peer, lead } = this.#link;
+    const seq = this.#seq++;
+    const header = lead.group.recvObject(peer, { tag: lead.tag, timeoutMs: options.timeoutMs });
+    const previous = this.#issued;
+    let release!: () => void;
+    this.#issued = new Promise((resolve) => (release = resolve));
+    return new Work(this.#receive(header, previous, release, { seq, kind, where, options }));
+  }
+
+  async #receive(
+    lead: Work<unknown>,
+    previous: Promise<void>,
+    release: () => void,
+    call: { seq: number; kind: MessageKind; where: string; options: TransferOptions },
+  ): Promise<unknown> {
+    let header: Header;
+    let tensors: Tensor[];
+    let transfers: Array<Work<Tensor>>;
+    try {
+      header = this.#check(await leadBytes(lead, call.where), call);
+      await previous;
+      if (this.#broken) throw this.#broken;
+      tensors = header.tensors.map((s) => Tensor.empty(s.shape, s.dtype, { device: s.device }));
+      transfers = tensors.map((t) => {
+        const path = this.#link.dataPath(t.device, call.where);
+        return path.group.recv(t, this.#link.peer, { tag: path.tag, timeoutMs: call.options.timeoutMs });
+      });
+    } catch (error) {
+      throw this.#break(error, call.where);
+    } finally {
+      release();
+    }
+    try {
+      await Promise.all(transfers);
+      return fillSkeleton(header.skeleton, tensors);
+    } catch (error) {
+      throw this.#break(error, call.where);
+    }
+  }
+
+  #check(bytes: Uint8Array, call: { seq: number; kind: MessageKind; where: string }): Header {
+    let header: Header;
+    try {
+      header = decodeHeader(bytes, DEFAULT_HEADER_LIMITS);
+    } catch (error) {
+      throw new P2PHeaderError(`${call.where}: ${(error as Error).message}`);
+    }
+    if (header.kind !== call.kind) {
+      throw new P2PProtocolError(
+        `${call.where}: expected a message sent with ${KIND_NAMES[call.kind]}, but the peer used ${KIND_NAMES[header.kind]}`,
+      );
+    }
+    if (header.seq !== call.seq >>> 0) {
+      throw new P2PProtocolError(
+        `${call.where}: message #${call.seq} arrived numbered #${header.seq}; the two ends are out of step`,
+      );
+    }
+    return header;
+  }
+
+  recvTensor(tensor: Tensor, where: string, options: TransferOptions = {}): Work<Tensor> {
+    where = `${where} from worker ${this.#link.peerLabel}`;
+    if (this.#broken) return Work.rejected(this.#broken);
+    try {
+      assertCommTensor(tensor, where);
+      this.#link.dataPath(tensor.device, where);
+    } catch (error) {
+      return Work.rejected(error);
+    }
+    this.#seq++;
+    const { peer, lead } = this.#link;
+    return lead.group.recv(tensor, peer, { tag: lead.tag, timeoutMs: options.timeoutMs }).then(
+      (t) => {
+        // A header that happens to fit a uint8 buffer passes the shape check; its content gives it away.
+        if (t.dtype === 'uint8' && isEnvelopedHeader(t.bytes())) {
+          throw this.#break(
+            new P2PProtocolError(
+              `${where}: the peer sent this message with send(); pair it with recv(), not recvTensor`,
+            ),
+            where,
+          );
+        }
+        return t;
+      },
+      (error: unknown) => {
+        throw this.#break(error, where);
+      },
+    );
+  }
+
+  #break(error: unknown, where: string): Error {
+    const explained = explain(error, where);
+    this.#broken ??= explained;
+    return explained;
+  }
+}
+
+/** The header bytes of a lead-stream message; anything else means the peer did not call send(). */
+async function leadBytes(lead: Work<unknown>, where: string): Promise<Uint8Array> {
+  let value: unknown;
+  try {
+    value = await lead;
+  } catch (error) {
+    // Only v8 failing on what arrived means a raw tensor came instead of a header.
+    if (!(error instanceof Error) || !/deserializ/i.test(error.message)) throw error;
+    throw new P2PProtocolError(`${where}: the message is not a send() header (${PAIRING_HINT})`, {
+      cause: error,
+    });
+  }
+  if (!(value instanceof Uint8Array)) {
+    throw new P2PProtocolError(`${where}: the message is not a send() header (${PAIRING_HINT})`);
+  }
+  return value;
+}
+
+/** True when `bytes` is a header as sendObject carries it (a v8-serialized Uint8Array starting with the magic). */
+function isEnvelopedHeader(bytes: Uint8Array): boolean {
+  if (bytes[0] !== 0xff) return false; // v8's version tag: cheap rejection of ordinary data
+  try {
+    const inner = deserialize(bytes);
+    return (
+      inner instanceof Uint8Array &&
+      inner.length >= 4 &&
+      new DataView(inner.buffer, inner.byteOffset).getUint32(0, true) === HEADER_MAGIC
+    );
+  } catch {
+    return false;
+  }
+}

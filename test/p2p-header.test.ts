@@ -1,0 +1,167 @@
+/** The pure header decoder and skeleton code under malformed input: seeded random fuzzing plus targeted cases. */
+import { serialize } from 'node:v8';
+import { describe, expect, it } from 'vitest';
+import { DTYPES, P2PHeaderError, Tensor } from '../src/index.ts';
+import {
+  DEFAULT_HEADER_LIMITS,
+  decodeHeader,
+  encodeHeader,
+  type HeaderLimits,
+  MessageKind,
+  type TensorSpec,
+} from '../src/p2p/header.ts';
+import { fillSkeleton, PLACEHOLDER_KEY, splitValue } from '../src/p2p/skeleton.ts';
+
+/** mulberry32: a tiny seeded generator, so a failing case can be replayed from its seed. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
+const int = (rnd: () => number, n: number) => Math.floor(rnd() * n);
+
+interface Drawn {
+  kind: MessageKind;
+  seq: number;
+  specs: TensorSpec[];
+  skeleton: unknown;
+}
+
+function drawHeader(rnd: () => number): Drawn {
+  const specs: TensorSpec[] = Array.from({ length: int(rnd, 5) }, () => ({
+    dtype: DTYPES[int(rnd, DTYPES.length)],
+    shape: Array.from({ length: int(rnd, 4) }, () => int(rnd, 6)),
+    device: rnd() < 0.8 ? 'cpu' : `cuda:${int(rnd, 4)}`,
+  }));
+  const skeleton = { step: int(rnd, 100), parts: specs.map((_, i) => ({ [PLACEHOLDER_KEY]: i })), s: 'x' };
+  const kind = rnd() < 0.5 ? MessageKind.message : MessageKind.broadcast;
+  return { kind, seq: int(rnd, 1e6), specs, skeleton };
+}
+
+const encode = (d: Drawn) => encodeHeader(d.kind, d.seq, d.specs, serialize(d.skeleton));
+
+/** Small limits make "never an unbounded allocation" observable: a header may only declare this much. */
+const LIMITS: HeaderLimits = { maxHeaderBytes: 4096, maxTensors: 64, maxDims: 8, maxMessageBytes: 1 << 20 };
+
+function expectCleanOutcome(bytes: Uint8Array): 'ok' | 'error' {
+  try {
+    const header = decodeHeader(bytes, LIMITS);
+    const declared = header.tensors.reduce((sum, t) => sum + t.shape.reduce((a, b) => a * b, 1) * 8, 0);
+    expect(declared).toBeLessThanOrEqual(LIMITS.maxMessageBytes * 8);
+    expect(header.tensors.length).toBeLessThanOrEqual(LIMITS.maxTensors);
+    return 'ok';
+  } catch (error) {
+    expect(error).toBeInstanceOf(P2PHeaderError);
+    expect((error as Error).message).toMatch(/p2p header/);
+    return 'error';
+  }
+}
+
+describe('p2p header decoder', () => {
+  it('round-trips random headers', () => {
+    const rnd = random(1);
+    for (let i = 0; i < 200; i++) {
+      const drawn = drawHeader(rnd);
+      const { kind, seq, tensors, skeleton } = decodeHeader(encode(drawn));
+      expect({ kind, seq, specs: tensors, skeleton }).toEqual(drawn);
+    }
+  });
+
+  it('fuzz: truncations, bit flips and random overwrites give a P2PHeaderError or a bounded header', () => {
+    const rnd = random(42);
+    const outcomes = { ok: 0, error: 0 };
+    for (let i = 0; i < 3000; i++) {
+      const bytes = encode(drawHeader(rnd));
+      const mutated = bytes.slice(0, rnd() < 0.3 ? int(rnd, bytes.length) : bytes.length);
+      for (let f = int(rnd, 4); f >= 0; f--) {
+        const at = int(rnd, mutated.length);
+        if (rnd() < 0.5) mutated[at] ^= 1 << int(rnd, 8);
+        else mutated[at] = int(rnd, 256);
+      }
+      outcomes[expectCleanOutcome(mutated)]++;
+    }
+    expect(outcomes.error).toBeGreaterThan(1000);
+  });
+
+  it('huge counts and sizes are refused before any per-tensor work', () => {
+    const base = encodeHeader(
+      MessageKind.message,
+      0,
+      [{ dtype: 'float32', shape: [4], device: 'cpu' }],
+      serialize(0),
+    );
+    const patch = (write: (v: DataView) => void) => {
+      const b = base.slice();
+      write(new DataView(b.buffer));
+      return b;
+    };
+    const cases: Array<[Uint8Array, RegExp]> = [
+      [patch((v) => v.setUint32(12, 0xffffffff, true)), /tensors exceed the limit/],
+      [patch((v) => v.setUint32(12, 40, true)), /40 tensor records .* do not fit/],
+      [patch((v) => v.setUint32(16, 0xffffffff, true)), /do not fit/],
+      [patch((v) => v.setUint32(20, 0xffffffff, true)), /declares 4294967295 bytes but \d+ arrived/],
+      [patch((v) => v.setUint8(28, 200)), /200 dimensions exceed the limit/],
+      [patch((v) => v.setFloat64(32, 2 ** 40, true)), /declare more than the limit/],
+      [patch((v) => v.setFloat64(32, -1, true)), /size -1 of dim 0 is invalid/],
+      [patch((v) => v.setFloat64(32, 0.5, true)), /size 0.5 of dim 0 is invalid/],
+      [patch((v) => v.setUint8(24, 99)), /unknown dtype code 99/],
+      [patch((v) => v.setUint8(5, 9)), /unknown kind 9/],
+      [patch((v) => v.setUint32(0, 0x12345678, true)), /bad magic/],
+      [base.subarray(0, 3), /shorter than/],
+      [
+        new Uint8Array(LIMITS.maxHeaderBytes + 1).fill(0).map((_, i) => base[i] ?? 0),
+        /larger than the limit/,
+      ],
+    ];
+    for (const [bytes, message] of cases) {
+      const started = performance.now();
+      expect(() => decodeHeader(bytes, LIMITS)).toThrow(message);
+      expect(performance.now() - started).toBeLessThan(50);
+    }
+  });
+
+  it('a newer version is named as such', () => {
+    const bytes = encodeHeader(MessageKind.message, 0, [], serialize(null));
+    bytes[4] = 2;
+    expect(() => decodeHeader(bytes)).toThrow(/header version 2 is newer than this build understands \(1\)/);
+    expect(DEFAULT_HEADER_LIMITS.maxTensors).toBeGreaterThan(0);
+  });
+});
+
+describe('p2p skeleton', () => {
+  it('puts tensors back in place, keeping shared and cyclic references', () => {
+    const t = Tensor.arange(3, 'float32');
+    const inner = { t, n: 1 };
+    const value: Record<string, unknown> = { a: inner, b: inner, list: [t, 'x'] };
+    value.self = value;
+    const { skeleton, tensors } = splitValue(value, 'send');
+    expect(tensors).toEqual([t, t]);
+    const back = fillSkeleton(structuredClone(skeleton), tensors) as typeof value;
+    expect(back.self).toBe(back);
+    expect(back.a).toBe(back.b);
+    expect((back.a as typeof inner).t).toBe(t);
+    expect((back.list as unknown[])[0]).toBe(t);
+  });
+
+  it('rejects placeholders that are out of range, repeated or missing', () => {
+    const t = Tensor.arange(1, 'float32');
+    const p = (i: unknown) => ({ [PLACEHOLDER_KEY]: i });
+    expect(() => fillSkeleton([p(1)], [t])).toThrow(/placeholder 1 of 1/);
+    expect(() => fillSkeleton([p('0')], [t])).toThrow(/placeholder 0 of 1/);
+    expect(() => fillSkeleton([p(0), p(0)], [t])).toThrow(/tensor 0 used twice/);
+    expect(() => fillSkeleton([], [t])).toThrow(/tensor 0 has no placeholder/);
+    expect(() => splitValue({ [PLACEHOLDER_KEY]: 0 }, 'send')).toThrow(TypeError);
+  });
+
+  it('refuses nesting deep enough to threaten the stack', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 1500; i++) deep = [deep];
+    expect(() => splitValue(deep, 'send')).toThrow(/nested deeper than 1000 levels/);
+    expect(() => fillSkeleton(deep, [])).toThrow(P2PHeaderError);
+  });
+});
