@@ -1,0 +1,142 @@
+/**
+ * Rank entry of the weight-sync bench: world of 4, trainers 0 and 1 hold the
+ * source weights, rollouts 2 and 3 a model of the same layout to load into.
+ * Each mode is timed from a barrier to a barrier on all ranks, so a figure is
+ * the time until every rollout holds the new weights.
+ */
+import { type DType, type RankContext, Tensor, WeightSyncEngine } from '../src/index.ts';
+
+export interface ModelSpec {
+  layers: number;
+  hidden: number;
+  experts: number;
+  expertHidden: number;
+}
+
+export type SyncMode = 'naive' | 'engine S=1' | 'engine S=2' | 'engine S=2 owned';
+export const SYNC_MODES: readonly SyncMode[] = ['naive', 'engine S=1', 'engine S=2', 'engine S=2 owned'];
+
+export interface RankArgs {
+  model: ModelSpec;
+  bucketBytes: number;
+  reps: number;
+}
+
+export interface ModeSample {
+  mode: SyncMode;
+  /** Per sync, median over reps (after one warm-up sync). */
+  ms: number;
+  /** Every rollout's weights equal the trainers' after the last sync. */
+  exact: boolean;
+}
+
+export interface RankResult {
+  tensors: number;
+  bytes: number;
+  samples: ModeSample[];
+}
+
+/**
+ * An MoE-style transformer: per layer attention (bfloat16), layer norms
+ * (float32), an odd-sized bias, a router and many small experts, the shape
+ * of model where per-tensor overheads add up.
+ */
+export function modelLayout(spec: ModelSpec): Array<[string, DType, number[]]> {
+  const { hidden: h, experts, expertHidden: f } = spec;
+  const layout: Array<[string, DType, number[]]> = [['embed.tokens', 'bfloat16', [8 * h, h]]];
+  for (let l = 0; l < spec.layers; l++) {
+    const p = `layers.${l}`;
+    layout.push(
+      [`${p}.attn.qkv.bias`, 'bfloat16', [3 * h + 1]],
+      [`${p}.attn.qkv.weight`, 'bfloat16', [3 * h, h]],
+      [`${p}.attn.out.weight`, 'bfloat16', [h, h]],
+      [`${p}.norm1.weight`, 'float32', [h]],
+      [`${p}.norm2.weight`, 'float32', [h]],
+      [`${p}.router.weight`, 'float32', [experts, h]],
+      [`${p}.router.steps`, 'int64', [1]],
+    );
+    for (let e = 0; e < experts; e++) {
+      layout.push(
+        [`${p}.experts.${e}.up`, 'bfloat16', [f, h]],
+        [`${p}.experts.${e}.down`, 'bfloat16', [h, f]],
+      );
+    }
+  }
+  return layout;
+}
+
+function build(spec: ModelSpec, seed: number): Array<[string, Tensor]> {
+  return modelLayout(spec).map(([name, dtype, shape], i) => {
+    const t = Tensor.empty(shape, dtype);
+    // Distinct bytes per tensor and per seed; the values' meaning does not matter.
+    new Uint8Array(t.bytes().buffer, t.byteOffset, t.nbytes).fill((seed * 31 + i) & 0xff);
+    return [name, t];
+  });
+}
+
+function matches(got: Array<[string, Tensor]>, want: Array<[string, Tensor]>): boolean {
+  return got.every(
+    ([, t], i) =>
+      t.describe() === want[i][1].describe() &&
+      Buffer.from(t.bytes()).equals(Buffer.from(want[i][1].bytes())),
+  );
+}
+
+export default async function main(ctx: RankContext, args: RankArgs): Promise<RankResult> {
+  const isTrainer = ctx.rank < 2;
+  const source = build(args.model, isTrainer ? 1 : 0);
+  const target = isTrainer ? [] : build(args.model, 0);
+  const naiveGroup = await ctx.newGroup([0, 2, 3]);
+  const { bucketBytes } = args;
+  // Rank 1 takes no part in the naive broadcast and the S=1 engine: it only joins the barriers.
+  const single =
+    ctx.rank === 1
+      ? undefined
+      : new WeightSyncEngine(ctx.world, { senders: [0], receivers: [2, 3], bucketBytes, tag: 100 });
+  const striped = new WeightSyncEngine(ctx.world, {
+    senders: [0, 1],
+    receivers: [2, 3],
+    bucketBytes,
+    tag: 200,
+  });
+
+  async function syncOnce(mode: SyncMode): Promise<void> {
+    if (mode === 'naive') {
+      if (ctx.rank === 1) return;
+      const tensors = isTrainer ? source : target;
+      for (const [, t] of tensors) await naiveGroup.broadcast(t, { src: 0 });
+      return;
+    }
+    const engine = mode === 'engine S=1' ? single : striped;
+    if (!engine) return;
+    if (engine.role === 'sender') return engine.send(source);
+    const borrow = mode !== 'engine S=2 owned';
+    let i = 0;
+    for await (const [, t] of engine.receive({ borrow })) {
+      // Borrowed views are loaded into the model at once; owned tensors are simply kept, as a caller would.
+      if (borrow) target[i][1].copy_(t);
+      else target[i] = [target[i][0], t];
+      i++;
+    }
+  }
+
+  const samples: ModeSample[] = [];
+  for (const mode of SYNC_MODES) {
+    const times: number[] = [];
+    for (let rep = 0; rep <= args.reps; rep++) {
+      if (!isTrainer) for (const [, t] of target) t.bytes()[0] ^= 0xff; // a stale byte the sync must overwrite
+      await ctx.world.barrier();
+      const started = performance.now();
+      await syncOnce(mode);
+      await ctx.world.barrier();
+      if (rep > 0) times.push(performance.now() - started);
+    }
+    samples.push({ mode, ms: median(times), exact: isTrainer || matches(target, build(args.model, 1)) });
+  }
+  return { tensors: source.length, bytes: source.reduce((n, [, t]) => n + t.nbytes, 0), samples };
+}
+
+function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}

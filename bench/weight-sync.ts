@@ -1,0 +1,103 @@
+/**
+ * Weight sync from 2 trainer ranks to 2 rollout ranks (threads): time per
+ * sync and effective bandwidth of WeightSyncEngine with 1 and 2 senders,
+ * beside the naive way measured in the same run (rank 0 broadcasts each
+ * tensor on its own to the rollouts).
+ *
+ *   npx tsx bench/weight-sync.ts [--quick] [--json <file>]
+ *
+ * GB/s = model bytes / time per sync (1 GB = 1e9 B): the rate at which every
+ * rollout gets the whole model.
+ */
+import { availableParallelism } from 'node:os';
+import { spawnThreads } from '../src/index.ts';
+import { isMainModule, type Log, parseBenchArgs, writeJson } from './cli.ts';
+import { fixed, formatTable } from './table.ts';
+import {
+  type ModelSpec,
+  modelLayout,
+  type RankArgs,
+  type RankResult,
+  type SyncMode,
+} from './weight-sync-rank.ts';
+
+const MiB = 1 << 20;
+
+/** ~1 GiB in ~1 800 tensors (full) and ~64 MiB in ~240 (quick), mostly 0.5 MiB experts. */
+const FULL: RankArgs = {
+  model: { layers: 21, hidden: 1024, experts: 40, expertHidden: 256 },
+  bucketBytes: 64 * MiB,
+  reps: 3,
+};
+const QUICK: RankArgs = {
+  model: { layers: 6, hidden: 512, experts: 16, expertHidden: 256 },
+  bucketBytes: 16 * MiB,
+  reps: 3,
+};
+
+export interface WeightSyncRow {
+  mode: SyncMode;
+  ms: number;
+  gbps: number;
+  speedup: number;
+  exact: boolean;
+}
+
+export interface WeightSyncReport {
+  quick: boolean;
+  model: ModelSpec;
+  tensors: number;
+  bytes: number;
+  bucketBytes: number;
+  rows: WeightSyncRow[];
+}
+
+export async function runWeightSyncBench(
+  options: { quick?: boolean; log?: Log } = {},
+): Promise<WeightSyncReport> {
+  const quick = options.quick ?? false;
+  const log = options.log ?? console.log;
+  const args = quick ? QUICK : FULL;
+  const results = await spawnThreads<RankResult>(new URL('./weight-sync-rank.ts', import.meta.url), {
+    worldSize: 4,
+    args,
+    collectiveTimeoutMs: 120_000,
+  });
+  const { tensors, bytes } = results[0];
+  const naive = results[0].samples.find((s) => s.mode === 'naive')!;
+  const rows = results[0].samples.map((s) => ({
+    mode: s.mode,
+    ms: s.ms,
+    gbps: bytes / s.ms / 1e6,
+    speedup: naive.ms / s.ms,
+    // Exact only if both rollouts hold the trainers' weights.
+    exact: results.every((r) => r.samples.find((x) => x.mode === s.mode)!.exact),
+  }));
+  const dtypes = [...new Set(modelLayout(args.model).map(([, d]) => d))].join(', ');
+  log(
+    `# weight sync, 2 trainers -> 2 rollouts (threads, ${availableParallelism()} cores): ${tensors} tensors (${dtypes}), ` +
+      `${(bytes / MiB).toFixed(0)} MiB, buckets of ${args.bucketBytes / MiB} MiB`,
+  );
+  log(
+    `# median of ${args.reps} syncs after a warm-up; naive = one broadcast per tensor from rank 0; engine rows load into the model (borrow + copy_), 'owned' keeps the yielded tensors`,
+  );
+  const columns = [
+    { title: 'mode', width: 18, cell: (r: WeightSyncRow) => r.mode },
+    { title: 'time(ms)', width: 11, cell: (r: WeightSyncRow) => fixed(r.ms, 1) },
+    { title: 'GB/s', width: 8, cell: (r: WeightSyncRow) => fixed(r.gbps) },
+    { title: 'vs-naive', width: 10, cell: (r: WeightSyncRow) => `${fixed(r.speedup)}x` },
+    { title: 'exact', width: 7, cell: (r: WeightSyncRow) => (r.exact ? 'yes' : 'NO') },
+  ];
+  for (const line of formatTable(columns, rows)) log(line);
+  log('');
+  return { quick, model: args.model, tensors, bytes, bucketBytes: args.bucketBytes, rows };
+}
+
+export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
+  const args = parseBenchArgs(argv, 'bench/weight-sync');
+  const report = await runWeightSyncBench({ quick: args.quick, log });
+  if (args.json !== undefined) await writeJson(args.json, report, log);
+  return report;
+}
+
+if (isMainModule(import.meta.url)) await main();

@@ -1,0 +1,107 @@
+/**
+ * WeightSyncEngine: moves a trainer's weights (a stream of named tensors of
+ * mixed dtypes) from sender ranks to receiver ranks of one group, packed into
+ * buckets, bit-exact and in stream order. See README "Weight sync".
+ *
+ *   const engine = new WeightSyncEngine(group, { senders: [0, 1], receivers: [2, 3], bucketBytes: 64 << 20 });
+ *   await engine.send(model.namedParameters());                  // on every sender, the same stream
+ *   for await (const [name, t] of engine.receive()) load(name, t); // on every receiver
+ *
+ * One sync at a time per engine. After a failed sync the ranks' message
+ * streams may be out of step, so the engine refuses further syncs.
+ */
+import type { Tensor } from '../tensor/tensor.ts';
+import type { ThreadGroup } from '../thread-group/thread-group.ts';
+import { WeightSyncError } from './errors.ts';
+import { resolveOptions, type WeightSyncConfig, type WeightSyncOptions } from './options.ts';
+import type { WeightStream } from './plan.ts';
+import { messageOf } from './protocol.ts';
+import { BucketReceiver } from './receiver.ts';
+import { BucketSender } from './sender.ts';
+
+export interface ReceiveOptions {
+  /**
+   * Yield views on the receiver's two reused bucket buffers instead of
+   * tensors the caller keeps. A borrowed tensor is valid until the iterator is
+   * advanced (its buffer is refilled two buckets later); copy what must
+   * outlive that, e.g. with `param.copy_(t)`. Tensors split across buckets are
+   * always yielded as the caller's own. Without `borrow`, the tensors of one
+   * bucket share one allocation of their own, freed once all are dropped.
+   */
+  borrow?: boolean;
+}
+
+export class WeightSyncEngine {
+  readonly #group: ThreadGroup;
+  readonly #config: WeightSyncConfig;
+  readonly #sender: BucketSender | undefined;
+  readonly #receiver: BucketReceiver | undefined;
+  #busy = false;
+  #broken: string | undefined;
+
+  constructor(group: ThreadGroup, options: WeightSyncOptions) {
+    this.#config = resolveOptions(group, options);
+    this.#group = group;
+    const isSender = this.#config.senders.includes(group.rank);
+    this.#sender = isSender ? new BucketSender(group, this.#config) : undefined;
+    this.#receiver = isSender ? undefined : new BucketReceiver(group, this.#config);
+  }
+
+  get role(): 'sender' | 'receiver' {
+    return this.#sender ? 'sender' : 'receiver';
+  }
+
+  /** On every sender: packs and sends the stream; resolves once every receiver has confirmed it. */
+  async send(weights: WeightStream): Promise<void> {
+    const where = 'WeightSyncEngine.send';
+    if (!this.#sender) throw this.#wrongRole(where, 'sender');
+    this.#begin(where);
+    try {
+      await this.#sender.send(weights, where);
+    } catch (error) {
+      this.#broken = messageOf(error);
+      throw error;
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** On every receiver: the stream's tensors, in order. Each yielded tensor is the caller's (unless `borrow`). */
+  async *receive(options: ReceiveOptions = {}): AsyncGenerator<[string, Tensor]> {
+    const where = 'WeightSyncEngine.receive';
+    if (!this.#receiver) throw this.#wrongRole(where, 'receiver');
+    if (
+      typeof options !== 'object' ||
+      options === null ||
+      !['undefined', 'boolean'].includes(typeof options.borrow)
+    ) {
+      throw new TypeError(`${where}: options must be { borrow?: boolean }`);
+    }
+    this.#begin(where);
+    try {
+      yield* this.#receiver.receive(options.borrow ?? false, where);
+    } catch (error) {
+      this.#broken = messageOf(error);
+      throw error;
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  #begin(where: string): void {
+    if (this.#broken !== undefined) {
+      throw new WeightSyncError(
+        `${where}: an earlier sync failed (${this.#broken}); create a new engine with another tag to sync again`,
+      );
+    }
+    if (this.#busy) throw new WeightSyncError(`${where}: a sync is already running on this engine`);
+    this.#busy = true;
+  }
+
+  #wrongRole(where: string, role: string): Error {
+    const { senders, receivers } = this.#config;
+    return new WeightSyncError(
+      `${where}: group rank ${this.#group.rank} is not a ${role} (senders: ${senders.join(', ')}; receivers: ${receivers.join(', ')})`,
+    );
+  }
+}

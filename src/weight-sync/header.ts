@@ -1,0 +1,237 @@
+/**
+ * The binary header that travels before each bucket's payload: which tensor
+ * chunks the payload holds and where. Little-endian, versioned and bounded:
+ * the decoder checks every count and length against the bytes actually
+ * present and against fixed limits before it allocates anything, so a
+ * malformed header is a WeightSyncHeaderError, never a crash or a huge
+ * allocation. (Objects from the wire are never deserialized into code or
+ * free-form structures; see DESIGN.md, decision 5.)
+ *
+ *   fixed part (24 B): magic u32 'TCWS' | version u16 | flags u16 (bit 0: last bucket)
+ *                      | bucket index u32 | entry count u32 | payload bytes u32 | stream digest u32
+ *   per entry:         name length u16 | name UTF-8 | dtype code u8 | ndim u8 | dims u32 × ndim
+ *                      | offset in payload u32 | chunk start in tensor u32 | chunk bytes u32
+ */
+import { type DType, dtypeCode, dtypeFromCode, itemSize } from '../tensor/dtype.ts';
+import { WeightSyncHeaderError } from './errors.ts';
+
+export const HEADER_MAGIC = 0x53574354; // 'TCWS' read as a little-endian u32
+export const HEADER_VERSION = 1;
+export const FIXED_HEADER_BYTES = 24;
+/** Where the digest sits, so it can be zeroed while the digest itself is computed. */
+export const DIGEST_OFFSET = 20;
+/** Every chunk starts at a multiple of this, whatever the dtypes before it (float64/int64 need 8; 16 leaves room for SIMD). */
+export const PAYLOAD_ALIGN = 16;
+
+export const HEADER_LIMITS = {
+  maxHeaderBytes: 16 << 20,
+  maxEntries: 1 << 20,
+  maxNameBytes: 1024,
+  maxDims: 8,
+  /** Tensors stay addressable by one typed array (the Tensor limit). */
+  maxTensorBytes: 2 ** 32,
+} as const;
+
+/** name length + dtype + ndim + offset + chunk start + chunk bytes, with an empty name and no dims. */
+const MIN_ENTRY_BYTES = 2 + 1 + 1 + 12;
+const FLAG_LAST = 1;
+
+export interface BucketEntry {
+  name: string;
+  dtype: DType;
+  shape: readonly number[];
+  /** Byte offset of the chunk in the bucket payload (a multiple of PAYLOAD_ALIGN). */
+  offset: number;
+  /** Byte offset of the chunk in the whole tensor: non-zero for the second and later pieces of a split tensor. */
+  chunkStart: number;
+  chunkBytes: number;
+}
+
+export interface BucketHeader {
+  index: number;
+  last: boolean;
+  /** The used part of the bucket: only these bytes travel. */
+  payloadBytes: number;
+  /** Running digest of every header of the stream up to this one (see digest.ts). */
+  digest: number;
+  entries: readonly BucketEntry[];
+}
+
+export function alignUp(n: number): number {
+  return Math.ceil(n / PAYLOAD_ALIGN) * PAYLOAD_ALIGN;
+}
+
+export function tensorBytes(dtype: DType, shape: readonly number[]): number {
+  return shape.reduce((a, b) => a * b, 1) * itemSize(dtype);
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+export function encodeBucketHeader(header: BucketHeader): Uint8Array {
+  const names = header.entries.map((e) => encoder.encode(e.name));
+  const size = header.entries.reduce(
+    (n, e, i) => n + MIN_ENTRY_BYTES + names[i].length + 4 * e.shape.length,
+    FIXED_HEADER_BYTES,
+  );
+  const bytes = new Uint8Array(size);
+  const view = new DataView(bytes.buffer);
+  view.setUint32(0, HEADER_MAGIC, true);
+  view.setUint16(4, HEADER_VERSION, true);
+  view.setUint16(6, header.last ? FLAG_LAST : 0, true);
+  view.setUint32(8, header.index, true);
+  view.setUint32(12, header.entries.length, true);
+  view.setUint32(16, header.payloadBytes, true);
+  view.setUint32(DIGEST_OFFSET, header.digest >>> 0, true);
+  let at = FIXED_HEADER_BYTES;
+  header.entries.forEach((e, i) => {
+    view.setUint16(at, names[i].length, true);
+    bytes.set(names[i], at + 2);
+    at += 2 + names[i].length;
+    view.setUint8(at, dtypeCode(e.dtype));
+    view.setUint8(at + 1, e.shape.length);
+    at += 2;
+    for (const d of e.shape) {
+      view.setUint32(at, d, true);
+      at += 4;
+    }
+    view.setUint32(at, e.offset, true);
+    view.setUint32(at + 4, e.chunkStart, true);
+    view.setUint32(at + 8, e.chunkBytes, true);
+    at += 12;
+  });
+  return bytes;
+}
+
+/** Reads fields in order; every read checks that the bytes are there. */
+class Reader {
+  at = FIXED_HEADER_BYTES;
+  readonly #view: DataView;
+  constructor(readonly bytes: Uint8Array) {
+    this.#view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+  #need(n: number, what: string): void {
+    if (this.at + n > this.bytes.byteLength) {
+      throw new WeightSyncHeaderError(
+        `malformed weight-sync header: truncated at byte ${this.at} while reading ${what} (${this.bytes.byteLength} bytes in all)`,
+      );
+    }
+  }
+  u8(what: string): number {
+    this.#need(1, what);
+    return this.#view.getUint8(this.at++);
+  }
+  u16(what: string): number {
+    this.#need(2, what);
+    const v = this.#view.getUint16(this.at, true);
+    this.at += 2;
+    return v;
+  }
+  u32(what: string): number {
+    this.#need(4, what);
+    const v = this.#view.getUint32(this.at, true);
+    this.at += 4;
+    return v;
+  }
+  utf8(length: number, what: string): string {
+    this.#need(length, what);
+    const slice = this.bytes.subarray(this.at, this.at + length);
+    this.at += length;
+    try {
+      return decoder.decode(slice);
+    } catch {
+      throw new WeightSyncHeaderError(`malformed weight-sync header: ${what} is not valid UTF-8`);
+    }
+  }
+}
+
+function fail(message: string): never {
+  throw new WeightSyncHeaderError(`malformed weight-sync header: ${message}`);
+}
+
+/**
+ * Parses and checks a header. `maxPayloadBytes` is the receiver's bucket size:
+ * a payload larger than the buffer it must land in is refused here.
+ */
+export function decodeBucketHeader(bytes: unknown, maxPayloadBytes: number): BucketHeader {
+  if (!(bytes instanceof Uint8Array)) fail(`expected bytes, got ${typeof bytes}`);
+  if (bytes.byteLength < FIXED_HEADER_BYTES) {
+    fail(`${bytes.byteLength} bytes, shorter than the ${FIXED_HEADER_BYTES}-byte fixed part`);
+  }
+  if (bytes.byteLength > HEADER_LIMITS.maxHeaderBytes) {
+    fail(`${bytes.byteLength} bytes, over the ${HEADER_LIMITS.maxHeaderBytes}-byte limit`);
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const magic = view.getUint32(0, true);
+  if (magic !== HEADER_MAGIC)
+    fail(`bad magic 0x${magic.toString(16)} (expected 0x${HEADER_MAGIC.toString(16)})`);
+  const version = view.getUint16(4, true);
+  if (version !== HEADER_VERSION) fail(`unsupported version ${version} (this build reads ${HEADER_VERSION})`);
+  const flags = view.getUint16(6, true);
+  if ((flags & ~FLAG_LAST) !== 0) fail(`unknown flags 0x${flags.toString(16)}`);
+  const index = view.getUint32(8, true);
+  const count = view.getUint32(12, true);
+  const payloadBytes = view.getUint32(16, true);
+  const digest = view.getUint32(DIGEST_OFFSET, true);
+  // Bounding the count by the bytes present stops a tiny header from asking for a huge entry array.
+  const room = Math.floor((bytes.byteLength - FIXED_HEADER_BYTES) / MIN_ENTRY_BYTES);
+  if (count > HEADER_LIMITS.maxEntries || count > room) {
+    fail(
+      `entry count ${count} exceeds what ${bytes.byteLength} bytes can hold (limit ${HEADER_LIMITS.maxEntries})`,
+    );
+  }
+  if (payloadBytes > maxPayloadBytes)
+    fail(`payload of ${payloadBytes} bytes exceeds the ${maxPayloadBytes}-byte bucket`);
+  const reader = new Reader(bytes);
+  const entries: BucketEntry[] = [];
+  let end = 0;
+  for (let i = 0; i < count; i++) {
+    const entry = readEntry(reader, i);
+    if (entry.offset < end)
+      fail(
+        `entry ${i} ('${entry.name}') at offset ${entry.offset} overlaps the previous chunk ending at ${end}`,
+      );
+    end = entry.offset + entry.chunkBytes;
+    if (end > payloadBytes)
+      fail(`entry ${i} ('${entry.name}') ends at byte ${end}, past the ${payloadBytes}-byte payload`);
+    entries.push(entry);
+  }
+  if (reader.at !== bytes.byteLength)
+    fail(`${bytes.byteLength - reader.at} unexpected bytes after entry ${count - 1}`);
+  return { index, last: (flags & FLAG_LAST) !== 0, payloadBytes, digest, entries };
+}
+
+function readEntry(reader: Reader, i: number): BucketEntry {
+  const nameBytes = reader.u16(`entry ${i} name length`);
+  if (nameBytes > HEADER_LIMITS.maxNameBytes)
+    fail(`entry ${i} name of ${nameBytes} bytes exceeds ${HEADER_LIMITS.maxNameBytes}`);
+  const name = reader.utf8(nameBytes, `entry ${i} name`);
+  const code = reader.u8(`entry ${i} dtype`);
+  let dtype: DType;
+  try {
+    dtype = dtypeFromCode(code);
+  } catch {
+    fail(`entry ${i} ('${name}') has unknown dtype code ${code}`);
+  }
+  const ndim = reader.u8(`entry ${i} ndim`);
+  if (ndim > HEADER_LIMITS.maxDims)
+    fail(`entry ${i} ('${name}') has ${ndim} dims (limit ${HEADER_LIMITS.maxDims})`);
+  const shape: number[] = [];
+  for (let d = 0; d < ndim; d++) shape.push(reader.u32(`entry ${i} dim ${d}`));
+  const offset = reader.u32(`entry ${i} offset`);
+  const chunkStart = reader.u32(`entry ${i} chunk start`);
+  const chunkBytes = reader.u32(`entry ${i} chunk bytes`);
+  const what = `entry ${i} ('${name}', ${dtype}[${shape.join(',')}])`;
+  const total = tensorBytes(dtype, shape);
+  if (total > HEADER_LIMITS.maxTensorBytes)
+    fail(`${what} needs ${total} bytes (limit ${HEADER_LIMITS.maxTensorBytes})`);
+  if (offset % PAYLOAD_ALIGN !== 0) fail(`${what} offset ${offset} is not a multiple of ${PAYLOAD_ALIGN}`);
+  const item = itemSize(dtype);
+  if (chunkStart % item !== 0 || chunkBytes % item !== 0) {
+    fail(`${what} chunk [${chunkStart}, +${chunkBytes}) does not fall on ${item}-byte element boundaries`);
+  }
+  if (chunkStart + chunkBytes > total)
+    fail(`${what} chunk [${chunkStart}, +${chunkBytes}) runs past its ${total} bytes`);
+  if (chunkBytes === 0 && total !== 0) fail(`${what} has an empty chunk`);
+  return { name, dtype, shape, offset, chunkStart, chunkBytes };
+}

@@ -1,0 +1,226 @@
+/**
+ * The receiving side of a sync. Bucket b comes from senders[b mod S]: first
+ * its header (checked, and its digest compared with the one this receiver
+ * computes), then its payload. When borrowing, payloads land in two buffers
+ * kept by the receiver: while the caller reads the tensors of bucket b,
+ * bucket b+1 is received into the other buffer, and bucket b+2 reuses b's
+ * buffer only after the caller has moved past b. Otherwise each payload lands
+ * in memory of its own that is handed to the caller (one allocation per
+ * bucket, not per tensor: allocation dominated when it was per tensor), so
+ * nothing the caller holds is ever overwritten. A header is
+ * taken only once bucket b − phase has arrived, and a sender sends a payload
+ * only after every receiver took its header, so at most `phase` buckets are
+ * in flight.
+ */
+import { Tensor } from '../tensor/tensor.ts';
+import type { ThreadGroup } from '../thread-group/thread-group.ts';
+import { ChunkAssembler } from './assembler.ts';
+import { chainDigest, DIGEST_SEED, hex } from './digest.ts';
+import { WeightSyncError, WeightSyncHeaderError } from './errors.ts';
+import { type BucketHeader, decodeBucketHeader } from './header.ts';
+import type { WeightSyncConfig } from './options.ts';
+import { messageOf, parseFinal, quiet } from './protocol.ts';
+
+/** How many timeouts a failed receiver's error report waits to be read. */
+const OUTCOME_LINGER = 3;
+
+export class BucketReceiver {
+  readonly #group: ThreadGroup;
+  readonly #config: WeightSyncConfig;
+  #buffers: Uint8Array[] | undefined;
+
+  constructor(group: ThreadGroup, config: WeightSyncConfig) {
+    this.#group = group;
+    this.#config = config;
+  }
+
+  receive(borrow: boolean, where: string): AsyncGenerator<[string, Tensor]> {
+    // Allocated on first borrowing use and kept: consecutive syncs reuse the same two buffers.
+    const reused = borrow
+      ? (this.#buffers ??= [0, 1].map(() => new Uint8Array(new SharedArrayBuffer(this.#config.bucketBytes))))
+      : undefined;
+    return new ReceiveSession(this.#group, this.#config, reused, where).run();
+  }
+}
+
+class ReceiveSession {
+  readonly #group: ThreadGroup;
+  readonly #config: WeightSyncConfig;
+  /** The two reused buffers when borrowing; undefined when each bucket gets memory of its own. */
+  readonly #reused: Uint8Array[] | undefined;
+  /** Where each received bucket's payload is, until the caller moves past it. */
+  readonly #landed = new Map<number, Uint8Array>();
+  readonly #where: string;
+  /** Lazily created per bucket index; each step starts once what it depends on is done. */
+  readonly #headers: Promise<BucketHeader | undefined>[] = [];
+  readonly #payloads: Promise<BucketHeader | undefined>[] = [];
+  readonly #released: Array<() => void> = [];
+  readonly #releasedPromises: Promise<void>[] = [];
+  readonly #assembler = new ChunkAssembler();
+  #digest = DIGEST_SEED;
+  #buckets = 0;
+  #outcomeSent = false;
+  #failed = false;
+
+  constructor(group: ThreadGroup, config: WeightSyncConfig, reused: Uint8Array[] | undefined, where: string) {
+    this.#group = group;
+    this.#config = config;
+    this.#reused = reused;
+    this.#where = where;
+  }
+
+  async *run(): AsyncGenerator<[string, Tensor]> {
+    let index = 0;
+    let ended = false;
+    try {
+      while (!ended) {
+        const header = await this.#next(index);
+        yield* this.#assembler.tensors(header, this.#landed.get(index)!);
+        ended = header.last;
+        this.#release(index++);
+      }
+      await this.#agree();
+    } catch (error) {
+      throw this.#fail(error);
+    } finally {
+      // The caller left early: take the rest of the stream anyway, so the senders finish and the engine stays in step.
+      if (!ended && !this.#failed) await this.#drain(index);
+    }
+  }
+
+  async #drain(index: number): Promise<void> {
+    try {
+      for (let last = false; !last; index++) {
+        last = (await this.#next(index)).last;
+        this.#release(index);
+      }
+      await this.#agree();
+    } catch (error) {
+      throw this.#fail(error);
+    }
+  }
+
+  /** Bucket `index` once its payload is in its buffer; also starts the headers and payload that may run ahead. */
+  async #next(index: number): Promise<BucketHeader> {
+    for (let k = index; k <= index + this.#config.phase; k++) this.#header(k);
+    this.#payload(index + 1);
+    const header = await this.#payload(index);
+    if (header === undefined)
+      throw new WeightSyncError(`bucket ${index} was read past the end of the stream`);
+    return header;
+  }
+
+  /** Undefined past the last bucket: no receive is posted for a bucket that does not exist. */
+  #header(index: number): Promise<BucketHeader | undefined> {
+    this.#headers[index] ??= quiet(
+      Promise.all([
+        index === 0 ? null : this.#header(index - 1),
+        index >= this.#config.phase ? this.#payload(index - this.#config.phase) : null,
+      ]).then(([previous]) =>
+        previous === undefined || previous?.last ? undefined : this.#takeHeader(index),
+      ),
+    );
+    return this.#headers[index];
+  }
+
+  #payload(index: number): Promise<BucketHeader | undefined> {
+    this.#payloads[index] ??= quiet(
+      Promise.all([this.#header(index), index >= 2 ? this.#releasedAt(index - 2) : null]).then(([header]) =>
+        header === undefined ? undefined : this.#takePayload(header),
+      ),
+    );
+    return this.#payloads[index];
+  }
+
+  #releasedAt(index: number): Promise<void> {
+    this.#releasedPromises[index] ??= new Promise((resolve) => {
+      this.#released[index] = resolve;
+    });
+    return this.#releasedPromises[index];
+  }
+
+  #release(index: number): void {
+    this.#landed.delete(index);
+    this.#releasedAt(index);
+    this.#released[index]();
+  }
+
+  #sender(index: number): number {
+    return this.#config.senders[index % this.#config.senders.length];
+  }
+
+  async #takeHeader(index: number): Promise<BucketHeader> {
+    const { tags, timeoutMs, bucketBytes } = this.#config;
+    const sender = this.#sender(index);
+    const raw = await this.#group.recvObject(sender, { tag: tags.header, timeoutMs });
+    let header: BucketHeader;
+    try {
+      header = decodeBucketHeader(raw, bucketBytes);
+    } catch (error) {
+      throw new WeightSyncHeaderError(
+        `${this.#where}: bucket ${index} from sender ${sender}: ${messageOf(error)}`,
+      );
+    }
+    // Headers are taken in stream order (each waits for the one before), so the digest chains in order.
+    const expected = chainDigest(this.#digest, raw as Uint8Array);
+    if (header.index !== index || header.digest !== expected) {
+      const first = header.entries[0];
+      throw new WeightSyncError(
+        `${this.#where}: senders iterated different weight streams: bucket ${index} from sender ${sender} ` +
+          `(its bucket ${header.index}, first entry '${first?.name ?? '-'}') carries digest ${hex(header.digest)}, ` +
+          `but the stream received so far hashes to ${hex(expected)}`,
+      );
+    }
+    this.#digest = expected;
+    this.#buckets++;
+    return header;
+  }
+
+  async #takePayload(header: BucketHeader): Promise<BucketHeader> {
+    const { index, payloadBytes } = header;
+    const buffer = this.#reused?.[index % 2] ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
+    this.#landed.set(index, buffer);
+    if (payloadBytes === 0) return header;
+    const { tags, timeoutMs } = this.#config;
+    const target = Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [payloadBytes], 'uint8');
+    await this.#group.recv(target, this.#sender(index), { tag: tags.payload, timeoutMs });
+    return header;
+  }
+
+  /** Compares every sender's final report with what arrived, and tells every sender the outcome. */
+  async #agree(): Promise<void> {
+    const { senders, tags, timeoutMs } = this.#config;
+    const reports = await Promise.all(
+      senders.map(async (s) =>
+        parseFinal(await this.#group.recvObject(s, { tag: tags.final, timeoutMs }), `sender ${s}`),
+      ),
+    );
+    const i = reports.findIndex((r) => r.buckets !== this.#buckets || r.digest !== this.#digest);
+    if (i >= 0) {
+      throw new WeightSyncError(
+        `${this.#where}: senders iterated different weight streams: sender ${senders[i]} planned ${reports[i].buckets} ` +
+          `buckets (digest ${hex(reports[i].digest)}), but ${this.#buckets} arrived (digest ${hex(this.#digest)})`,
+      );
+    }
+    this.#outcomeSent = true;
+    await Promise.all(
+      senders.map((s) => this.#group.sendObject({ ok: true }, s, { tag: tags.outcome, timeoutMs })),
+    );
+  }
+
+  /** Tells every sender why this receiver stopped (once, and not after its outcome went out), then returns the error. */
+  #fail(error: unknown): unknown {
+    if (this.#failed) return error;
+    this.#failed = true;
+    if (!this.#outcomeSent) {
+      const { senders, tags, timeoutMs } = this.#config;
+      const outcome = { ok: false, error: messageOf(error) };
+      // A sender learns of this only when one of its own waits times out, up to a timeout or two from
+      // now (it may start a new wait meanwhile): the report must still be there when it looks.
+      const linger = OUTCOME_LINGER * timeoutMs;
+      for (const s of senders)
+        quiet(this.#group.sendObject(outcome, s, { tag: tags.outcome, timeoutMs: linger }));
+    }
+    return error;
+  }
+}

@@ -1,0 +1,20 @@
+/** Smoke test of the weight-sync bench (--quick): it runs, every mode delivers exact weights, the table is whole. No timing is asserted. */
+import { describe, expect, it } from 'vitest';
+import { runWeightSyncBench } from '../bench/weight-sync.ts';
+import { SYNC_MODES } from '../bench/weight-sync-rank.ts';
+
+describe('weight-sync bench', () => {
+  it('prints one row per mode beside the naive baseline, all exact', async () => {
+    const lines: string[] = [];
+    const report = await runWeightSyncBench({ quick: true, log: (line) => lines.push(line) });
+    expect(report.rows.map((r) => r.mode)).toEqual(SYNC_MODES);
+    for (const row of report.rows) {
+      expect(row.exact).toBe(true);
+      expect(row.ms).toBeGreaterThan(0);
+      expect(row.gbps).toBeCloseTo(report.bytes / row.ms / 1e6, 9);
+    }
+    expect(report.rows[0].speedup).toBe(1);
+    const header = lines.find((l) => l.startsWith('#') && l.includes('vs-naive'));
+    expect(header?.slice(1).trim().split(/\s+/)).toEqual(['mode', 'time(ms)', 'GB/s', 'vs-naive', 'exact']);
+  }, 120_000);
+});

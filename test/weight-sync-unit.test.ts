@@ -1,0 +1,180 @@
+/** Pure parts of weight sync, no threads: the binary header, the bucket plan and the stream digest. */
+import { describe, expect, it } from 'vitest';
+import { Tensor, WeightSyncHeaderError } from '../src/index.ts';
+import { chainDigest, DIGEST_SEED, stampDigest } from '../src/weight-sync/digest.ts';
+import {
+  type BucketHeader,
+  decodeBucketHeader,
+  encodeBucketHeader,
+  FIXED_HEADER_BYTES,
+  HEADER_LIMITS,
+} from '../src/weight-sync/header.ts';
+import { type PlannedBucket, planBuckets } from '../src/weight-sync/plan.ts';
+import { TEST_BUCKET_BYTES, testModel } from './fixtures/weight-sync-model.ts';
+
+const HEADER: BucketHeader = {
+  index: 5,
+  last: true,
+  payloadBytes: 96,
+  digest: 0xdeadbeef,
+  entries: [
+    { name: 'a.bias', dtype: 'bfloat16', shape: [7], offset: 0, chunkStart: 0, chunkBytes: 14 },
+    { name: 'ü.weight', dtype: 'float32', shape: [2, 3], offset: 16, chunkStart: 0, chunkBytes: 24 },
+    { name: 'big', dtype: 'int64', shape: [100], offset: 48, chunkStart: 400, chunkBytes: 48 },
+    { name: 'empty', dtype: 'bool', shape: [0, 4], offset: 96, chunkStart: 0, chunkBytes: 0 },
+  ],
+};
+
+/** Encodes HEADER, lets `edit` corrupt the bytes, and returns the decoder's message. */
+function corrupt(
+  edit: (view: DataView, bytes: Uint8Array) => Uint8Array | undefined,
+  header = HEADER,
+): string {
+  const bytes = encodeBucketHeader(header);
+  const out = edit(new DataView(bytes.buffer), bytes) ?? bytes;
+  try {
+    decodeBucketHeader(out, 1024);
+    return 'parsed';
+  } catch (error) {
+    expect(error).toBeInstanceOf(WeightSyncHeaderError);
+    return (error as Error).message;
+  }
+}
+
+/** Byte position of entry 0's fields: after the fixed part and the 2-byte name length + 6-byte name. */
+const ENTRY0 = FIXED_HEADER_BYTES + 2 + 'a.bias'.length;
+
+describe('bucket header', () => {
+  it('round-trips every field', () => {
+    expect(decodeBucketHeader(encodeBucketHeader(HEADER), 1024)).toEqual(HEADER);
+  });
+
+  it('refuses malformed headers with a message naming the field, before allocating', () => {
+    expect(corrupt((_, b) => b.subarray(0, 10))).toMatch(/10 bytes, shorter than the 24-byte fixed part/);
+    expect(corrupt((v) => void v.setUint32(0, 0x12345678, true))).toMatch(/bad magic 0x12345678/);
+    expect(corrupt((v) => void v.setUint16(4, 9, true))).toMatch(/unsupported version 9/);
+    expect(corrupt((v) => void v.setUint16(6, 0x8001, true))).toMatch(/unknown flags 0x8001/);
+    // A few bytes claiming a billion entries: refused by arithmetic, no array of that size is made.
+    expect(corrupt((v) => void v.setUint32(12, 1e9, true))).toMatch(/entry count 1000000000 exceeds/);
+    expect(corrupt((v) => void v.setUint32(16, 5000, true))).toMatch(
+      /payload of 5000 bytes exceeds the 1024-byte bucket/,
+    );
+    expect(corrupt((_, b) => b.subarray(0, b.length - 3))).toMatch(
+      /truncated at byte \d+ while reading entry 3/,
+    );
+    expect(corrupt((_, b) => Uint8Array.of(...b, 0))).toMatch(/1 unexpected bytes after entry 3/);
+    expect(corrupt((v) => void v.setUint16(FIXED_HEADER_BYTES, 5000, true))).toMatch(
+      /entry 0 name of 5000 bytes exceeds 1024/,
+    );
+    expect(corrupt((_, b) => void b.set([0xff], FIXED_HEADER_BYTES + 2))).toMatch(
+      /entry 0 name is not valid UTF-8/,
+    );
+    expect(corrupt((v) => void v.setUint8(ENTRY0, 99))).toMatch(
+      /entry 0 \('a.bias'\) has unknown dtype code 99/,
+    );
+    expect(corrupt((v) => void v.setUint8(ENTRY0 + 1, 200))).toMatch(/has 200 dims \(limit 8\)/);
+    // dims at ENTRY0+2 (one u32), then offset, chunk start, chunk bytes.
+    expect(corrupt((v) => void v.setUint32(ENTRY0 + 2, 0xffffffff, true))).toMatch(
+      /needs \d+ bytes \(limit 4294967296\)/,
+    );
+    expect(corrupt((v) => void v.setUint32(ENTRY0 + 6, 4, true))).toMatch(/offset 4 is not a multiple of 16/);
+    expect(corrupt((v) => void v.setUint32(ENTRY0 + 10, 1, true))).toMatch(
+      /does not fall on 2-byte element boundaries/,
+    );
+    expect(corrupt((v) => void v.setUint32(ENTRY0 + 14, 16, true))).toMatch(
+      /chunk \[0, \+16\) runs past its 14 bytes/,
+    );
+    expect(corrupt((v) => void v.setUint32(ENTRY0 + 6, 16, true))).toMatch(
+      /entry 1 .* overlaps the previous chunk/,
+    );
+    expect(corrupt((v) => void v.setUint32(16, 64, true))).toMatch(
+      /entry 2 \('big'\) ends at byte 96, past the 64-byte payload/,
+    );
+    expect(corrupt((v) => void v.setUint32(ENTRY0 + 14, 0, true))).toMatch(/has an empty chunk/);
+    expect(decodeBucketHeader.bind(null, 'text', 1024)).toThrow(/expected bytes, got string/);
+    expect(HEADER_LIMITS.maxHeaderBytes).toBeLessThanOrEqual(16 << 20);
+  });
+
+  it('the running digest changes with any header field and chains across buckets', () => {
+    const a = encodeBucketHeader(HEADER);
+    const b = encodeBucketHeader({
+      ...HEADER,
+      entries: [{ ...HEADER.entries[0], name: 'a.biaz' }, ...HEADER.entries.slice(1)],
+    });
+    expect(chainDigest(DIGEST_SEED, a)).not.toBe(chainDigest(DIGEST_SEED, b));
+    expect(chainDigest(1, a)).not.toBe(chainDigest(2, a));
+    // The digest field itself does not feed the digest, so a receiver can recompute it from what arrived.
+    const stamped = stampDigest(DIGEST_SEED, a);
+    expect(decodeBucketHeader(a, 1024).digest).toBe(stamped);
+    expect(chainDigest(DIGEST_SEED, a)).toBe(stamped);
+  });
+});
+
+async function plan(weights: Iterable<readonly [string, Tensor]>, bucketBytes = TEST_BUCKET_BYTES) {
+  const buckets: PlannedBucket[] = [];
+  for await (const b of planBuckets(weights, bucketBytes, 'test')) buckets.push(b);
+  return buckets;
+}
+
+describe('bucket plan', () => {
+  it('aligns every chunk to 16 bytes, splits the 3.5× tensor and reassembles it in order', async () => {
+    const model = testModel(1);
+    const buckets = await plan(model);
+    expect(buckets.map((b) => b.index)).toEqual(buckets.map((_, i) => i));
+    expect(buckets.map((b) => b.last)).toEqual(buckets.map((_, i) => i === buckets.length - 1));
+    for (const b of buckets) {
+      expect(b.payloadBytes).toBeLessThanOrEqual(TEST_BUCKET_BYTES);
+      for (const c of b.chunks) {
+        expect(c.offset % 16).toBe(0);
+        expect(c.offset + c.chunkBytes).toBeLessThanOrEqual(b.payloadBytes);
+      }
+    }
+    const chunks = buckets.flatMap((b) => b.chunks);
+    // The float32 right after the 7-element bfloat16 (14 bytes) starts at 16, not 14.
+    expect(chunks[1]).toMatchObject({ name: 'embed.weight', offset: 16 });
+    const big = chunks.filter((c) => c.name === 'layer.0.big');
+    expect(big.map((c) => c.chunkBytes).reduce((a, b) => a + b)).toBe(14336);
+    expect(big.length).toBeGreaterThanOrEqual(4);
+    expect(big.map((c) => c.chunkStart)).toEqual(
+      big.map((_, i) => big.slice(0, i).reduce((a, c) => a + c.chunkBytes, 0)),
+    );
+    // Tensors in stream order, each once from start to end (empty tensors included).
+    const names = chunks.filter((c) => c.chunkStart === 0).map((c) => c.name);
+    expect(names).toEqual(model.map(([n]) => n));
+  });
+
+  it('moves a tensor that fits a bucket whole to the next bucket instead of splitting it', async () => {
+    const t = (n: number) => Tensor.empty([n], 'uint8');
+    const buckets = await plan(
+      [
+        ['a', t(40)],
+        ['b', t(40)],
+        ['c', t(0)],
+      ],
+      64,
+    );
+    expect(buckets.map((b) => b.chunks.map((c) => [c.name, c.offset, c.chunkBytes]))).toEqual([
+      [['a', 0, 40]],
+      [
+        ['b', 0, 40],
+        ['c', 48, 0],
+      ],
+    ]);
+    expect(buckets.map((b) => b.payloadBytes)).toEqual([40, 48]);
+  });
+
+  it('an empty stream is one empty last bucket; bad entries are named', async () => {
+    expect(await plan([])).toEqual([{ index: 0, last: true, payloadBytes: 0, chunks: [] }]);
+    const strided = Tensor.empty([2, 3]).transpose(0, 1);
+    await expect(plan([['w', strided]])).rejects.toThrow(
+      /test: stream entry 0 \('w'\): tensor float32\[3,2\] is not contiguous/,
+    );
+    await expect(plan([['', Tensor.empty([1])]])).rejects.toThrow(
+      /stream entry 0: the name must be a non-empty string/,
+    );
+    await expect(plan([['x', Tensor.empty([1])], ['y'] as never])).rejects.toThrow(
+      /stream entry 1 must be a \[name, Tensor\] pair/,
+    );
+    await expect(plan(42 as never)).rejects.toThrow(/weights must be an Iterable or AsyncIterable/);
+  });
+});

@@ -1,0 +1,92 @@
+/** WeightSyncEngine between rank threads: bit-exact delivery, buffer reuse, ownership, striping and failures. */
+import { describe, expect, it } from 'vitest';
+import { JobFailedError, spawnThreads } from '../src/index.ts';
+import { MODEL_SIZE, testModel } from './fixtures/weight-sync-model.ts';
+import type { DeliverConfig } from './fixtures/weight-sync-rank.ts';
+
+const entry = new URL('./fixtures/weight-sync-rank.ts', import.meta.url);
+// biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
+type Result = any;
+
+const CONFIGS: DeliverConfig[] = [
+  { senders: 1, receivers: 1 },
+  { senders: 1, receivers: 3, borrow: true },
+  { senders: 2, receivers: 1, phase: 1 },
+  { senders: 2, receivers: 3 },
+  { senders: 3, receivers: 3, phase: 2 },
+  { senders: 3, receivers: 1 },
+  { senders: 3, receivers: 3, phase: 5, borrow: true },
+];
+
+describe('WeightSyncEngine between threads', () => {
+  it('delivers a mixed-dtype model bit-exact for S ∈ {1,2,3}, R ∈ {1,3}, several phases, three syncs each', async () => {
+    const res: Result[] = await spawnThreads(entry, {
+      worldSize: 6,
+      args: { scenario: 'deliver', configs: CONFIGS },
+    });
+    const names = testModel(1).map(([n]) => n);
+    CONFIGS.forEach((config, k) => {
+      for (let i = 0; i < config.receivers; i++) {
+        const got = res[3 + i].deliver[k];
+        expect(got.role, `config ${k} receiver ${i}`).toBe('receiver');
+        expect(got.names).toEqual(names);
+        expect(got.problems, `config ${JSON.stringify(config)}, receiver ${i}`).toEqual([]);
+      }
+      for (let s = 0; s < config.senders; s++) expect(res[s].deliver[k]).toEqual({ role: 'sender' });
+    });
+    expect(names).toHaveLength(MODEL_SIZE);
+
+    // A receiver that leaves after 3 tensors: the rest is drained and the next sync is exact.
+    expect(res[0].breakEarly).toBe('sent');
+    for (const r of [3, 4]) expect(res[r].breakEarly).toEqual({ first: 3, second: [] });
+
+    expect(res[0].validation).toEqual([
+      expect.stringMatching(/group must be a ThreadGroup/),
+      expect.stringMatching(/senders must be a non-empty array/),
+      expect.stringMatching(/senders contains 9, which is not a rank of a group of size 6/),
+      expect.stringMatching(/receivers \[1, 1\] repeats a rank/),
+      expect.stringMatching(/group rank 0 is both a sender and a receiver/),
+      expect.stringMatching(/bucketBytes must be a positive multiple of 16 .* got 1000/),
+      expect.stringMatching(/bucketBytes must be .* got 0/),
+      expect.stringMatching(/phase must be a positive integer, got 0/),
+      expect.stringMatching(/timeoutMs must be a positive number/),
+      expect.stringMatching(/group rank 0 is neither a sender \(1\) nor a receiver \(2\)/),
+    ]);
+  }, 120_000);
+
+  it('fails on every rank, naming the problem, for diverging streams, a malformed header and silent peers', async () => {
+    const res: Result[] = await spawnThreads(entry, { worldSize: 4, args: { scenario: 'errors' } });
+    for (const r of res) {
+      expect(r.mismatchMiddle.error).toMatch(/senders iterated different weight streams/);
+      expect(r.mismatchLast.error).toMatch(/senders iterated different weight streams/);
+      expect(r.mismatchMiddle.ms).toBeLessThan(10_000);
+    }
+    for (const r of [2, 3]) {
+      expect(res[r].malformed.error).toMatch(
+        /WeightSyncHeaderError: .*bucket 0 from sender 0: malformed weight-sync header: bad magic/,
+      );
+    }
+    expect(res[0].malformed).toEqual([
+      { ok: false, error: expect.stringMatching(/bad magic/) },
+      { ok: false, error: expect.stringMatching(/bad magic/) },
+    ]);
+    expect(res[0].silent.error).toMatch(/bucket 0: .*timed out after 1500 ms/);
+    expect(res[3].silent.error).toMatch(/timed out after 1500 ms/);
+  }, 60_000);
+
+  it('a receiver that dies fails the senders at once, naming it', async () => {
+    const started = performance.now();
+    const error = await spawnThreads(entry, { worldSize: 3, args: { scenario: 'receiver-dies' } }).catch(
+      (e) => e,
+    );
+    expect(error).toBeInstanceOf(JobFailedError);
+    const failed = (error as JobFailedError).failures.map((f) => f.rank);
+    expect(failed).toContain(2);
+    expect(failed).toContain(0);
+    expect(String((error as JobFailedError).failures.find((f) => f.rank === 0)?.error.message)).toMatch(
+      /rank 2/,
+    );
+    // The engine's timeout is 60 s: the failure arrived through the job, not by waiting it out.
+    expect(performance.now() - started).toBeLessThan(20_000);
+  }, 60_000);
+});
