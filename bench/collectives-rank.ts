@@ -54,6 +54,8 @@ export interface RankResult {
 const FLOAT32_BYTES = 4;
 /** Keeps a batch of a very fast op from running away when the probe undershoots. */
 const MAX_ITERS_PER_BATCH = 100_000;
+const WARMUP_MS = 150;
+const WARMUP_MAX_ITERS = 3000;
 
 /** Ops that cut the buffer into one piece per rank. */
 const SPLIT_OPS: ReadonlySet<CollectiveOp> = new Set(['allGather', 'reduceScatter', 'allToAll']);
@@ -137,17 +139,32 @@ async function fromRank0(g: ThreadGroup, value: number): Promise<number> {
   return t.data[0] as number;
 }
 
-/** Enough untimed iterations to get the loops optimized; big sizes are slow enough to need few. */
-function warmupIters(bytes: number): number {
+/** Iterations per probe; big sizes are slow enough to need few. */
+function probeIters(bytes: number): number {
   if (bytes <= 64 << 10) return 20;
   return bytes <= 4 << 20 ? 4 : 1;
+}
+
+/**
+ * Small sizes need thousands of calls before V8 has optimized the whole call
+ * path; timing them cold measured the interpreter. Rank 0 decides when to
+ * stop (by time) so every rank runs the same number of collectives.
+ */
+async function warmUp(g: ThreadGroup, step: () => PromiseLike<unknown>, bytes: number): Promise<void> {
+  const chunk = probeIters(bytes);
+  const started = performance.now();
+  for (let done = chunk; ; done += chunk) {
+    for (let i = 0; i < chunk; i++) await step();
+    const more = bytes <= 64 << 10 && done < WARMUP_MAX_ITERS && performance.now() - started < WARMUP_MS;
+    if ((await fromRank0(g, more ? 1 : 0)) === 0) return;
+  }
 }
 
 async function measure(g: ThreadGroup, op: CollectiveOp, count: number, args: RankArgs): Promise<Sample> {
   const step = makeStep(op, count, g);
   const bytes = count * FLOAT32_BYTES;
-  const warm = warmupIters(bytes);
-  for (let i = 0; i < warm; i++) await step();
+  const warm = probeIters(bytes);
+  await warmUp(g, step, bytes);
   // A timed probe sizes the batches so each size takes about budgetMs whatever the op's speed.
   await g.barrier();
   const probeMs = await timeSteps(step, warm);
