@@ -29,8 +29,9 @@ async function allReduceOneExchange(x: Exchange, tensor: Tensor, op: ReduceOp): 
   await x.publish(0, tensor, x.size - 1);
   const inputs = [];
   for (let p = 0; p < x.size; p++) inputs.push(p === x.rank ? tensor.data : (await x.get(0, p)).data);
-  // Peers may be reading our buffer in place: reduce into a scratch copy first.
-  const result = Tensor.empty(tensor.shape, tensor.dtype);
+  // Peers may be reading our buffer in place: reduce into a scratch copy first. A plain ArrayBuffer,
+  // because allocating (and collecting) a SharedArrayBuffer per call stalled small allReduces.
+  const result = Tensor.fromBuffer(new ArrayBuffer(tensor.nbytes), 0, tensor.shape, tensor.dtype);
   reduceArrays(op, tensor.dtype, result.data, inputs);
   for (const p of x.peers()) await x.finish(0, p);
   await x.consumed(0);
