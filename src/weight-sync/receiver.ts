@@ -54,6 +54,8 @@ class ReceiveSession {
   /** Lazily created per bucket index; each step starts once what it depends on is done. */
   readonly #headers: Promise<BucketHeader | undefined>[] = [];
   readonly #payloads: Promise<BucketHeader | undefined>[] = [];
+  /** Resolves once bucket i's payload receive has been posted (or turned out not to be needed). */
+  readonly #posted: Promise<void>[] = [];
   readonly #released: Array<() => void> = [];
   readonly #releasedPromises: Promise<void>[] = [];
   readonly #assembler = new ChunkAssembler();
@@ -124,12 +126,35 @@ class ReceiveSession {
   }
 
   #payload(index: number): Promise<BucketHeader | undefined> {
-    this.#payloads[index] ??= quiet(
-      Promise.all([this.#header(index), index >= 2 ? this.#releasedAt(index - 2) : null]).then(([header]) =>
-        header === undefined ? undefined : this.#takePayload(header),
+    const existing = this.#payloads[index];
+    if (existing) return existing;
+    // A sender's p2p stream numbers its payloads in the order it sends them, so this receive may be
+    // posted only after the one for the bucket before it (buffers can be released out of that order).
+    if (index > 0) this.#payload(index - 1);
+    const previousPosted = index === 0 ? null : this.#posted[index - 1];
+    let markPosted!: () => void;
+    this.#posted[index] = new Promise((resolve) => {
+      markPosted = resolve;
+    });
+    const payload = quiet(
+      Promise.all([
+        this.#header(index),
+        index >= 2 ? this.#releasedAt(index - 2) : null,
+        previousPosted,
+      ]).then(
+        ([header]) => {
+          const taken = header === undefined ? undefined : this.#takePayload(header);
+          markPosted();
+          return taken;
+        },
+        (error: unknown) => {
+          markPosted();
+          throw error;
+        },
       ),
     );
-    return this.#payloads[index];
+    this.#payloads[index] = payload;
+    return payload;
   }
 
   #releasedAt(index: number): Promise<void> {

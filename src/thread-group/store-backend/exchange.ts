@@ -140,7 +140,9 @@ export class Exchange {
   }
 
   #where(): string {
-    return `${this.#call.signature} call #${this.#call.seq} on group "${this.#group.name}"`;
+    // Point-to-point calls are matched per stream, not numbered in the group's collective order.
+    const numbered = this.#call.seq >= 0 ? ` call #${this.#call.seq}` : '';
+    return `${this.#call.signature}${numbered} on group "${this.#group.name}"`;
   }
 
   #explain(error: unknown, what: string): unknown {
