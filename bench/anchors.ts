@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { isMainModule, type Log, parseBenchArgs, writeJson } from './cli.ts';
+import { benchMain, isMainModule, type Log } from './cli.ts';
 import { fixed } from './table.ts';
 
 const exec = promisify(execFile);
@@ -182,11 +182,6 @@ export async function runAnchors(options: { quick?: boolean; log?: Log } = {}): 
   return report;
 }
 
-export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
-  const args = parseBenchArgs(argv, 'bench/anchors');
-  const report = await runAnchors({ quick: args.quick, log });
-  if (args.json !== undefined) await writeJson(args.json, report, log);
-  return report;
-}
+export const main = benchMain('bench/anchors', runAnchors);
 
 if (isMainModule(import.meta.url)) await main();

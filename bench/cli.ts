@@ -36,3 +36,16 @@ export async function writeJson(file: string, value: unknown, log: Log): Promise
   await writeFile(file, `${JSON.stringify(value, null, 1)}\n`);
   log(`# figures written to ${resolve(file)}`);
 }
+
+/** The `main(argv, log)` of a bench script: parse the flags, run it, write its figures as JSON when asked. */
+export function benchMain<R>(
+  script: string,
+  run: (options: { quick: boolean; log: Log }) => Promise<R>,
+): (argv?: readonly string[], log?: Log) => Promise<R> {
+  return async (argv = process.argv.slice(2), log = console.log) => {
+    const args = parseBenchArgs(argv, script);
+    const report = await run({ quick: args.quick, log });
+    if (args.json !== undefined) await writeJson(args.json, report, log);
+    return report;
+  };
+}

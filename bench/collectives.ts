@@ -8,7 +8,7 @@
  * so figures compare with nccl-tests, gloo and MPI runs (1 GB = 1e9 B).
  */
 import { spawnThreads } from '../src/index.ts';
-import { isMainModule, type Log, parseBenchArgs, writeJson } from './cli.ts';
+import { benchMain, isMainModule, type Log } from './cli.ts';
 import {
   COLLECTIVE_OPS,
   type CollectiveOp,
@@ -196,11 +196,6 @@ export async function runCollectivesBench(options: CollectivesOptions = {}): Pro
   return report;
 }
 
-export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
-  const args = parseBenchArgs(argv, 'bench/collectives');
-  const report = await runCollectivesBench({ quick: args.quick, log });
-  if (args.json !== undefined) await writeJson(args.json, report, log);
-  return report;
-}
+export const main = benchMain('bench/collectives', runCollectivesBench);
 
 if (isMainModule(import.meta.url)) await main();

@@ -6,7 +6,7 @@
  *   npx tsx bench/p2p.ts [--quick] [--json <file>]
  */
 import { spawnThreads } from '../src/index.ts';
-import { isMainModule, type Log, parseBenchArgs, writeJson } from './cli.ts';
+import { benchMain, isMainModule, type Log } from './cli.ts';
 import type { P2PRankArgs, P2PSample } from './p2p-rank.ts';
 import { type Column, fixed, formatTable } from './table.ts';
 
@@ -56,11 +56,6 @@ export async function runP2PBench(options: { quick?: boolean; log?: Log } = {}):
   return samples;
 }
 
-export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
-  const args = parseBenchArgs(argv, 'bench/p2p.ts');
-  const samples = await runP2PBench({ quick: args.quick, log });
-  if (args.json) await writeJson(args.json, { quick: args.quick, samples }, log);
-  return samples;
-}
+export const main = benchMain('bench/p2p.ts', runP2PBench);
 
 if (isMainModule(import.meta.url)) await main();

@@ -11,7 +11,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { spawnThreads } from '../src/index.ts';
-import { isMainModule, type Log, parseBenchArgs, writeJson } from './cli.ts';
+import { benchMain, isMainModule, type Log } from './cli.ts';
 import { fixed, formatTable } from './table.ts';
 import {
   type ModelSpec,
@@ -93,11 +93,6 @@ export async function runWeightSyncBench(
   return { quick, model: args.model, tensors, bytes, bucketBytes: args.bucketBytes, rows };
 }
 
-export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
-  const args = parseBenchArgs(argv, 'bench/weight-sync');
-  const report = await runWeightSyncBench({ quick: args.quick, log });
-  if (args.json !== undefined) await writeJson(args.json, report, log);
-  return report;
-}
+export const main = benchMain('bench/weight-sync', runWeightSyncBench);
 
 if (isMainModule(import.meta.url)) await main();

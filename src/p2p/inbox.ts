@@ -9,12 +9,11 @@
 import { deserialize } from 'node:v8';
 import { Work } from '../runtime/work.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import { assertCommTensor } from '../tensor/validate.ts';
 import { explain, P2PHeaderError, P2PProtocolError } from './errors.ts';
 import { DEFAULT_HEADER_LIMITS, decodeHeader, HEADER_MAGIC, type Header, MessageKind } from './header.ts';
 import type { TransferOptions } from './outbox.ts';
 import { fillSkeleton } from './skeleton.ts';
-import type { Link } from './transport.ts';
+import { type Link, loneTensorProblem } from './transport.ts';
 
 const KIND_NAMES = { [MessageKind.message]: 'send()', [MessageKind.broadcast]: 'broadcast()' };
 const PAIRING_HINT = 'the peer probably called sendTensor; pair it with recvTensor';
@@ -95,13 +94,8 @@ export class Inbox {
 
   recvTensor(tensor: Tensor, where: string, options: TransferOptions = {}): Work<Tensor> {
     where = `${where} from worker ${this.#link.peerLabel}`;
-    if (this.#broken) return Work.rejected(this.#broken);
-    try {
-      assertCommTensor(tensor, where);
-      this.#link.dataPath(tensor.device, where);
-    } catch (error) {
-      return Work.rejected(error);
-    }
+    const problem = loneTensorProblem(this.#link, tensor, where, this.#broken);
+    if (problem) return Work.rejected(problem);
     this.#seq++;
     const { peer, lead } = this.#link;
     return lead.group.recv(tensor, peer, { tag: lead.tag, timeoutMs: options.timeoutMs }).then(

@@ -8,11 +8,10 @@
 import { serialize } from 'node:v8';
 import { Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { assertCommTensor } from '../tensor/validate.ts';
 import { explain } from './errors.ts';
 import { encodeHeader, type MessageKind } from './header.ts';
 import { splitValue } from './skeleton.ts';
-import type { Link } from './transport.ts';
+import { type Link, loneTensorProblem } from './transport.ts';
 
 export interface TransferOptions {
   timeoutMs?: number;
@@ -53,13 +52,8 @@ export class Outbox {
   /** The tensor alone on the lead stream: no header, the receiver's buffer says what it is. */
   sendTensor(tensor: Tensor, where: string, options: TransferOptions = {}): Work<void> {
     where = `${where} to worker ${this.#link.peerLabel}`;
-    if (this.#broken) return Work.rejected(this.#broken);
-    try {
-      assertCommTensor(tensor, where);
-      this.#link.dataPath(tensor.device, where);
-    } catch (error) {
-      return Work.rejected(error);
-    }
+    const problem = loneTensorProblem(this.#link, tensor, where, this.#broken);
+    if (problem) return Work.rejected(problem);
     this.#seq++;
     const { peer, lead } = this.#link;
     return this.#settle(

@@ -8,6 +8,7 @@
  * plugs into.
  */
 import type { Device } from '../tensor/dtype.ts';
+import { assertCommTensor } from '../tensor/validate.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 
 /** Tags at and above this are p2p's on a shared ThreadGroup, far above what users pick. */
@@ -50,4 +51,24 @@ export function makeLink(group: ThreadGroup, block: number, peer: number, peerLa
       );
     },
   };
+}
+
+/**
+ * Why a lone tensor (sendTensor / recvTensor) cannot travel on this link now:
+ * the direction already broke, or the tensor is unfit; undefined when it can.
+ */
+export function loneTensorProblem(
+  link: Link,
+  tensor: unknown,
+  where: string,
+  broken: Error | undefined,
+): unknown {
+  if (broken) return broken;
+  try {
+    assertCommTensor(tensor, where);
+    link.dataPath(tensor.device, where);
+    return undefined;
+  } catch (error) {
+    return error;
+  }
 }
