@@ -24,10 +24,6 @@ export class Work<T> implements PromiseLike<T> {
     );
   }
 
-  static resolved<T>(value: T): Work<T> {
-    return new Work(Promise.resolve(value));
-  }
-
   static rejected<T = never>(error: unknown): Work<T> {
     return new Work<T>(Promise.reject(error));
   }
