@@ -1,0 +1,454 @@
+/**
+ * FileTensorStore: the TensorStore handshake between processes of one
+ * machine, through files in the job directory (see file-names.ts for the
+ * layout). A producer publishes a value by linking a fully written temporary
+ * file into place (atomic, and refused while an earlier value still holds the
+ * key); a consumer claims one of the value's gets with an exclusive mkdir and
+ * finishes it with a marker file, which carries its error if it failed; the
+ * producer removes every file of the key once all markers are there. Waits
+ * sleep on directory events (inotify) with a bounded poll as a safety net.
+ *
+ * File operations are synchronous: on tmpfs they take microseconds, fewer
+ * than a trip through the libuv thread pool would.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmdirSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { encodeBounded, MAX_DIMS, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../memory-store/slot-table.ts';
+import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
+import type {
+  StoreEntry,
+  StoreFinishOptions,
+  StoreSetOptions,
+  StoreWaitOptions,
+  TensorStore,
+} from '../runtime/tensor-store.ts';
+import { deadlineAfter } from '../runtime/wait.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { assertCommTensor } from '../tensor/validate.ts';
+import { DirectoryWatch } from './directory-watch.ts';
+import { FileStoreCorruptError } from './errors.ts';
+import { KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
+import { readJobAbort } from './job-abort.ts';
+import type { Mapping } from './mapped-file.ts';
+import { encodeValueHeader, generationName, type ValueHeader } from './value-header.ts';
+import { readValueHeader, readValuePayload } from './value-reader.ts';
+
+export interface FileStoreOptions {
+  /** The job directory (createJobDirectory); every rank of the job uses the same one. */
+  dir: string;
+  /** Producer id written into headers and named in messages. */
+  rank: number;
+  /** Default for every wait without its own timeoutMs (default 300 s). */
+  timeoutMs?: number;
+  /** Longest sleep between checks when no directory event arrives (default 20 ms). */
+  pollMs?: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 300_000;
+const DEFAULT_POLL_MS = 20;
+const MARKER_LOCAL = 1;
+const MARKER_MISMATCH = 2;
+
+interface Produced {
+  files: KeyFiles;
+  generation: string;
+  consumers: number;
+  finished: boolean[];
+  finishedCount: number;
+  /** Slots whose marker carries an error, in the order found. */
+  failedSlots: number[];
+}
+
+interface Held {
+  files: KeyFiles;
+  generation: string;
+  slot: number;
+  /** Kept open until the finish, so the inode (and its number) stays this value's. */
+  fd: number;
+  ino: number;
+  mapping: Mapping | undefined;
+}
+
+type Attempt = StoreEntry | 'absent' | 'exhausted' | 'stale';
+
+export class FileTensorStore implements TensorStore {
+  readonly rank: number;
+  readonly dir: string;
+  readonly #timeoutMs: number;
+  readonly #pollMs: number;
+  readonly #tmp: string;
+  readonly #nonce = randomBytes(4).readUInt32LE(0);
+  readonly #watch: DirectoryWatch;
+  readonly #produced = new Map<string, Produced>();
+  readonly #consuming = new Map<string, Held[]>();
+  #counter = 0;
+  #abort: RankFailedError | undefined;
+  #closed = false;
+
+  constructor(options: FileStoreOptions) {
+    const { dir, rank, timeoutMs = DEFAULT_TIMEOUT_MS, pollMs = DEFAULT_POLL_MS } = options;
+    if (!Number.isSafeInteger(rank) || rank < 0) {
+      throw new RangeError(`FileTensorStore: rank must be a non-negative integer, got ${rank}`);
+    }
+    for (const [name, value] of [
+      ['timeoutMs', timeoutMs],
+      ['pollMs', pollMs],
+    ] as const) {
+      if (!(Number.isFinite(value) && value > 0)) {
+        throw new RangeError(`FileTensorStore: ${name} must be a positive number, got ${value}`);
+      }
+    }
+    if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
+      throw new Error(
+        `FileTensorStore: job directory ${dir} does not exist (create it with createJobDirectory)`,
+      );
+    }
+    this.rank = rank;
+    this.dir = dir;
+    this.#timeoutMs = timeoutMs;
+    this.#pollMs = pollMs;
+    this.#tmp = join(dir, TMP_DIR);
+    mkdirSync(this.#tmp, { recursive: true, mode: 0o700 });
+    this.#watch = new DirectoryWatch(dir, () => this.#noticeAbort());
+    this.#noticeAbort();
+  }
+
+  #noticeAbort(): void {
+    if (this.#abort || this.#closed) return;
+    this.#abort = readJobAbort(this.dir);
+    if (this.#abort) this.#watch.wakeAll();
+  }
+
+  #assertUsable(where: () => string): void {
+    if (this.#closed) throw new Error(`${where()}: the file store of rank ${this.rank} is closed`);
+    if (this.#abort) throw new RankFailedError(this.#abort.message, this.#abort.failedRank);
+  }
+
+  #files(key: string, where: () => string): KeyFiles {
+    return new KeyFiles(this.dir, topicOf(key, where));
+  }
+
+  /** Runs `attempt` until it yields a value, sleeping on the key's directory events in between. */
+  async #waitUntil<T>(
+    files: KeyFiles,
+    attempt: () => T | undefined,
+    deadline: number,
+    where: () => string,
+    describe: () => string,
+  ): Promise<T> {
+    for (;;) {
+      this.#assertUsable(where);
+      const result = attempt();
+      if (result !== undefined) return result;
+      const remaining = deadline - performance.now();
+      if (remaining <= 0) throw new CommTimeoutError(describe());
+      const byEvent = await this.#watch.next(files.topic, Math.min(remaining, this.#pollMs));
+      if (!byEvent) this.#noticeAbort();
+    }
+  }
+
+  async srcSet(key: string, tensor: Tensor, consumers: number, options: StoreSetOptions = {}): Promise<void> {
+    const where = () => `srcSet(${JSON.stringify(key)})`;
+    assertCommTensor(tensor, 'srcSet');
+    if (!Number.isSafeInteger(consumers) || consumers < 0 || consumers > 0xffffffff) {
+      throw new RangeError(`${where()}: consumers must be a non-negative integer, got ${consumers}`);
+    }
+    if (tensor.shape.length > MAX_DIMS)
+      throw new RangeError(`${where()}: at most ${MAX_DIMS} dimensions are supported`);
+    const files = this.#files(key, where);
+    this.#assertUsable(where);
+    if (this.#produced.has(key))
+      throw new Error(`${where()}: key is already set by this rank and not yet finished`);
+    const counter = ++this.#counter;
+    const header = encodeValueHeader({
+      dtype: tensor.dtype,
+      shape: tensor.shape,
+      producerRank: this.rank,
+      consumers,
+      nonce: this.#nonce,
+      counter,
+      key: Buffer.from(key),
+      tag: encodeBounded(options.tag ?? '', MAX_TAG_BYTES),
+      payloadBytes: tensor.nbytes,
+    });
+    const temp = join(this.#tmp, `${this.rank}.${generationName(this.#nonce, counter)}`);
+    try {
+      const fd = openSync(temp, 'wx', 0o600);
+      try {
+        writeAll(fd, header);
+        writeAll(fd, tensor.bytes());
+      } finally {
+        closeSync(fd);
+      }
+      linkSync(temp, files.value);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
+        throw new Error(
+          `${where()}: key is still held by an earlier value whose consumers have not finished`,
+        );
+      }
+      throw error;
+    } finally {
+      removeQuietly(temp);
+    }
+    this.#produced.set(key, {
+      files,
+      generation: generationName(this.#nonce, counter),
+      consumers,
+      finished: new Array(consumers).fill(false),
+      finishedCount: 0,
+      failedSlots: [],
+    });
+  }
+
+  async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
+    const where = () => `srcWaitUntilGetFinished(${JSON.stringify(key)})`;
+    const produced = this.#produced.get(key);
+    if (!produced) throw new Error(`${where()}: rank ${this.rank} has not set this key`);
+    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    try {
+      await this.#waitUntil(
+        produced.files,
+        () => (this.#collectFinished(produced) ? true : undefined),
+        deadlineAfter(timeoutMs),
+        where,
+        () => `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${this.#progress(produced)}`,
+      );
+    } finally {
+      this.#release(key, produced);
+    }
+  }
+
+  /** Looks for the finish markers not seen yet; true once every consumer finished. */
+  #collectFinished(p: Produced): boolean {
+    for (let slot = 0; slot < p.consumers; slot++) {
+      if (p.finished[slot]) continue;
+      const marker = statSync(p.files.done(p.generation, slot), { throwIfNoEntry: false });
+      if (!marker) continue;
+      p.finished[slot] = true;
+      p.finishedCount++;
+      if (marker.size > 0) p.failedSlots.push(slot);
+    }
+    return p.finishedCount === p.consumers;
+  }
+
+  #progress(p: Produced): string {
+    let reading = 0;
+    for (let slot = 0; slot < p.consumers; slot++) {
+      if (!p.finished[slot] && statSync(p.files.claim(p.generation, slot), { throwIfNoEntry: false }))
+        reading++;
+    }
+    const waiting = p.consumers - p.finishedCount - reading;
+    return (
+      `${p.finishedCount} of ${p.consumers} consumers finished ` +
+      `(${reading} got the value and are still reading it, ${waiting} have not got it)`
+    );
+  }
+
+  /** Removes the key's files (also after a timeout, so it can be set again) and reports a consumer's error. */
+  #release(key: string, p: Produced): void {
+    this.#produced.delete(key);
+    const failure =
+      p.failedSlots.length > 0 ? readMarker(p.files.done(p.generation, p.failedSlots[0])) : undefined;
+    // The value goes first: a consumer that claims after this sees it gone and withdraws its claim.
+    removeQuietly(p.files.value);
+    for (let slot = 0; slot < p.consumers; slot++) {
+      removeQuietly(p.files.claim(p.generation, slot), true);
+      removeQuietly(p.files.done(p.generation, slot));
+    }
+    if (failure) throw failure;
+  }
+
+  async destGet(key: string, options: StoreWaitOptions = {}): Promise<Tensor> {
+    return (await this.destGetEntry(key, options)).tensor;
+  }
+
+  async destGetEntry(key: string, options: StoreWaitOptions = {}): Promise<StoreEntry> {
+    const where = () => `destGet(${JSON.stringify(key)})`;
+    const files = this.#files(key, where);
+    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    let exhausted = false;
+    return this.#waitUntil(
+      files,
+      () => {
+        let attempt: Attempt;
+        do attempt = this.#tryGet(key, files);
+        while (attempt === 'stale');
+        exhausted = attempt === 'exhausted';
+        return typeof attempt === 'object' ? attempt : undefined;
+      },
+      deadlineAfter(timeoutMs),
+      where,
+      () =>
+        `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ` +
+        (exhausted
+          ? 'the value under this key was already got by all its consumers, and no new value was set'
+          : 'no rank has set this key'),
+    );
+  }
+
+  #tryGet(key: string, files: KeyFiles): Attempt {
+    let fd: number;
+    try {
+      fd = openSync(files.value, 'r');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 'absent';
+      throw error;
+    }
+    const describe = `value file ${files.value} of key ${JSON.stringify(key)}`;
+    let held: Held | undefined;
+    try {
+      const opened = readValueHeader(fd, describe);
+      const { header } = opened;
+      if (header.key !== key) {
+        throw new FileStoreCorruptError(`${describe} is corrupt: it holds key ${JSON.stringify(header.key)}`);
+      }
+      const slot = this.#claim(files, header);
+      if (slot < 0) return 'exhausted';
+      held = { files, generation: header.generation, slot, fd, ino: opened.ino, mapping: undefined };
+      if (!this.#stillPublished(held)) {
+        // The producer removed this value (it finished or gave up) after we opened it.
+        removeQuietly(files.claim(header.generation, slot), true);
+        held = undefined;
+        return 'stale';
+      }
+      try {
+        const { tensor, mapping } = readValuePayload(fd, opened, describe);
+        held.mapping = mapping;
+        this.#hold(key, held);
+        return { tensor, tag: header.tag, producerRank: header.producerRank };
+      } catch (error) {
+        // This get was claimed: finish it, so the producer fails now instead of waiting for us.
+        this.#finish(held, { error: `rank ${this.rank}: ${(error as Error).message}` });
+        held = undefined;
+        throw error;
+      }
+    } finally {
+      if (!held) closeSync(fd);
+    }
+  }
+
+  /** Takes the first free get of the value; -1 when every consumer already has it. */
+  #claim(files: KeyFiles, header: ValueHeader): number {
+    for (let slot = 0; slot < header.consumers; slot++) {
+      try {
+        mkdirSync(files.claim(header.generation, slot));
+        return slot;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+    }
+    return -1;
+  }
+
+  #stillPublished(held: Held): boolean {
+    return statSync(held.files.value, { throwIfNoEntry: false })?.ino === held.ino;
+  }
+
+  #hold(key: string, held: Held): void {
+    const list = this.#consuming.get(key);
+    if (list) list.push(held);
+    else this.#consuming.set(key, [held]);
+  }
+
+  async destFinishGet(key: string, options: StoreFinishOptions = {}): Promise<void> {
+    const where = () => `destFinishGet(${JSON.stringify(key)})`;
+    const list = this.#consuming.get(key);
+    const held = list?.shift();
+    if (!held) throw new Error(`${where()}: rank ${this.rank} has no unfinished destGet of this key`);
+    if (list?.length === 0) this.#consuming.delete(key);
+    this.#finish(held, options);
+  }
+
+  #finish(held: Held, options: StoreFinishOptions): void {
+    const { files, generation, slot } = held;
+    const marker = files.done(generation, slot);
+    try {
+      held.mapping?.unmap();
+      if (options.error === undefined) closeSync(openSync(marker, 'w', 0o600));
+      else this.#writeErrorMarker(marker, options.error, options.mismatch === true);
+      // A producer that gave up (timeout, withdrawal) already removed its files: remove ours too.
+      if (!this.#stillPublished(held)) {
+        removeQuietly(marker);
+        removeQuietly(files.claim(generation, slot), true);
+      }
+    } finally {
+      closeSync(held.fd);
+    }
+  }
+
+  /** Written aside and linked into place, so the producer never reads half a message. */
+  #writeErrorMarker(marker: string, error: string, mismatch: boolean): void {
+    const text = encodeBounded(error, MAX_ERROR_BYTES);
+    const content = Buffer.alloc(1 + text.length);
+    content[0] = mismatch ? MARKER_MISMATCH : MARKER_LOCAL;
+    content.set(text, 1);
+    const temp = join(this.#tmp, `${this.rank}.${generationName(this.#nonce, ++this.#counter)}.error`);
+    try {
+      writeFileSync(temp, content, { mode: 0o600 });
+      linkSync(temp, marker);
+    } finally {
+      removeQuietly(temp);
+    }
+  }
+
+  /**
+   * Stops watching, rejects pending waits, releases mapped values and
+   * withdraws values this rank published but did not wait for.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#watch.close();
+    for (const list of this.#consuming.values()) {
+      for (const held of list) {
+        held.mapping?.unmap();
+        closeSync(held.fd);
+      }
+    }
+    this.#consuming.clear();
+    for (const [key, produced] of [...this.#produced]) {
+      try {
+        this.#release(key, produced);
+      } catch {
+        // A consumer's error about a value nobody waits for any more has no one to go to.
+      }
+    }
+  }
+}
+
+function writeAll(fd: number, bytes: Uint8Array): void {
+  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done);
+}
+
+function removeQuietly(path: string, directory = false): void {
+  try {
+    if (directory) rmdirSync(path);
+    else unlinkSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+}
+
+function readMarker(path: string): Error {
+  let content: Buffer;
+  try {
+    content = readFileSync(path);
+  } catch (error) {
+    return new Error(`a consumer reported an error, but its marker ${path} could not be read: ${error}`);
+  }
+  const text = content.toString('utf8', 1, Math.min(content.length, 1 + MAX_ERROR_BYTES));
+  return content[0] === MARKER_MISMATCH ? new CollectiveMismatchError(text) : new Error(text);
+}

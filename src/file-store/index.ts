@@ -1,0 +1,14 @@
+/** The file store's public surface (the launcher and process contexts import it from here). */
+export { FileStoreCorruptError } from './errors.ts';
+export { type FileStoreOptions, FileTensorStore } from './file-tensor-store.ts';
+export { abortJob, type JobAbort } from './job-abort.ts';
+export {
+  cleanupStaleJobDirectories,
+  createJobDirectory,
+  defaultStoreRoot,
+  type JobDirectoryInfo,
+  type JobDirectoryOptions,
+  jobDirectoryInfo,
+  removeJobDirectory,
+} from './job-directory.ts';
+export { PayloadKind } from './value-header.ts';

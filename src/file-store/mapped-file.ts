@@ -1,0 +1,63 @@
+/**
+ * Maps a value file into memory (libc mmap through koffi) so a consumer reads
+ * a large payload without copying it. The mapping is private and writable:
+ * reads share the page cache, a write by the consumer copies only the page it
+ * touches and never reaches the file. Not populated up front: tmpfs maps
+ * 16 pages per fault, and a populate of a private writable mapping would copy
+ * every page.
+ */
+import koffi from 'koffi';
+
+const PROT_READ = 1;
+const PROT_WRITE = 2;
+const MAP_PRIVATE = 2;
+const MAP_FAILED = 2n ** 64n - 1n;
+
+interface Libc {
+  mmap: (addr: null, length: number, prot: number, flags: number, fd: number, offset: number) => bigint;
+  munmap: (addr: bigint, length: number) => number;
+}
+
+let libc: Libc | undefined;
+
+function bind(): Libc {
+  if (!libc) {
+    const lib = koffi.load('libc.so.6');
+    libc = {
+      mmap: lib.func('void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset)'),
+      munmap: lib.func('int munmap(void *addr, size_t length)'),
+    };
+  }
+  return libc;
+}
+
+export interface Mapping {
+  /** Valid until unmap(); touching it afterwards is a crash, so only the store calls unmap. */
+  buffer: ArrayBuffer;
+  unmap(): void;
+}
+
+/** Whether this platform can map files (Linux with glibc). */
+export function canMapFiles(): boolean {
+  if (process.platform !== 'linux') return false;
+  try {
+    bind();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function mapFile(fd: number, length: number, describe: string): Mapping {
+  const { mmap, munmap } = bind();
+  const address = mmap(null, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (address === MAP_FAILED) throw new Error(`mapping ${describe} failed (errno ${koffi.errno()})`);
+  let mapped = true;
+  return {
+    buffer: koffi.view(address, length),
+    unmap() {
+      if (mapped) munmap(address, length);
+      mapped = false;
+    },
+  };
+}

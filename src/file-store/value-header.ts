@@ -1,0 +1,155 @@
+/**
+ * The binary header in front of every value file (little-endian, version 1):
+ *
+ *   0  magic 'TCFS'        4  version u16      6  kind u8         7  dtype code u8
+ *   8  ndim u8             9  reserved u8     10  key bytes u16  12  tag bytes u16
+ *  14  reserved u16       16  header bytes u32 20  producer rank u32
+ *  24  consumers u32      28  generation nonce u32  32  generation counter u32
+ *  36  CRC-32 of the header with this field zeroed   40  payload bytes u64
+ *  48  shape: ndim × u64, then the key, then the tag, zero-padded to a multiple of 64
+ *
+ * The padding keeps the payload aligned for every dtype (and for a mapping).
+ * Every field is bounds-checked before use, so a corrupt file is an error,
+ * never a wrong tensor or an unbounded allocation.
+ */
+import { crc32 } from 'node:zlib';
+import { MAX_DIMS, MAX_KEY_BYTES, MAX_TAG_BYTES } from '../memory-store/slot-table.ts';
+import { type DType, dtypeCode, dtypeFromCode, itemSize } from '../tensor/dtype.ts';
+import { FileStoreCorruptError } from './errors.ts';
+
+const MAGIC = 0x53464354; // 'TCFS' read as a little-endian u32
+export const HEADER_VERSION = 1;
+const FIXED_BYTES = 48;
+const ALIGN = 64;
+/** Large enough for the biggest valid header (16 dims, longest key and tag). */
+export const MAX_HEADER_BYTES = 1024;
+const CRC_OFFSET = 36;
+
+/** What the payload is. Only host bytes travel today. */
+export const PayloadKind = {
+  host: 1,
+  /** Reserved: a 64-byte cudaIpcMemHandle plus offset, for GPU tensors (NCCL issue). */
+  cudaIpc: 2,
+} as const;
+
+export interface ValueHeader {
+  kind: number;
+  dtype: DType;
+  shape: number[];
+  producerRank: number;
+  consumers: number;
+  /** Names this publication in claim and finish file names. */
+  generation: string;
+  key: string;
+  tag: string;
+  headerBytes: number;
+  payloadBytes: number;
+}
+
+export interface HeaderFields {
+  dtype: DType;
+  shape: readonly number[];
+  producerRank: number;
+  consumers: number;
+  nonce: number;
+  counter: number;
+  key: Uint8Array;
+  tag: Uint8Array;
+  payloadBytes: number;
+}
+
+export function generationName(nonce: number, counter: number): string {
+  return `${nonce.toString(16)}-${counter.toString(16)}`;
+}
+
+export function encodeValueHeader(fields: HeaderFields): Buffer {
+  const ndim = fields.shape.length;
+  const used = FIXED_BYTES + 8 * ndim + fields.key.length + fields.tag.length;
+  const size = Math.ceil(used / ALIGN) * ALIGN;
+  const header = Buffer.alloc(size);
+  header.writeUInt32LE(MAGIC, 0);
+  header.writeUInt16LE(HEADER_VERSION, 4);
+  header[6] = PayloadKind.host;
+  header[7] = dtypeCode(fields.dtype);
+  header[8] = ndim;
+  header.writeUInt16LE(fields.key.length, 10);
+  header.writeUInt16LE(fields.tag.length, 12);
+  header.writeUInt32LE(size, 16);
+  header.writeUInt32LE(fields.producerRank, 20);
+  header.writeUInt32LE(fields.consumers, 24);
+  header.writeUInt32LE(fields.nonce >>> 0, 28);
+  header.writeUInt32LE(fields.counter >>> 0, 32);
+  header.writeBigUInt64LE(BigInt(fields.payloadBytes), 40);
+  fields.shape.forEach((n, d) => {
+    header.writeBigUInt64LE(BigInt(n), FIXED_BYTES + 8 * d);
+  });
+  header.set(fields.key, FIXED_BYTES + 8 * ndim);
+  header.set(fields.tag, FIXED_BYTES + 8 * ndim + fields.key.length);
+  header.writeUInt32LE(crc32(header), CRC_OFFSET);
+  return header;
+}
+
+/**
+ * Parses the header at the start of `bytes` (the first `length` bytes of the
+ * file). `describe` names the key and file for error messages.
+ */
+export function decodeValueHeader(bytes: Buffer, length: number, describe: string): ValueHeader {
+  const fail = (what: string) => new FileStoreCorruptError(`${describe} is corrupt: ${what}`);
+  if (length < FIXED_BYTES) throw fail(`${length} bytes is shorter than the ${FIXED_BYTES}-byte header`);
+  if (bytes.readUInt32LE(0) !== MAGIC) throw fail('bad magic (not a tensorcomm value file)');
+  const version = bytes.readUInt16LE(4);
+  if (version !== HEADER_VERSION) throw fail(`header version ${version}, expected ${HEADER_VERSION}`);
+  const headerBytes = bytes.readUInt32LE(16);
+  if (headerBytes % ALIGN !== 0 || headerBytes < FIXED_BYTES || headerBytes > MAX_HEADER_BYTES) {
+    throw fail(
+      `header length ${headerBytes} is not a multiple of ${ALIGN} in ${FIXED_BYTES}..${MAX_HEADER_BYTES}`,
+    );
+  }
+  if (headerBytes > length) throw fail(`header of ${headerBytes} bytes is truncated to ${length}`);
+  const stored = bytes.readUInt32LE(CRC_OFFSET);
+  const header = Buffer.from(bytes.subarray(0, headerBytes));
+  header.writeUInt32LE(0, CRC_OFFSET);
+  if (crc32(header) !== stored) throw fail('header checksum mismatch');
+  const kind = header[6];
+  if (kind === PayloadKind.cudaIpc) throw fail('CUDA IPC payloads are not supported by this version');
+  if (kind !== PayloadKind.host) throw fail(`unknown payload kind ${kind}`);
+  let dtype: DType;
+  try {
+    dtype = dtypeFromCode(header[7]);
+  } catch {
+    throw fail(`unknown dtype code ${header[7]}`);
+  }
+  const ndim = header[8];
+  const keyBytes = header.readUInt16LE(10);
+  const tagBytes = header.readUInt16LE(12);
+  if (ndim > MAX_DIMS) throw fail(`${ndim} dimensions, at most ${MAX_DIMS}`);
+  if (keyBytes === 0 || keyBytes > MAX_KEY_BYTES) throw fail(`key length ${keyBytes}`);
+  if (tagBytes > MAX_TAG_BYTES) throw fail(`tag length ${tagBytes}`);
+  const keyStart = FIXED_BYTES + 8 * ndim;
+  if (keyStart + keyBytes + tagBytes > headerBytes) throw fail('shape, key and tag overrun the header');
+  const shape: number[] = [];
+  let numel = 1;
+  for (let d = 0; d < ndim; d++) {
+    const n = header.readBigUInt64LE(FIXED_BYTES + 8 * d);
+    if (n > BigInt(Number.MAX_SAFE_INTEGER)) throw fail(`dimension ${d} of size ${n}`);
+    shape.push(Number(n));
+    numel *= Number(n);
+  }
+  const payload = header.readBigUInt64LE(40);
+  const expected = numel * itemSize(dtype);
+  if (payload !== BigInt(expected)) {
+    throw fail(`payload length ${payload} does not match ${dtype}[${shape.join(',')}] (${expected} bytes)`);
+  }
+  return {
+    kind,
+    dtype,
+    shape,
+    producerRank: header.readUInt32LE(20),
+    consumers: header.readUInt32LE(24),
+    generation: generationName(header.readUInt32LE(28), header.readUInt32LE(32)),
+    key: header.toString('utf8', keyStart, keyStart + keyBytes),
+    tag: header.toString('utf8', keyStart + keyBytes, keyStart + keyBytes + tagBytes),
+    headerBytes,
+    payloadBytes: expected,
+  };
+}

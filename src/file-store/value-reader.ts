@@ -1,0 +1,77 @@
+/**
+ * Reads a value file a consumer opened: first its header (so the consumer can
+ * claim a get before paying for the payload), then the payload as a tensor.
+ * Small values cost one read into a reused scratch buffer and one small copy;
+ * large ones are mapped (or read straight into their own buffer where mapping
+ * is unavailable).
+ */
+import { fstatSync, readSync } from 'node:fs';
+import { Tensor } from '../tensor/tensor.ts';
+import { FileStoreCorruptError } from './errors.ts';
+import { canMapFiles, type Mapping, mapFile } from './mapped-file.ts';
+import { decodeValueHeader, MAX_HEADER_BYTES, type ValueHeader } from './value-header.ts';
+
+/** Files up to this size are read whole in one call. */
+const SMALL_FILE_BYTES = 64 << 10;
+const scratch = Buffer.allocUnsafeSlow(SMALL_FILE_BYTES);
+const mapping = canMapFiles();
+
+export interface OpenedValue {
+  header: ValueHeader;
+  /** The file's inode: tells this publication apart from a later one under the same name. */
+  ino: number;
+  /** Bytes of the file already in `scratch`. */
+  buffered: number;
+}
+
+export interface ReadValue {
+  tensor: Tensor;
+  mapping: Mapping | undefined;
+}
+
+export function readValueHeader(fd: number, describe: string): OpenedValue {
+  const { size, ino } = fstatSync(fd);
+  const buffered = readFully(
+    fd,
+    scratch,
+    Math.min(size, size <= SMALL_FILE_BYTES ? size : MAX_HEADER_BYTES),
+    0,
+  );
+  const header = decodeValueHeader(scratch, buffered, describe);
+  const expected = header.headerBytes + header.payloadBytes;
+  if (size !== expected) {
+    throw new FileStoreCorruptError(
+      `${describe} is corrupt: ${size} bytes on disk, the header describes ${expected} ` +
+        `(${size < expected ? 'truncated payload' : 'trailing bytes'})`,
+    );
+  }
+  return { header, ino, buffered };
+}
+
+/** Call right after readValueHeader, before anything else uses the scratch buffer. */
+export function readValuePayload(fd: number, opened: OpenedValue, describe: string): ReadValue {
+  const { header, buffered } = opened;
+  const start = header.headerBytes;
+  const end = start + header.payloadBytes;
+  if (end <= buffered) {
+    const own = scratch.buffer.slice(scratch.byteOffset + start, scratch.byteOffset + end);
+    return { tensor: Tensor.fromBuffer(own, 0, header.shape, header.dtype), mapping: undefined };
+  }
+  if (mapping) {
+    const mapped = mapFile(fd, end, describe);
+    return { tensor: Tensor.fromBuffer(mapped.buffer, start, header.shape, header.dtype), mapping: mapped };
+  }
+  const own = new ArrayBuffer(header.payloadBytes);
+  readFully(fd, new Uint8Array(own), header.payloadBytes, start);
+  return { tensor: Tensor.fromBuffer(own, 0, header.shape, header.dtype), mapping: undefined };
+}
+
+function readFully(fd: number, into: Uint8Array, length: number, position: number): number {
+  let done = 0;
+  while (done < length) {
+    const n = readSync(fd, into, done, length - done, position + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return done;
+}
