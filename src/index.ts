@@ -35,6 +35,14 @@ export {
   JobFailedError,
   RankFailedError,
 } from './runtime/errors.ts';
+export { generateRendezvousSecret, rendezvousSecretFromEnv } from './runtime/rendezvous-auth.ts';
+export {
+  RendezvousClient,
+  type RendezvousClientOptions,
+  type RendezvousWaitOptions,
+} from './runtime/rendezvous-client.ts';
+export { RendezvousAuthError, RendezvousError, RendezvousTimeoutError } from './runtime/rendezvous-errors.ts';
+export { RendezvousServer, type RendezvousServerOptions } from './runtime/rendezvous-server.ts';
 export { type SpawnThreadsOptions, spawnThreads } from './runtime/spawn-threads.ts';
 export type {
   StoreEntry,

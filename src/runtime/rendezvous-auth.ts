@@ -1,0 +1,58 @@
+/**
+ * Who may talk to a rendezvous server. On loopback any local process may (as
+ * with torch's TCPStore); anywhere else both ends prove they know a shared
+ * secret by HMAC over the two nonces of the connection, so the secret never
+ * travels and a recorded handshake cannot be replayed.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { isIP } from 'node:net';
+import { RendezvousAuthError } from './rendezvous-errors.ts';
+
+export const SECRET_ENV = 'TENSORCOMM_RENDEZVOUS_SECRET';
+const MIN_SECRET_LENGTH = 16;
+
+/** The shared secret from TENSORCOMM_RENDEZVOUS_SECRET, or undefined when unset or empty. */
+export function rendezvousSecretFromEnv(): string | undefined {
+  return process.env[SECRET_ENV] || undefined;
+}
+
+/** A fresh random secret for a launcher to hand its ranks through TENSORCOMM_RENDEZVOUS_SECRET. */
+export function generateRendezvousSecret(): string {
+  return randomBytes(32).toString('hex');
+}
+
+export function checkSecret(secret: string | undefined): string | undefined {
+  if (secret !== undefined && secret.length < MIN_SECRET_LENGTH) {
+    throw new RendezvousAuthError(
+      `rendezvous secret is ${secret.length} characters long; use at least ${MIN_SECRET_LENGTH} (generateRendezvousSecret() makes one)`,
+    );
+  }
+  return secret;
+}
+
+export function isLoopbackHost(host: string): boolean {
+  if (host === 'localhost' || host === '::1') return true;
+  return isIP(host) === 4 && host.startsWith('127.');
+}
+
+export function newNonce(): Buffer {
+  return randomBytes(32);
+}
+
+/** What a peer in `role` sends to prove it holds the secret; the role keeps one side's proof from serving as the other's. */
+export function proof(
+  secret: string,
+  role: 'client' | 'server',
+  serverNonce: Uint8Array,
+  clientNonce: Uint8Array,
+): Buffer {
+  return createHmac('sha256', secret)
+    .update(`tensorcomm-rendezvous-v1/${role}/`)
+    .update(serverNonce)
+    .update(clientNonce)
+    .digest();
+}
+
+export function proofMatches(expected: Buffer, received: Uint8Array): boolean {
+  return received.byteLength === expected.byteLength && timingSafeEqual(expected, received);
+}

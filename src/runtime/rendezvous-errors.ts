@@ -1,0 +1,23 @@
+/** Errors of the rendezvous store, so callers can tell a refused peer from a broken connection or a timeout. */
+import { CommTimeoutError } from './errors.ts';
+
+/** A malformed or oversized frame, a closed connection, or a request the server refused. */
+export class RendezvousError extends Error {
+  override name = 'RendezvousError';
+}
+
+/** The peer did not prove it knows the shared secret (or the server asked for one the client lacks). */
+export class RendezvousAuthError extends RendezvousError {
+  override name = 'RendezvousAuthError';
+}
+
+/** A get/wait/barrier ran past its deadline; `missing` lists the keys (or ranks) still missing. */
+export class RendezvousTimeoutError extends CommTimeoutError {
+  override name = 'RendezvousTimeoutError';
+  constructor(
+    message: string,
+    readonly missing: readonly string[],
+  ) {
+    super(message);
+  }
+}
