@@ -106,9 +106,9 @@ describe('p2p header decoder', () => {
       [patch((v) => v.setUint32(16, 0xffffffff, true)), /do not fit/],
       [patch((v) => v.setUint32(20, 0xffffffff, true)), /declares 4294967295 bytes but \d+ arrived/],
       [patch((v) => v.setUint8(28, 200)), /200 dimensions exceed the limit/],
-      [patch((v) => v.setFloat64(32, 2 ** 40, true)), /declare more than the limit/],
-      [patch((v) => v.setFloat64(32, -1, true)), /size -1 of dim 0 is invalid/],
-      [patch((v) => v.setFloat64(32, 0.5, true)), /size 0.5 of dim 0 is invalid/],
+      [patch((v) => v.setFloat64(40, 2 ** 40, true)), /declare more than the limit/],
+      [patch((v) => v.setFloat64(40, -1, true)), /size -1 of dim 0 is invalid/],
+      [patch((v) => v.setFloat64(40, 0.5, true)), /size 0.5 of dim 0 is invalid/],
       [patch((v) => v.setUint8(24, 99)), /unknown dtype code 99/],
       [patch((v) => v.setUint8(5, 9)), /unknown kind 9/],
       [patch((v) => v.setUint32(0, 0x12345678, true)), /bad magic/],
@@ -127,8 +127,8 @@ describe('p2p header decoder', () => {
 
   it('a newer version is named as such', () => {
     const bytes = encodeHeader(MessageKind.message, 0, [], serialize(null));
-    bytes[4] = 2;
-    expect(() => decodeHeader(bytes)).toThrow(/header version 2 is newer than this build understands \(1\)/);
+    bytes[4] = 3;
+    expect(() => decodeHeader(bytes)).toThrow(/header version 3 is newer than this build understands \(2\)/);
     expect(DEFAULT_HEADER_LIMITS.maxTensors).toBeGreaterThan(0);
   });
 });

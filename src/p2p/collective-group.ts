@@ -12,6 +12,7 @@ import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { MessageKind } from './header.ts';
 import { Inbox } from './inbox.ts';
 import { Outbox, type TransferOptions } from './outbox.ts';
+import type { P2PServices } from './services.ts';
 import { makeLink } from './transport.ts';
 
 export interface BroadcastOptions extends TransferOptions {
@@ -28,6 +29,8 @@ export interface GroupMembers {
   self: string;
   tagBlock: number;
   threadGroup(): ThreadGroup;
+  /** The worker's compression and network emulation, shared by its groups. */
+  services: P2PServices;
 }
 
 export class CollectiveGroup {
@@ -81,9 +84,19 @@ export class CollectiveGroup {
       if (src !== this.#members.self) {
         return this.#inbox(src).recv(MessageKind.broadcast, 'broadcast', options) as Work<T>;
       }
-      const sends = this.workers
-        .filter((w) => w !== src)
-        .map((w) => this.#outbox(w).send(obj, MessageKind.broadcast, 'broadcast', options));
+      const receivers = this.workers.filter((w) => w !== src);
+      // The network is charged once for all receivers, on the first copy ready to go.
+      const netem = this.#members.services.netem;
+      let arrivals: number[] | undefined;
+      const sends = receivers.map((w, i) =>
+        this.#outbox(w).send(
+          obj,
+          MessageKind.broadcast,
+          'broadcast',
+          options,
+          netem && ((wireBytes) => (arrivals ??= netem.charge('broadcast', receivers, wireBytes))[i]),
+        ),
+      );
       return new Work(Promise.all(sends).then(() => obj));
     });
   }
@@ -117,13 +130,13 @@ export class CollectiveGroup {
 
   #outbox(peer: string): Outbox {
     let box = this.#outboxes.get(peer);
-    if (!box) this.#outboxes.set(peer, (box = new Outbox(this.#link(peer))));
+    if (!box) this.#outboxes.set(peer, (box = new Outbox(this.#link(peer), peer, this.#members.services)));
     return box;
   }
 
   #inbox(peer: string): Inbox {
     let box = this.#inboxes.get(peer);
-    if (!box) this.#inboxes.set(peer, (box = new Inbox(this.#link(peer))));
+    if (!box) this.#inboxes.set(peer, (box = new Inbox(this.#link(peer), this.#members.services)));
     return box;
   }
 

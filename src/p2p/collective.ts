@@ -8,10 +8,20 @@
  * (thread-group/rank-context.ts builds it on first access and closes it with
  * the context) and augments the RankContext type, so the lower layer never
  * imports p2p.
+ *
+ * The job's ClusterConfig (ctx.config) is loaded when the Collective is
+ * built: compression and network emulation are shared by all its groups, and
+ * a codec that fails its probe fails createCollectiveGroup, before any message.
  */
+
+import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { extendRankContext, type RankContext } from '../thread-group/rank-context.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { CollectiveGroup } from './collective-group.ts';
+import type { CompressionStats } from './compression/tensor-compressor.ts';
+import { loadP2PServices } from './load-config.ts';
+import type { NetReport } from './netem/net-emulator.ts';
+import type { P2PServices } from './services.ts';
 import { tagBlockOf } from './transport.ts';
 
 /** What a Collective needs of its rank: its name, every worker's name by global rank, and cached groups. */
@@ -19,6 +29,8 @@ export interface CollectiveHost {
   name: string;
   names: readonly string[];
   manager: { getGroup(ranks: readonly number[]): ThreadGroup };
+  /** The job's validated cluster config, if any. */
+  config?: ClusterConfig;
 }
 
 export class Collective {
@@ -26,10 +38,27 @@ export class Collective {
   readonly #groups = new Map<string, CollectiveGroup>();
   /** Tag block → group name, to catch two names whose blocks collide before their streams mix. */
   readonly #blocks = new Map<number, string>();
+  readonly #services: P2PServices;
+  readonly #ready: Promise<void>;
   #closed = false;
 
   constructor(host: CollectiveHost) {
     this.#host = host;
+    const { services, ready } = loadP2PServices(host.config, host.name, host.names);
+    this.#services = services;
+    this.#ready = ready;
+    // Reported by createCollectiveGroup; a worker that never creates a group never needed it.
+    ready.catch(() => {});
+  }
+
+  /** This worker's compression counters; undefined without tensor compression. */
+  compressionStats(): CompressionStats | undefined {
+    return this.#services.compressor?.stats();
+  }
+
+  /** This worker's emulated traffic and its predicted transfer time; undefined without net_emulation. */
+  networkReport(): NetReport | undefined {
+    return this.#services.netem?.report();
   }
 
   /** This worker's name. */
@@ -45,6 +74,7 @@ export class Collective {
   async createCollectiveGroup(workerNames: readonly string[], groupName?: string): Promise<CollectiveGroup> {
     const where = 'createCollectiveGroup';
     if (this.#closed) throw new Error(`${where}: the collective of worker "${this.workerName}" was closed`);
+    await this.#ready;
     const workers = this.#checkWorkers(workerNames, where);
     if (groupName !== undefined && (typeof groupName !== 'string' || groupName.length === 0)) {
       throw new TypeError(`${where}: groupName must be a non-empty string, got ${String(groupName)}`);
@@ -73,6 +103,7 @@ export class Collective {
       self: this.workerName,
       tagBlock,
       threadGroup: () => (threadGroup ??= this.#host.manager.getGroup(ranks)),
+      services: this.#services,
     });
     this.#blocks.set(tagBlock, name);
     this.#groups.set(name, group);

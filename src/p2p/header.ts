@@ -5,11 +5,12 @@
  * allocation larger than the header itself. Tensor bytes are not in here; they
  * follow as tensors on their device's data stream.
  *
- * Layout, little-endian (version 1):
- *   0  u32 magic 'TCP2'    4 u8 version    5 u8 kind    6 u16 reserved (0)
+ * Layout, little-endian (version 2; version 1 had no codec and 8-byte records):
+ *   0  u32 magic 'TCP2'    4 u8 version    5 u8 kind    6 u8 codec (0 none, 1 lz4, 2 zstd)    7 u8 reserved (0)
  *   8  u32 seq            12 u32 tensor count          16 u32 skeleton bytes
  *   20 u32 total header bytes (framing: must equal what arrived)
- *   24 per tensor: u8 dtype, u8 device kind, u16 device index, u8 ndim, 3 × u8 0,
+ *   24 per tensor: u8 dtype, u8 device kind, u16 device index, u8 ndim, u8 compressed (0|1), 2 × u8 0,
+ *      f64 compressed bytes (0 when raw; else 0 < n < raw bytes, CPU tensors only),
  *      then ndim × f64 sizes (safe non-negative integers)
  *   then the skeleton: v8.serialize of the value with tensors replaced by placeholders
  */
@@ -18,9 +19,12 @@ import { type Device, DTYPES, type DType, itemSize } from '../tensor/dtype.ts';
 import { P2PHeaderError } from './errors.ts';
 
 export const HEADER_MAGIC = 0x32504354; // 'TCP2' read as a little-endian u32
-export const HEADER_VERSION = 1;
+export const HEADER_VERSION = 2;
 const FIXED_BYTES = 24;
-const RECORD_BYTES = 8;
+const RECORD_BYTES = 16;
+/** Codec ids on the wire; index 0 is "not compressed". */
+export const WIRE_CODECS = [undefined, 'lz4', 'zstd'] as const;
+export type WireCodec = 'lz4' | 'zstd';
 
 export const MessageKind = { message: 1, broadcast: 2 } as const;
 export type MessageKind = (typeof MessageKind)[keyof typeof MessageKind];
@@ -45,12 +49,16 @@ export interface TensorSpec {
   dtype: DType;
   shape: number[];
   device: Device;
+  /** Bytes on the wire when the tensor travels compressed; absent when raw. */
+  compressedBytes?: number;
 }
 
 export interface Header {
   kind: MessageKind;
   seq: number;
   tensors: TensorSpec[];
+  /** The codec of the message's compressed tensors, if any are. */
+  codec?: WireCodec;
   /** The value with tensors replaced by placeholders (see skeleton.ts). */
   skeleton: unknown;
 }
@@ -60,6 +68,7 @@ export function encodeHeader(
   seq: number,
   tensors: readonly TensorSpec[],
   skeleton: Uint8Array,
+  codec?: WireCodec,
 ): Uint8Array {
   let total = FIXED_BYTES + skeleton.length;
   for (const t of tensors) total += RECORD_BYTES + 8 * t.shape.length;
@@ -68,6 +77,7 @@ export function encodeHeader(
   view.setUint32(0, HEADER_MAGIC, true);
   view.setUint8(4, HEADER_VERSION);
   view.setUint8(5, kind);
+  view.setUint8(6, codec === undefined ? 0 : WIRE_CODECS.indexOf(codec));
   view.setUint32(8, seq >>> 0, true);
   view.setUint32(12, tensors.length, true);
   view.setUint32(16, skeleton.length, true);
@@ -79,6 +89,8 @@ export function encodeHeader(
     view.setUint8(at + 1, deviceKind);
     view.setUint16(at + 2, deviceIndex, true);
     view.setUint8(at + 4, t.shape.length);
+    view.setUint8(at + 5, t.compressedBytes === undefined ? 0 : 1);
+    view.setFloat64(at + 8, t.compressedBytes ?? 0, true);
     at += RECORD_BYTES;
     for (const size of t.shape) {
       view.setFloat64(at, size, true);
@@ -109,7 +121,9 @@ export function decodeHeader(bytes: Uint8Array, limits: HeaderLimits = DEFAULT_H
   if (bytes.length > limits.maxHeaderBytes) fail(`larger than the limit of ${limits.maxHeaderBytes} bytes`);
   const kind = view.getUint8(5);
   if (kind !== MessageKind.message && kind !== MessageKind.broadcast) fail(`unknown kind ${kind}`);
-  if (view.getUint16(6, true) !== 0) fail('reserved bits are set');
+  const codecId = view.getUint8(6);
+  const codec = codecId === 0 ? undefined : (WIRE_CODECS[codecId] ?? fail(`unknown codec id ${codecId}`));
+  if (view.getUint8(7) !== 0) fail('reserved bits are set');
   const count = view.getUint32(12, true);
   const skeletonBytes = view.getUint32(16, true);
   if (view.getUint32(20, true) !== bytes.length) {
@@ -128,8 +142,11 @@ export function decodeHeader(bytes: Uint8Array, limits: HeaderLimits = DEFAULT_H
     const device = decodeDevice(view.getUint8(at + 1), view.getUint16(at + 2, true), i, fail);
     const ndim = view.getUint8(at + 4);
     if (ndim > limits.maxDims) fail(`tensor ${i}: ${ndim} dimensions exceed the limit of ${limits.maxDims}`);
-    if (view.getUint8(at + 5) | view.getUint8(at + 6) | view.getUint8(at + 7))
-      fail(`tensor ${i}: padding set`);
+    const compressed = view.getUint8(at + 5);
+    if (compressed > 1) fail(`tensor ${i}: compressed flag ${compressed} is not 0 or 1`);
+    if (view.getUint8(at + 6) | view.getUint8(at + 7)) fail(`tensor ${i}: padding set`);
+    const compressedBytes = view.getFloat64(at + 8, true);
+    if (!compressed && compressedBytes !== 0) fail(`tensor ${i}: a raw tensor declares compressed bytes`);
     at += RECORD_BYTES;
     if (at + 8 * ndim + skeletonBytes > bytes.length) fail(`tensor ${i}: sizes run past the end`);
     const shape: number[] = [];
@@ -140,11 +157,23 @@ export function decodeHeader(bytes: Uint8Array, limits: HeaderLimits = DEFAULT_H
       shape.push(size);
       numel *= size;
     }
-    messageBytes += numel * itemSize(dtype);
+    const rawBytes = numel * itemSize(dtype);
+    messageBytes += rawBytes;
     if (!(messageBytes <= limits.maxMessageBytes)) {
       fail(`tensors declare more than the limit of ${limits.maxMessageBytes} bytes`);
     }
-    tensors.push({ dtype, shape, device });
+    const spec: TensorSpec = { dtype, shape, device };
+    if (compressed) {
+      if (codec === undefined) fail(`tensor ${i} is compressed but the header names no codec`);
+      if (device !== 'cpu') fail(`tensor ${i} on ${device} is compressed; only CPU tensors are`);
+      if (!Number.isSafeInteger(compressedBytes) || compressedBytes <= 0 || compressedBytes >= rawBytes) {
+        fail(
+          `tensor ${i}: compressed size ${compressedBytes} is not in 1..${rawBytes - 1} (its raw size is ${rawBytes})`,
+        );
+      }
+      spec.compressedBytes = compressedBytes;
+    }
+    tensors.push(spec);
   }
   if (at + skeletonBytes !== bytes.length) fail('the skeleton length does not match the header length');
   let skeleton: unknown;
@@ -153,7 +182,9 @@ export function decodeHeader(bytes: Uint8Array, limits: HeaderLimits = DEFAULT_H
   } catch (error) {
     fail(`the skeleton cannot be deserialized: ${(error as Error).message}`);
   }
-  return { kind: kind as MessageKind, seq: view.getUint32(8, true), tensors, skeleton };
+  const header: Header = { kind: kind as MessageKind, seq: view.getUint32(8, true), tensors, skeleton };
+  if (codec !== undefined) header.codec = codec;
+  return header;
 }
 
 function encodeDevice(device: Device): [number, number] {

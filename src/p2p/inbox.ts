@@ -4,14 +4,18 @@
  * a message's data receives can only be issued once its header arrived, and
  * must be issued in message order to take the right numbers on the data
  * streams, so each message waits for the previous one to have issued its own
- * (not to have finished: transfers still overlap).
+ * (not to have finished: transfers still overlap). Compressed tensors are
+ * received into a pooled buffer of their wire size and restored into their
+ * destination once they arrived.
  */
 import { deserialize } from 'node:v8';
 import { Work } from '../runtime/work.ts';
 import { Tensor } from '../tensor/tensor.ts';
+import type { PooledBuffer } from './compression/buffer-pool.ts';
 import { explain, P2PHeaderError, P2PProtocolError } from './errors.ts';
 import { DEFAULT_HEADER_LIMITS, decodeHeader, HEADER_MAGIC, type Header, MessageKind } from './header.ts';
 import type { TransferOptions } from './outbox.ts';
+import { DEFAULT_CODEC_WAIT_MS, type P2PServices } from './services.ts';
 import { fillSkeleton } from './skeleton.ts';
 import { type Link, loneTensorProblem } from './transport.ts';
 
@@ -20,13 +24,15 @@ const PAIRING_HINT = 'the peer probably called sendTensor; pair it with recvTens
 
 export class Inbox {
   readonly #link: Link;
+  readonly #services: P2PServices;
   #seq = 0;
   /** Resolves once the previous message issued its data receives (never rejects). */
   #issued: Promise<void> = Promise.resolve();
   #broken: Error | undefined;
 
-  constructor(link: Link) {
+  constructor(link: Link, services: P2PServices = {}) {
     this.#link = link;
+    this.#services = services;
   }
 
   recv(kind: MessageKind, where: string, options: TransferOptions = {}): Work<unknown> {
@@ -49,26 +55,48 @@ export class Inbox {
   ): Promise<unknown> {
     let header: Header;
     let tensors: Tensor[];
+    const wires: Array<{ wire: Tensor; lease?: PooledBuffer }> = [];
     let transfers: Array<Work<Tensor>>;
     try {
       header = this.#check(await leadBytes(lead, call.where), call);
       await previous;
       if (this.#broken) throw this.#broken;
       tensors = header.tensors.map((s) => Tensor.empty(s.shape, s.dtype, { device: s.device }));
-      transfers = tensors.map((t) => {
-        const path = this.#link.dataPath(t.device, call.where);
-        return path.group.recv(t, this.#link.peer, { tag: path.tag, timeoutMs: call.options.timeoutMs });
+      header.tensors.forEach((s, i) => {
+        const bytes = s.compressedBytes;
+        wires.push(
+          bytes === undefined ? { wire: tensors[i] } : this.#services.compressor!.receiveBuffer(bytes),
+        );
+      });
+      transfers = wires.map(({ wire }) => {
+        const path = this.#link.dataPath(wire.device, call.where);
+        return path.group.recv(wire, this.#link.peer, { tag: path.tag, timeoutMs: call.options.timeoutMs });
       });
     } catch (error) {
+      for (const w of wires) w.lease?.release();
       throw this.#break(error, call.where);
     } finally {
       release();
     }
     try {
       await Promise.all(transfers);
+      await Promise.all(
+        wires.map(({ wire }, i) =>
+          wire === tensors[i]
+            ? undefined
+            : this.#services.compressor!.decodeInto(
+                tensors[i],
+                wire,
+                call.options.timeoutMs ?? DEFAULT_CODEC_WAIT_MS,
+                call.where,
+              ),
+        ),
+      );
       return fillSkeleton(header.skeleton, tensors);
     } catch (error) {
       throw this.#break(error, call.where);
+    } finally {
+      for (const w of wires) w.lease?.release();
     }
   }
 
@@ -82,6 +110,13 @@ export class Inbox {
     if (header.kind !== call.kind) {
       throw new P2PProtocolError(
         `${call.where}: expected a message sent with ${KIND_NAMES[call.kind]}, but the peer used ${KIND_NAMES[header.kind]}`,
+      );
+    }
+    const compressed = header.tensors.some((t) => t.compressedBytes !== undefined);
+    const mine = this.#services.compressor?.codec.name;
+    if (compressed && header.codec !== mine) {
+      throw new P2PHeaderError(
+        `${call.where}: the peer compressed tensors with ${header.codec}, but this worker's config ${mine ? `uses ${mine}` : 'has no tensor compression'}`,
       );
     }
     if (header.seq !== call.seq >>> 0) {

@@ -1,0 +1,94 @@
+/**
+ * The lossless byte codecs behind tensor compression. lz4 (lz4-napi) is
+ * stateless and unlimited; zstd (@mongodb-js/zstd) runs at most
+ * `maxInflight` operations per worker. Both run on libuv's pool, so a rank's
+ * event loop stays free while they work (DESIGN.md decision 3).
+ */
+
+import * as zstd from '@mongodb-js/zstd';
+import * as lz4 from 'lz4-napi';
+import type { CompressionCodec, TensorCompressionConfig } from '../../runtime/config/cluster-config.ts';
+import { InflightLimit } from './inflight-limit.ts';
+
+export const CODEC_IDS: Readonly<Record<CompressionCodec, number>> = { lz4: 1, zstd: 2 };
+
+export interface TensorCodec {
+  readonly name: CompressionCodec;
+  /** Larger inputs stay raw. */
+  readonly maxInputBytes: number;
+  /** The compressed bytes, or undefined when the codec has no free slot (the caller sends raw). */
+  tryCompress(input: Uint8Array): Promise<Uint8Array> | undefined;
+  /** Waits for a slot if needed (`who` names the waiter in a timeout). */
+  decompress(input: Uint8Array, timeoutMs: number, who: string): Promise<Uint8Array>;
+}
+
+/** LZ4's LZ4_MAX_INPUT_SIZE; lz4-napi's size prefix is 32 bits as well. */
+const LZ4_MAX_INPUT_BYTES = 0x7e000000;
+/** Below Node's largest Buffer and the 4 GiB tensor ceiling alike. */
+const ZSTD_MAX_INPUT_BYTES = 2 ** 32 - 1;
+
+function bufferOver(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+class Lz4Codec implements TensorCodec {
+  readonly name = 'lz4';
+  readonly maxInputBytes = LZ4_MAX_INPUT_BYTES;
+
+  tryCompress(input: Uint8Array): Promise<Uint8Array> {
+    return lz4.compress(input);
+  }
+
+  decompress(input: Uint8Array): Promise<Uint8Array> {
+    return lz4.uncompress(input);
+  }
+}
+
+class ZstdCodec implements TensorCodec {
+  readonly name = 'zstd';
+  readonly maxInputBytes = ZSTD_MAX_INPUT_BYTES;
+  readonly #level: number;
+  readonly slots: InflightLimit;
+
+  constructor(level: number, maxInflight: number) {
+    this.#level = level;
+    this.slots = new InflightLimit(maxInflight);
+  }
+
+  tryCompress(input: Uint8Array): Promise<Uint8Array> | undefined {
+    if (!this.slots.tryAcquire()) return undefined;
+    return zstd.compress(bufferOver(input), this.#level).finally(() => this.slots.release());
+  }
+
+  async decompress(input: Uint8Array, timeoutMs: number, who: string): Promise<Uint8Array> {
+    await this.slots.acquire(timeoutMs, who);
+    try {
+      return await zstd.decompress(bufferOver(input));
+    } finally {
+      this.slots.release();
+    }
+  }
+}
+
+export function createCodec(config: TensorCompressionConfig): TensorCodec {
+  return config.codec === 'lz4' ? new Lz4Codec() : new ZstdCodec(config.level, config.maxInflight);
+}
+
+/**
+ * A tiny round trip, so a missing native module or a broken codec fails when
+ * a worker loads its config instead of in the middle of a job.
+ */
+export async function probeCodec(codec: TensorCodec, who: string): Promise<void> {
+  const sample = new Uint8Array(256).map((_, i) => (i % 7 === 0 ? i : 0));
+  try {
+    const packed = await (codec.tryCompress(sample) ?? Promise.reject(new Error('no free slot')));
+    const back = await codec.decompress(packed, 60_000, who);
+    if (back.length !== sample.length || back.some((b, i) => b !== sample[i])) {
+      throw new Error('the round trip changed the bytes');
+    }
+  } catch (error) {
+    throw new Error(`${who}: codec ${codec.name} failed its startup probe: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+}
