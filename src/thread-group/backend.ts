@@ -4,6 +4,9 @@
  * the call and wraps it in a Work; a Backend only moves and reduces data.
  * StoreBackend serves every TensorStore; NCCL plugs in here later.
  */
+import type { CallRecord } from '../debug/call-record.ts';
+import type { HangFocus } from '../debug/hang-report.ts';
+import type { RankMonitor } from '../debug/monitor.ts';
 import type { ReduceOp } from '../tensor/reduce-ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
@@ -14,6 +17,20 @@ export interface CallInfo {
   /** Fingerprint compared between ranks, e.g. `allReduce(float32[4,8], sum)`. */
   signature: string;
   timeoutMs: number;
+  /**
+   * Whether rooted and pairwise collectives start with the fingerprint exchange
+   * (DebugOptions.checks; the same on every rank of a job). Default true.
+   */
+  checks?: boolean;
+  /** The call as the rank's monitor tracks it: lets slow waits check on peers and explain timeouts. */
+  debug?: CallDebug;
+}
+
+export interface CallDebug {
+  monitor: RankMonitor;
+  record: CallRecord;
+  /** The group and call number, for hang reports. */
+  focus: HangFocus;
 }
 
 /** Which keys of the first exchange a call touches: used to tell peers about a call that failed locally. */

@@ -6,11 +6,16 @@
  * outstanding at once.
  */
 import { deserialize, serialize } from 'node:v8';
+import type { CallRecord } from '../debug/call-record.ts';
+import { formatSite } from '../debug/call-site.ts';
+import { type RankMonitor, rankMonitor } from '../debug/monitor.ts';
+import { CollectiveMismatchError } from '../runtime/errors.ts';
 import { Work } from '../runtime/work.ts';
 import { assertReduceOp, type ReduceOp } from '../tensor/reduce-ops.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor } from '../tensor/validate.ts';
-import type { ArrivalPattern, Backend, CallInfo } from './backend.ts';
+import type { ArrivalPattern, Backend, CallDebug, CallInfo } from './backend.ts';
+import { CallMismatchError } from './store-backend/exchange.ts';
 
 export interface CallOptions {
   timeoutMs?: number;
@@ -43,7 +48,12 @@ export interface GroupInfo {
   timeoutMs: number;
 }
 
-type Signed = { signature: string; pattern: ArrivalPattern };
+/**
+ * What a call's local checks produce: the signature compared between ranks,
+ * the keys it touches first, the bytes it moves (as nccl-tests counts them)
+ * and, for point-to-point calls whose signature is only `p2p`, what to show.
+ */
+type Signed = { signature: string; pattern: ArrivalPattern; bytes: number; label?: string };
 /** Roles of a call as the caller gave them, used to tell peers of a call that failed its checks. */
 type RawRoles = { src?: unknown; dst?: unknown; tag?: unknown };
 
@@ -52,12 +62,22 @@ const P2P_OPS = new Set(['send', 'recv', 'recvObject']);
 export class ThreadGroup {
   readonly #info: GroupInfo;
   readonly #backend: Backend | undefined;
+  /** The rank's debugging monitor (undefined outside a rank context), and this group's code in it. */
+  readonly #monitor: RankMonitor | undefined;
+  readonly #groupCode: number;
+  readonly #checks: boolean;
+  /** Global ranks of the other members: every collective's peers (shared, not copied per call). */
+  readonly #others: readonly number[];
   #seq = 0;
   #destroyed = false;
 
   constructor(info: GroupInfo, backend: Backend | undefined) {
     this.#info = info;
     this.#backend = backend;
+    this.#monitor = backend ? rankMonitor() : undefined;
+    this.#groupCode = this.#monitor?.registerGroup(info.id, info.name) ?? -1;
+    this.#checks = this.#monitor?.options.checks ?? true;
+    this.#others = Object.freeze(info.ranks.filter((r) => r !== info.globalRank));
   }
 
   get rank(): number {
@@ -105,12 +125,15 @@ export class ThreadGroup {
       return Work.rejected(new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
     // Point-to-point calls are matched per stream, not by the group's collective order.
     const seq = P2P_OPS.has(op) ? -1 : this.#seq++;
+    const checks = this.#checks;
     let signed: Signed;
     try {
       signed = check();
     } catch (error) {
-      const call: CallInfo = { seq, signature: op, timeoutMs };
-      const pattern = patternOf(op, options, this.size);
+      const call: CallInfo = { seq, signature: op, timeoutMs, checks };
+      // With fingerprints on, every collective's first exchange is every rank to every rank.
+      const pattern =
+        patternOf(op, options, this.size) ?? (checks && seq >= 0 ? { kind: 'all' as const } : undefined);
       if (!pattern) return Work.rejected(error);
       // Reject once the peers were told (bounded inside abandon), so a rank that returns right away
       // cannot cut the message short.
@@ -121,7 +144,60 @@ export class ThreadGroup {
         ),
       );
     }
-    return Work.run(() => run(backend, { seq, signature: signed.signature, timeoutMs }));
+    const monitor = this.#monitor;
+    if (!monitor)
+      return Work.run(() => run(backend, { seq, signature: signed.signature, timeoutMs, checks }));
+    const debug = this.#track(monitor, op, seq, signed, options);
+    return Work.run(() =>
+      run(backend, { seq, signature: signed.signature, timeoutMs, checks, debug }).then(
+        (value) => {
+          monitor.end(debug.record);
+          return value;
+        },
+        (error) => this.#failed(debug, error),
+      ),
+    );
+  }
+
+  #track(
+    monitor: RankMonitor,
+    op: string,
+    seq: number,
+    signed: Signed,
+    options: RawRoles | undefined,
+  ): CallDebug {
+    const p2p = seq < 0;
+    const peer = p2p ? (op === 'send' ? options?.dst : options?.src) : undefined;
+    const record = monitor.begin({
+      group: this.#info.name,
+      groupCode: this.#groupCode,
+      groupSize: this.size,
+      seq,
+      op,
+      call: signed.label ?? signed.signature,
+      bytes: signed.bytes,
+      peers: p2p ? [this.#info.ranks[peer as number]] : this.#others,
+    });
+    return {
+      monitor,
+      record,
+      focus: { groupId: this.#info.id, groupName: this.name, seq, members: this.#info.ranks },
+    };
+  }
+
+  /** Records the failure; a disagreement between ranks gets both call sites. */
+  async #failed(debug: CallDebug, error: unknown): Promise<never> {
+    const { monitor, record } = debug;
+    monitor.end(record, error);
+    if (error instanceof CollectiveMismatchError) {
+      const sites = [siteLine(monitor.rank, record)];
+      if (error instanceof CallMismatchError) {
+        const peerSite = await monitor.peerSite(error.peerRank, this.#info.id, record.seq);
+        if (peerSite) sites.push(`  rank ${error.peerRank} called it at ${peerSite}`);
+      }
+      error.message += `\n${sites.join('\n')}`;
+    }
+    throw error;
   }
 
   #groupRank(value: unknown, what: string, where: string): number {
@@ -153,7 +229,11 @@ export class ThreadGroup {
       () => {
         assertCommTensor(tensor, 'allReduce');
         const op = assertReduceOp(options?.op ?? 'sum', tensor.dtype, 'allReduce');
-        return { signature: `allReduce(${tensor.describe()}, ${op})`, pattern: { kind: 'all' } };
+        return {
+          signature: `allReduce(${tensor.describe()}, ${op})`,
+          pattern: { kind: 'all' },
+          bytes: tensor.nbytes,
+        };
       },
       async (b, call) => {
         await b.allReduce(call, tensor, options?.op ?? 'sum');
@@ -172,6 +252,7 @@ export class ThreadGroup {
         return {
           signature: `broadcast(${tensor.describe()}, src=${src})`,
           pattern: { kind: 'fromRoot', root: src },
+          bytes: tensor.nbytes,
         };
       },
       async (b, call) => {
@@ -192,6 +273,7 @@ export class ThreadGroup {
         return {
           signature: `reduce(${tensor.describe()}, dst=${dst}, ${op})`,
           pattern: { kind: 'toRoot', root: dst },
+          bytes: tensor.nbytes,
         };
       },
       async (b, call) => {
@@ -208,7 +290,11 @@ export class ThreadGroup {
       () => {
         assertCommTensor(input, 'allGather: input');
         this.#tensorList(outputs, 'allGather', 'outputs', input);
-        return { signature: `allGather(${input.describe()})`, pattern: { kind: 'all' } };
+        return {
+          signature: `allGather(${input.describe()})`,
+          pattern: { kind: 'all' },
+          bytes: input.nbytes * this.size,
+        };
       },
       async (b, call) => {
         await b.allGather(call, outputs, input);
@@ -227,7 +313,11 @@ export class ThreadGroup {
           { name: 'output', tensor: output },
           { name: 'input', tensor: input },
         );
-        return { signature: `allGatherInto(${input.describe()})`, pattern: { kind: 'all' } };
+        return {
+          signature: `allGatherInto(${input.describe()})`,
+          pattern: { kind: 'all' },
+          bytes: output.nbytes,
+        };
       },
       async (b, call) => {
         await b.allGatherInto(call, output, input);
@@ -250,7 +340,11 @@ export class ThreadGroup {
           );
         }
         const op = assertReduceOp(options?.op ?? 'sum', output.dtype, 'reduceScatter');
-        return { signature: `reduceScatter(${output.describe()}, ${op})`, pattern: { kind: 'pairwise' } };
+        return {
+          signature: `reduceScatter(${output.describe()}, ${op})`,
+          pattern: { kind: 'pairwise' },
+          bytes: output.nbytes * this.size,
+        };
       },
       async (b, call) => {
         await b.reduceScatter(call, output, inputs, options?.op ?? 'sum');
@@ -270,7 +364,11 @@ export class ThreadGroup {
           { name: 'output', tensor: output },
         );
         const op = assertReduceOp(options?.op ?? 'sum', output.dtype, 'reduceScatterTensor');
-        return { signature: `reduceScatterTensor(${input.describe()}, ${op})`, pattern: { kind: 'all' } };
+        return {
+          signature: `reduceScatterTensor(${input.describe()}, ${op})`,
+          pattern: { kind: 'all' },
+          bytes: input.nbytes,
+        };
       },
       async (b, call) => {
         await b.reduceScatterTensor(call, output, input, options?.op ?? 'sum');
@@ -309,7 +407,11 @@ export class ThreadGroup {
             `allToAll: inputs[${this.rank}] is ${inputs[this.rank].describe()} but outputs[${this.rank}] is ${outputs[this.rank].describe()}`,
           );
         }
-        return { signature: `allToAll(${inputs[0].dtype})`, pattern: { kind: 'pairwise' } };
+        return {
+          signature: `allToAll(${inputs[0].dtype})`,
+          pattern: { kind: 'pairwise' },
+          bytes: inputs.reduce((sum, t) => sum + t.nbytes, 0),
+        };
       },
       async (b, call) => {
         await b.allToAll(call, outputs, inputs);
@@ -350,7 +452,11 @@ export class ThreadGroup {
             `allToAllSingle: inputSplits[${this.rank}] = ${inputSplits[this.rank]} but outputSplits[${this.rank}] = ${outputSplits[this.rank]} (this rank sends to itself)`,
           );
         }
-        return { signature: `allToAllSingle(${input.dtype}[*,${rest}])`, pattern: { kind: 'pairwise' } };
+        return {
+          signature: `allToAllSingle(${input.dtype}[*,${rest}])`,
+          pattern: { kind: 'pairwise' },
+          bytes: input.nbytes,
+        };
       },
       async (b, call) => {
         await b.allToAllSingle(call, output, input, outputSplits, inputSplits);
@@ -399,6 +505,7 @@ export class ThreadGroup {
         return {
           signature: `gather(${tensor.describe()}, dst=${dst})`,
           pattern: { kind: 'toRoot', root: dst },
+          bytes: tensor.nbytes * this.size,
         };
       },
       async (b, call) => {
@@ -420,6 +527,7 @@ export class ThreadGroup {
         return {
           signature: `scatter(${tensor.describe()}, src=${src})`,
           pattern: { kind: 'fromRootPairwise', root: src },
+          bytes: tensor.nbytes * this.size,
         };
       },
       async (b, call) => {
@@ -438,7 +546,7 @@ export class ThreadGroup {
     return this.#call(
       'barrier',
       options,
-      () => ({ signature: 'barrier()', pattern: { kind: 'all' } }),
+      () => ({ signature: 'barrier()', pattern: { kind: 'all' }, bytes: 0 }),
       (b, call) => b.barrier(call),
     );
   }
@@ -453,6 +561,8 @@ export class ThreadGroup {
         return {
           signature: 'p2p',
           pattern: { kind: 'send', peer: dst, tag: checkTag(options?.tag, 'send') },
+          bytes: tensor.nbytes,
+          label: `send(${tensor.describe()}, dst=${dst}, tag=${options?.tag ?? 0})`,
         };
       },
       (b, call) => b.send(call, tensor, dst, options?.tag ?? 0),
@@ -469,6 +579,8 @@ export class ThreadGroup {
         return {
           signature: 'p2p',
           pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recv') },
+          bytes: tensor.nbytes,
+          label: `recv(${tensor.describe()}, src=${src}, tag=${options?.tag ?? 0})`,
         };
       },
       async (b, call) => {
@@ -513,6 +625,8 @@ export class ThreadGroup {
         return {
           signature: 'p2p',
           pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recvObject') },
+          bytes: 0,
+          label: `recvObject(src=${src}, tag=${options?.tag ?? 0})`,
         };
       },
       async (b, call) => tensorToObject(await b.recvAny(call, src, options?.tag ?? 0)),
@@ -525,7 +639,11 @@ export class ThreadGroup {
       options,
       () => {
         const src = this.#groupRank(options?.src, 'src', 'broadcastObject');
-        return { signature: `broadcastObject(src=${src})`, pattern: { kind: 'fromRoot', root: src } };
+        return {
+          signature: `broadcastObject(src=${src})`,
+          pattern: { kind: 'fromRoot', root: src },
+          bytes: 0,
+        };
       },
       async (b, call) => {
         const mine = this.rank === options.src ? objectToTensor(obj, 'broadcastObject') : undefined;
@@ -538,7 +656,7 @@ export class ThreadGroup {
     return this.#call(
       'allGatherObject',
       options,
-      () => ({ signature: 'allGatherObject()', pattern: { kind: 'all' } }),
+      () => ({ signature: 'allGatherObject()', pattern: { kind: 'all' }, bytes: 0 }),
       async (b, call) =>
         (await b.allGatherAny(call, objectToTensor(obj, 'allGatherObject'))).map(tensorToObject),
     );
@@ -550,6 +668,11 @@ export class ThreadGroup {
     this.#destroyed = true;
     this.#backend?.destroy();
   }
+}
+
+function siteLine(rank: number, record: CallRecord): string {
+  const site = record.site === undefined ? undefined : formatSite(record.site);
+  return `  rank ${rank} called it at ${site ?? '(call sites are off: DebugOptions.callSites)'}`;
 }
 
 function sameDType(a: Tensor, b: Tensor, where: string): void {

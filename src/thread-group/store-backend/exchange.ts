@@ -5,15 +5,38 @@
  * producer's call signature; a consumer whose own signature differs fails the
  * call on both sides. On any error the exchange finishes what it got (with the
  * error, so producers fail too) and withdraws what it published.
+ *
+ * Fingerprints: phase 0 of every collective is an exchange in which each rank
+ * publishes one value for all others and reads all others'. allReduce,
+ * allGather, reduceScatterTensor and barrier move their data that way; the
+ * others (rooted, pairwise) start with an empty value there (`compareCalls`)
+ * and move data from phase 1. So whatever two ranks call as the same number,
+ * each reads the other's signature first, and any disagreement (op, root,
+ * shapes, dtypes, order) fails every rank at once.
  */
-import { CollectiveMismatchError, CommTimeoutError } from '../../runtime/errors.ts';
-import type { TensorStore } from '../../runtime/tensor-store.ts';
-import type { Tensor } from '../../tensor/tensor.ts';
+import { formatDuration, formatEntries } from '../../debug/call-record.ts';
+import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
+import type { StoreEntry, TensorStore } from '../../runtime/tensor-store.ts';
+import { Tensor } from '../../tensor/tensor.ts';
 import type { CallInfo } from '../backend.ts';
 
 /** Signature prefix of a value published in place of data by a rank whose call failed locally. */
 export const ABANDONED = '!abandoned:';
 const WITHDRAW_TIMEOUT_MS = 200;
+/** A slow wait looks at its peer's status this often, so a peer that left fails it at once. */
+const PEER_CHECK_MS = 100;
+const FINGERPRINT = Tensor.empty([0], 'uint8');
+const RECORDER_LINES_IN_REPORT = 8;
+
+/** Two ranks disagree about a call; `peerRank` (global) is the other one, for its call site. */
+export class CallMismatchError extends CollectiveMismatchError {
+  constructor(
+    message: string,
+    readonly peerRank: number,
+  ) {
+    super(message);
+  }
+}
 
 export interface GroupView {
   /** Key prefix unique to the group within the job. */
@@ -32,6 +55,10 @@ export class Exchange {
   readonly #prefix: string;
   readonly #published = new Set<string>();
   readonly #got = new Set<string>();
+  /** Keys whose consumers are awaited only when the call's algorithm is done (the fingerprint). */
+  readonly #deferred: string[] = [];
+  /** Added to data phases once the fingerprint took phase 0. */
+  #phaseBase = 0;
 
   constructor(store: TensorStore, group: GroupView, call: CallInfo, prefix = `${group.id}:${call.seq}`) {
     this.#store = store;
@@ -54,9 +81,33 @@ export class Exchange {
   }
 
   key(phase: number, producer: number, consumer?: number): string {
+    phase += this.#phaseBase;
     return consumer === undefined
       ? `${this.#prefix}:${phase}:${producer}`
       : `${this.#prefix}:${phase}:${producer}>${consumer}`;
+  }
+
+  /**
+   * The fingerprint exchange of a call whose data does not go to every rank:
+   * an empty value under phase 0 for every peer, every peer's read and compared.
+   * Our value's readers are awaited at the end of the call (settle), not here.
+   */
+  async compareCalls(): Promise<void> {
+    if (this.size > 1) {
+      await this.publish(0, FINGERPRINT, this.size - 1);
+      for (const p of this.peers()) {
+        await this.get(0, p);
+        await this.finish(0, p);
+      }
+      this.#deferred.push(this.key(0, this.rank));
+    }
+    this.#phaseBase = 1;
+  }
+
+  /** Waits for the readers of deferred values; called once the algorithm succeeded. */
+  async settle(): Promise<void> {
+    for (const key of this.#deferred) await this.#consumedKey(key);
+    this.#deferred.length = 0;
   }
 
   async publish(phase: number, tensor: Tensor, consumers: number, consumer?: number, signature?: string) {
@@ -67,7 +118,10 @@ export class Exchange {
 
   /** Waits until every consumer of this rank's value for (phase, consumer) finished reading it. */
   async consumed(phase: number, consumer?: number): Promise<void> {
-    const key = this.key(phase, this.rank, consumer);
+    await this.#consumedKey(this.key(phase, this.rank, consumer));
+  }
+
+  async #consumedKey(key: string): Promise<void> {
     this.#published.delete(key);
     try {
       await this.#store.srcWaitUntilGetFinished(key, { timeoutMs: this.#call.timeoutMs });
@@ -79,14 +133,12 @@ export class Exchange {
   /** A peer's value for (phase, producer[, consumer]), checked against this rank's own signature. */
   async get(phase: number, producer: number, consumer?: number, signature?: string): Promise<Tensor> {
     const key = this.key(phase, producer, consumer);
-    let entry: Awaited<ReturnType<TensorStore['destGetEntry']>>;
+    let entry: StoreEntry;
+    const waitingFor = `group rank ${producer} (global rank ${this.#group.ranks[producer]})`;
     try {
-      entry = await this.#store.destGetEntry(key, { timeoutMs: this.#call.timeoutMs });
+      entry = await this.#getEntry(key, producer, waitingFor);
     } catch (error) {
-      throw this.#explain(
-        error,
-        `waiting for group rank ${producer} (global rank ${this.#group.ranks[producer]})`,
-      );
+      throw this.#explain(error, `waiting for ${waitingFor}`);
     }
     this.#got.add(key);
     const expected = signature ?? this.#call.signature;
@@ -96,12 +148,48 @@ export class Exchange {
       );
     }
     if (entry.tag !== expected) {
-      throw new CollectiveMismatchError(
-        `${this.#where()}: rank ${this.#group.ranks[this.rank]} called ${expected} as call #${this.#call.seq} on group ` +
+      throw new CallMismatchError(
+        `rank ${this.#group.ranks[this.rank]} called ${expected} as call #${this.#call.seq} on group ` +
           `"${this.#group.name}", but rank ${this.#group.ranks[producer]} called ${entry.tag} as call #${this.#call.seq}`,
+        this.#group.ranks[producer],
       );
     }
     return entry.tensor;
+  }
+
+  /**
+   * destGetEntry; when the call is monitored, in slices of PEER_CHECK_MS after
+   * the first, so a producer that left its main function fails us at once
+   * and the rank's status says whom it waits for.
+   */
+  async #getEntry(key: string, producer: number, waitingFor: string): Promise<StoreEntry> {
+    const debug = this.#call.debug;
+    const timeoutMs = this.#call.timeoutMs;
+    if (!debug) return this.#store.destGetEntry(key, { timeoutMs });
+    const deadline = performance.now() + timeoutMs;
+    const globalProducer = this.#group.ranks[producer];
+    for (;;) {
+      const remaining = deadline - performance.now();
+      try {
+        return await this.#store.destGetEntry(key, {
+          timeoutMs: Math.max(1, Math.min(remaining, PEER_CHECK_MS)),
+        });
+      } catch (error) {
+        if (!(error instanceof CommTimeoutError) || remaining <= PEER_CHECK_MS) throw error;
+      }
+      debug.monitor.waiting(debug.record, waitingFor);
+      const departure = debug.monitor.departure(globalProducer);
+      if (departure !== undefined) {
+        // It may have published just before it left.
+        const last = await this.#store.destGetEntry(key, { timeoutMs: 1 }).catch(() => undefined);
+        if (last) return last;
+        throw new RankFailedError(
+          `${this.#where()}: rank ${this.#group.ranks[this.rank]} waited for rank ${globalProducer}, which will ` +
+            `never make this call: ${departure}`,
+          globalProducer,
+        );
+      }
+    }
   }
 
   /** Checks a received value's dtype and shape against what this rank expects from `producer`. */
@@ -149,7 +237,23 @@ export class Exchange {
     if (!(error instanceof CommTimeoutError)) return error;
     return new CommTimeoutError(
       `${this.#where()}: rank ${this.#group.ranks[this.rank]} timed out after ${this.#call.timeoutMs} ms ` +
-        `${what}. ${error.message}`,
+        `${what}. ${error.message}${this.#hangReport()}`,
+    );
+  }
+
+  /** Where every rank is, and this rank's recent calls: appended to timeouts of monitored calls. */
+  #hangReport(): string {
+    const debug = this.#call.debug;
+    if (!debug) return '';
+    const { monitor, focus } = debug;
+    const recent = monitor.flightRecorder().slice(-RECORDER_LINES_IN_REPORT);
+    const waited = formatDuration(this.#call.timeoutMs * 1000);
+    return (
+      `\nhang report (rank ${monitor.rank}, after waiting ${waited}):\n${monitor.describeRanks(focus)}` +
+      `\nflight recorder of rank ${monitor.rank} (last ${recent.length} of ${monitor.recorder.recorded} calls):\n` +
+      formatEntries(recent)
+        .map((line) => `  ${line}`)
+        .join('\n')
     );
   }
 }
@@ -161,6 +265,7 @@ export async function runExchange(
 ): Promise<void> {
   try {
     await algorithm(exchange);
+    await exchange.settle();
   } catch (error) {
     await exchange.abort(error);
     throw error;

@@ -33,6 +33,15 @@ export class StoreBackend implements Backend {
     return runExchange(new Exchange(this.#store, this.#group, call), algorithm);
   }
 
+  /** A call whose first data exchange is not every-rank-reads-every-rank: the fingerprints go first. */
+  #runCompared(call: CallInfo, algorithm: (x: Exchange) => Promise<void>): Promise<void> {
+    if (call.checks === false) return this.#run(call, algorithm);
+    return this.#run(call, async (x) => {
+      await x.compareCalls();
+      await algorithm(x);
+    });
+  }
+
   #p2p(call: CallInfo, src: number, dst: number, message: number, tag: number): Exchange {
     const prefix = `${this.#group.id}:p${src}>${dst}:${tag}:${message}`;
     return new Exchange(this.#store, this.#group, { ...call, signature: P2P_SIGNATURE }, prefix);
@@ -43,11 +52,11 @@ export class StoreBackend implements Backend {
   }
 
   broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void> {
-    return this.#run(call, (x) => broadcast(x, tensor, src));
+    return this.#runCompared(call, (x) => broadcast(x, tensor, src));
   }
 
   reduce(call: CallInfo, tensor: Tensor, dst: number, op: ReduceOp): Promise<void> {
-    return this.#run(call, (x) => reduce(x, tensor, dst, op));
+    return this.#runCompared(call, (x) => reduce(x, tensor, dst, op));
   }
 
   allGather(call: CallInfo, outputs: readonly Tensor[], input: Tensor): Promise<void> {
@@ -59,7 +68,7 @@ export class StoreBackend implements Backend {
   }
 
   reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: ReduceOp): Promise<void> {
-    return this.#run(call, (x) => reduceScatter(x, output, inputs, op));
+    return this.#runCompared(call, (x) => reduceScatter(x, output, inputs, op));
   }
 
   reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: ReduceOp): Promise<void> {
@@ -67,7 +76,7 @@ export class StoreBackend implements Backend {
   }
 
   allToAll(call: CallInfo, outputs: readonly Tensor[], inputs: readonly Tensor[]): Promise<void> {
-    return this.#run(call, (x) => allToAll(x, outputs, inputs));
+    return this.#runCompared(call, (x) => allToAll(x, outputs, inputs));
   }
 
   allToAllSingle(
@@ -77,7 +86,7 @@ export class StoreBackend implements Backend {
     outputSplits: readonly number[],
     inputSplits: readonly number[],
   ): Promise<void> {
-    return this.#run(call, (x) =>
+    return this.#runCompared(call, (x) =>
       allToAll(x, splitRows(output, outputSplits), splitRows(input, inputSplits)),
     );
   }
@@ -88,7 +97,7 @@ export class StoreBackend implements Backend {
     dst: number,
     gatherList: readonly Tensor[] | undefined,
   ): Promise<void> {
-    return this.#run(call, (x) => gather(x, tensor, dst, gatherList));
+    return this.#runCompared(call, (x) => gather(x, tensor, dst, gatherList));
   }
 
   scatter(
@@ -97,7 +106,7 @@ export class StoreBackend implements Backend {
     src: number,
     scatterList: readonly Tensor[] | undefined,
   ): Promise<void> {
-    return this.#run(call, (x) => scatter(x, tensor, src, scatterList));
+    return this.#runCompared(call, (x) => scatter(x, tensor, src, scatterList));
   }
 
   barrier(call: CallInfo): Promise<void> {
@@ -128,7 +137,7 @@ export class StoreBackend implements Backend {
 
   async broadcastAny(call: CallInfo, tensor: Tensor | undefined, src: number): Promise<Tensor> {
     let value: Tensor | undefined;
-    await this.#run(call, async (x) => {
+    await this.#runCompared(call, async (x) => {
       value = await broadcastAny(x, tensor, src);
     });
     return value!;
@@ -146,8 +155,11 @@ export class StoreBackend implements Backend {
    * Takes part in the first exchange of a call that failed its local checks,
    * publishing a marker where data was due and failing what it would read, so
    * every peer fails at once with this rank's error instead of timing out.
+   * With fingerprints on, every collective's first exchange is every rank to every rank.
    */
-  async abandon(call: CallInfo, pattern: ArrivalPattern, error: Error): Promise<void> {
+  async abandon(call: CallInfo, given: ArrivalPattern, error: Error): Promise<void> {
+    const p2p = given.kind === 'send' || given.kind === 'recv';
+    const pattern: ArrivalPattern = call.checks !== false && !p2p ? { kind: 'all' } : given;
     const me = this.#group.rank;
     const size = this.#group.size;
     const marker = Tensor.empty([0], 'uint8');

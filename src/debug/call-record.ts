@@ -1,0 +1,84 @@
+/** One communication call as the debugging tools see it: flight recorder entry, trace event, report line. */
+import type { CapturedSite } from './call-site.ts';
+
+/** Ops by code, for the status board's numeric fields. */
+export const OP_NAMES = [
+  'allReduce',
+  'broadcast',
+  'reduce',
+  'allGather',
+  'allGatherInto',
+  'reduceScatter',
+  'reduceScatterTensor',
+  'allToAll',
+  'allToAllSingle',
+  'gather',
+  'scatter',
+  'barrier',
+  'send',
+  'recv',
+  'recvObject',
+  'broadcastObject',
+  'allGatherObject',
+] as const;
+
+const OP_CODES = new Map<string, number>(OP_NAMES.map((name, i) => [name, i]));
+
+export function opCode(op: string): number {
+  return OP_CODES.get(op) ?? -1;
+}
+
+export type CallStatus = 'pending' | 'ok' | 'failed';
+
+export interface CallRecord {
+  /** Global rank that made the call. */
+  rank: number;
+  group: string;
+  groupCode: number;
+  groupSize: number;
+  /** Per-group collective number; -1 for point-to-point calls (matched per stream). */
+  seq: number;
+  op: string;
+  /** What the call was, e.g. `allReduce(float32[4,8], sum)` or `send(float32[4], dst=1, tag=0)`. */
+  call: string;
+  bytes: number;
+  /** Group ranks the call exchanges data with (all others for collectives). */
+  peers: readonly number[];
+  /** Microseconds since the epoch (performance.timeOrigin + performance.now()), comparable across threads. */
+  startUs: number;
+  endUs: number;
+  status: CallStatus;
+  error?: string;
+  site?: CapturedSite;
+}
+
+/** A plain, cloneable copy: what dumps and trace files hold. */
+export interface CallEntry extends Omit<CallRecord, 'site' | 'peers'> {
+  peers: number[];
+  site?: string;
+}
+
+export function nowUs(): number {
+  return (performance.timeOrigin + performance.now()) * 1000;
+}
+
+export function callName(r: { call: string; seq: number; group: string }): string {
+  return r.seq >= 0 ? `${r.call} #${r.seq} on group "${r.group}"` : `${r.call} on group "${r.group}"`;
+}
+
+export function formatDuration(us: number): string {
+  if (us < 1000) return `${us.toFixed(0)} µs`;
+  if (us < 1e6) return `${(us / 1000).toFixed(1)} ms`;
+  return `${(us / 1e6).toFixed(2)} s`;
+}
+
+/** One line per entry, oldest first: `#17 allReduce(float32[4,8], sum) on group "tp": ok in 38 µs`. */
+export function formatEntries(entries: readonly CallEntry[], now = nowUs()): string[] {
+  return entries.map((e) => {
+    const outcome =
+      e.status === 'pending'
+        ? `pending for ${formatDuration(now - e.startUs)}`
+        : `${e.status} in ${formatDuration(e.endUs - e.startUs)}${e.error ? `: ${e.error.split('\n')[0]}` : ''}`;
+    return `${callName(e)}: ${outcome}${e.site ? ` [at ${e.site}]` : ''}`;
+  });
+}

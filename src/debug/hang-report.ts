@@ -1,0 +1,98 @@
+/**
+ * The hang report: every rank's state read from the StatusBoard, as one rank
+ * sees it when a wait of its own timed out (or on demand). For a call that
+ * timed out it first says which members have not arrived at it.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { formatDuration, OP_NAMES } from './call-record.ts';
+import { type CallMark, RankState, type RankStatus, type StatusBoard } from './status-board.ts';
+
+export interface HangFocus {
+  groupId: string;
+  groupName: string;
+  seq: number;
+  /** Global ranks of the group's members. */
+  members: readonly number[];
+}
+
+function groupOf(status: RankStatus, code: number): { id: string; name: string } | undefined {
+  return status.snapshot?.groups[code];
+}
+
+function markText(status: RankStatus, mark: CallMark): string {
+  const op = OP_NAMES[mark.op] ?? 'a call';
+  const group = groupOf(status, mark.group)?.name ?? `#${mark.group}`;
+  const seq = mark.seq >= 0 ? ` #${mark.seq}` : '';
+  return `${op}${seq} on group "${group}"`;
+}
+
+function ago(at: number, now: number): string {
+  return `${formatDuration(Math.max(0, now - at) * 1000)} ago`;
+}
+
+/** Whether the rank has reached call `seq` of the focus group, by its snapshot and its latest marks. */
+function arrived(status: RankStatus, focus: HangFocus): boolean {
+  const snap = status.snapshot;
+  const inPending = snap?.pending.some(
+    (c) => c.seq === focus.seq && snap.groups[c.group]?.id === focus.groupId,
+  );
+  if (inPending) return true;
+  return [status.started, status.done].some(
+    (m) => m.at > 0 && groupOf(status, m.group)?.id === focus.groupId && m.seq >= focus.seq,
+  );
+}
+
+function rankLine(status: RankStatus, now: number): string[] {
+  const head = `rank ${status.rank}:`;
+  const last =
+    status.done.at > 0
+      ? `last completed ${markText(status, status.done)} ${ago(status.done.at, now)}`
+      : 'no call completed yet';
+  if (status.state === RankState.notStarted) return [`${head} not started`];
+  if (status.state === RankState.exited) {
+    return [`${head} ${status.snapshot?.exit ?? 'left its main function'}; ${last}`];
+  }
+  const snap = status.snapshot;
+  // The snapshot is fresh when written after the rank's latest call started.
+  const fresh = snap !== undefined && snap.at >= status.started.at;
+  if (status.pending <= 0) return [`${head} running its own code (in no call); ${last}`];
+  if (!fresh || snap.pending.length === 0) {
+    return [`${head} in ${markText(status, status.started)} since ${ago(status.started.at, now)}; ${last}`];
+  }
+  const lines = [`${head} ${status.pending} call(s) pending; ${last}`];
+  for (const c of snap.pending) {
+    const group = snap.groups[c.group]?.name ?? `#${c.group}`;
+    const seq = c.seq >= 0 ? ` #${c.seq}` : '';
+    const waiting = c.waitingFor ? `, waiting for ${c.waitingFor}` : '';
+    lines.push(
+      `    ${c.call}${seq} on group "${group}" for ${ago(c.since, now).replace(' ago', '')}${waiting}` +
+        (c.site ? ` (called at ${c.site})` : ''),
+    );
+  }
+  return lines;
+}
+
+export function describeRanks(board: StatusBoard, focus?: HangFocus): string {
+  const now = Date.now();
+  const statuses = Array.from({ length: board.worldSize }, (_, r) => board.read(r));
+  const lines: string[] = [];
+  if (focus) {
+    const missing = focus.members.filter((r) => !arrived(statuses[r], focus));
+    lines.push(
+      missing.length > 0
+        ? `ranks that have not arrived at call #${focus.seq} on group "${focus.groupName}": ${missing.join(', ')}`
+        : `every member of group "${focus.groupName}" has arrived at call #${focus.seq}`,
+    );
+  }
+  for (const s of statuses) lines.push(...rankLine(s, now));
+  return lines.join('\n');
+}
+
+/** Writes a hang report to `dir` (created if needed) as `hang-rank<r>-<time>.txt`; returns the file's path. */
+export function writeHangReport(dir: string, rank: number, report: string): string {
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `hang-rank${rank}-${Date.now()}.txt`);
+  writeFileSync(file, `${report}\n`);
+  return file;
+}

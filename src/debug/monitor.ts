@@ -1,0 +1,180 @@
+/**
+ * RankMonitor: what one rank knows and tells about its calls. ThreadGroup
+ * reports every call's start and end here (a few stores on the fast path);
+ * the monitor keeps the flight recorder and the trace, mirrors the rank's
+ * state on the shared StatusBoard, and answers the questions a failing wait
+ * asks: has the peer I wait for left? where did it make this call? where is
+ * every rank now?
+ */
+import { type CallEntry, type CallRecord, nowUs, opCode } from './call-record.ts';
+import { captureSite, formatSite } from './call-site.ts';
+import { FlightRecorder, toEntry } from './flight-recorder.ts';
+import { describeRanks, type HangFocus } from './hang-report.ts';
+import type { ResolvedDebugOptions } from './options.ts';
+import { type RankSnapshot, RankState, type SnapshotCall, type StatusBoard } from './status-board.ts';
+import { writeTracePart } from './trace.ts';
+
+/** A slow wait republishes the rank's snapshot at most this often. */
+const SNAPSHOT_INTERVAL_MS = 100;
+const KEPT_FAILURES = 4;
+const PEER_SITE_WAIT_MS = 300;
+const MAX_TRACE_EVENTS = 1_000_000;
+
+export interface CallStart {
+  group: string;
+  groupCode: number;
+  groupSize: number;
+  seq: number;
+  op: string;
+  call: string;
+  bytes: number;
+  peers: readonly number[];
+}
+
+export class RankMonitor {
+  readonly recorder: FlightRecorder;
+  readonly #groups: Array<{ id: string; name: string }> = [];
+  readonly #pending = new Set<CallRecord>();
+  readonly #waitingFor = new WeakMap<CallRecord, string>();
+  readonly #failed: SnapshotCall[] = [];
+  readonly #trace: CallRecord[] | undefined;
+  #traceDropped = 0;
+  #snapshotAt = 0;
+  #exit: string | undefined;
+
+  constructor(
+    readonly rank: number,
+    readonly board: StatusBoard,
+    readonly options: ResolvedDebugOptions,
+  ) {
+    this.recorder = new FlightRecorder(options.flightRecorderSize);
+    this.#trace = options.trace ? [] : undefined;
+    board.setState(rank, RankState.running);
+  }
+
+  get worldSize(): number {
+    return this.board.worldSize;
+  }
+
+  /** A code for the group in this rank's status row; its id and name go into the snapshot. */
+  registerGroup(id: string, name: string): number {
+    this.#groups.push({ id, name });
+    this.publish();
+    return this.#groups.length - 1;
+  }
+
+  begin(start: CallStart): CallRecord {
+    const record: CallRecord = {
+      rank: this.rank,
+      ...start,
+      startUs: nowUs(),
+      endUs: 0,
+      status: 'pending',
+      site: this.options.callSites ? captureSite() : undefined,
+    };
+    this.#pending.add(record);
+    this.board.callStarted(this.rank, record.seq, opCode(record.op), record.groupCode);
+    this.recorder.record(record);
+    if (this.#trace) {
+      if (this.#trace.length < MAX_TRACE_EVENTS) this.#trace.push(record);
+      else this.#traceDropped++;
+    }
+    return record;
+  }
+
+  end(record: CallRecord, error?: unknown): void {
+    record.endUs = nowUs();
+    this.#pending.delete(record);
+    this.board.callEnded(this.rank, record.seq, opCode(record.op), record.groupCode);
+    if (error === undefined) {
+      record.status = 'ok';
+      return;
+    }
+    record.status = 'failed';
+    record.error = error instanceof Error ? error.message : String(error);
+    this.#failed.push({ ...this.#snapshotCall(record), failed: record.error.split('\n')[0] });
+    if (this.#failed.length > KEPT_FAILURES) this.#failed.shift();
+    this.publish();
+  }
+
+  /** A wait of `record` is slow: say what it waits for, so other ranks' reports can show it. */
+  waiting(record: CallRecord, waitingFor: string): void {
+    this.#waitingFor.set(record, waitingFor);
+    if (Date.now() - this.#snapshotAt >= SNAPSHOT_INTERVAL_MS) this.publish();
+  }
+
+  /** Writes this rank's snapshot (pending calls with their sites) to its status row. */
+  publish(): void {
+    this.#snapshotAt = Date.now();
+    const snapshot: RankSnapshot = {
+      rank: this.rank,
+      at: this.#snapshotAt,
+      groups: this.#groups,
+      pending: [...this.#pending].map((r) => this.#snapshotCall(r)),
+      failed: this.#failed,
+    };
+    if (this.#exit !== undefined) snapshot.exit = this.#exit;
+    this.board.writeSnapshot(this.rank, snapshot);
+  }
+
+  #snapshotCall(r: CallRecord): SnapshotCall {
+    const call: SnapshotCall = { group: r.groupCode, seq: r.seq, call: r.call, since: r.startUs / 1000 };
+    const site = formatSite(r.site);
+    if (site) call.site = site;
+    const waitingFor = this.#waitingFor.get(r);
+    if (waitingFor) call.waitingFor = waitingFor;
+    return call;
+  }
+
+  /** How `globalRank` left, when it has left its main function; undefined while it runs. */
+  departure(globalRank: number): string | undefined {
+    const status = this.board.read(globalRank);
+    if (status.state !== RankState.exited) return undefined;
+    return status.snapshot?.exit ?? 'it left its main function';
+  }
+
+  /** Where `globalRank` made call `seq` of group `groupId`, once it has reported it (waits briefly). */
+  async peerSite(globalRank: number, groupId: string, seq: number): Promise<string | undefined> {
+    const deadline = Date.now() + PEER_SITE_WAIT_MS;
+    for (;;) {
+      const snapshot = this.board.read(globalRank).snapshot;
+      const calls = [...(snapshot?.failed ?? []), ...(snapshot?.pending ?? [])];
+      const match = calls.find((c) => c.seq === seq && snapshot?.groups[c.group]?.id === groupId);
+      if (match) return match.site ?? 'its call site was not captured (callSites is off)';
+      if (Date.now() >= deadline || this.board.read(globalRank).state === RankState.exited) return undefined;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  /** The status of every rank as this rank sees it; with a focus, who has not arrived at that call. */
+  describeRanks(focus?: HangFocus): string {
+    this.publish();
+    return describeRanks(this.board, focus);
+  }
+
+  flightRecorder(): CallEntry[] {
+    return this.recorder.dump();
+  }
+
+  /** The rank left its main function: peers waiting for it fail at once instead of timing out. */
+  close(note = 'it left its main function'): void {
+    if (this.#exit !== undefined) return;
+    this.#exit = note;
+    this.publish();
+    this.board.setState(this.rank, RankState.exited);
+    if (this.options.trace && this.#trace) {
+      writeTracePart(this.options.trace, this.rank, this.#trace.map(toEntry), this.#traceDropped);
+    }
+  }
+}
+
+let current: RankMonitor | undefined;
+
+/** The monitor of the rank this thread (or process) runs as; set by whoever builds its context. */
+export function setRankMonitor(monitor: RankMonitor | undefined): void {
+  current = monitor;
+}
+
+export function rankMonitor(): RankMonitor | undefined {
+  return current;
+}

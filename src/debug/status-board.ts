@@ -1,0 +1,211 @@
+/**
+ * StatusBoard: one row per rank that any rank can read, so a rank that waits
+ * too long can say where every other rank is. A call updates a few numbers
+ * of its own row (cheap enough for every call); the text part, a JSON
+ * RankSnapshot, is rewritten only when something worth reporting happens
+ * (a group is created, a wait gets slow, a call fails, the rank exits).
+ * ThreadStatusBoard keeps the rows in a SharedArrayBuffer; a board for
+ * processes can keep them in a shared file behind the same interface.
+ */
+
+export const RankState = { notStarted: 0, running: 1, exited: 2 } as const;
+export type RankStateCode = (typeof RankState)[keyof typeof RankState];
+
+/** The numbers a rank updates on every call: its latest started and completed call. */
+export interface CallMark {
+  seq: number;
+  /** Index into OP_NAMES, -1 for none. */
+  op: number;
+  /** Index into the rank's own group list (its snapshot's `groups`). */
+  group: number;
+  /** Date.now() when it happened. */
+  at: number;
+}
+
+export interface SnapshotGroup {
+  id: string;
+  name: string;
+}
+
+export interface SnapshotCall {
+  group: number;
+  seq: number;
+  call: string;
+  since: number;
+  site?: string;
+  waitingFor?: string;
+  failed?: string;
+}
+
+/** What a rank last wrote about itself. */
+export interface RankSnapshot {
+  rank: number;
+  at: number;
+  groups: SnapshotGroup[];
+  pending: SnapshotCall[];
+  /** Calls that failed, newest last (their sites go into peers' mismatch errors). */
+  failed: SnapshotCall[];
+  /** Set once the rank left its main function. */
+  exit?: string;
+}
+
+export interface RankStatus {
+  rank: number;
+  state: RankStateCode;
+  started: CallMark;
+  done: CallMark;
+  pending: number;
+  snapshot: RankSnapshot | undefined;
+}
+
+export interface StatusBoard {
+  readonly worldSize: number;
+  callStarted(rank: number, seq: number, op: number, group: number): void;
+  callEnded(rank: number, seq: number, op: number, group: number): void;
+  setState(rank: number, state: RankStateCode): void;
+  writeSnapshot(rank: number, snapshot: RankSnapshot): void;
+  read(rank: number): RankStatus;
+}
+
+/** Int32 words of a row, then its Float64 times. */
+const Word = {
+  state: 0,
+  version: 1,
+  textLength: 2,
+  pending: 3,
+  startedSeq: 4,
+  startedOp: 5,
+  startedGroup: 6,
+  doneSeq: 7,
+  doneOp: 8,
+  doneGroup: 9,
+  count: 10,
+} as const;
+const Time = { started: 0, done: 1, count: 2 } as const;
+
+export interface ThreadStatusShared {
+  buffer: SharedArrayBuffer;
+  worldSize: number;
+  textBytes: number;
+}
+
+function textBytesFor(worldSize: number): number {
+  return worldSize <= 64 ? 8192 : 1024;
+}
+
+export class ThreadStatusBoard implements StatusBoard {
+  readonly worldSize: number;
+  readonly #words: Int32Array;
+  readonly #times: Float64Array;
+  readonly #text: Uint8Array;
+  readonly #textBytes: number;
+
+  static createShared(worldSize: number): ThreadStatusShared {
+    const textBytes = textBytesFor(worldSize);
+    const bytes = worldSize * (Time.count * 8 + Word.count * 4 + textBytes);
+    return { buffer: new SharedArrayBuffer(bytes), worldSize, textBytes };
+  }
+
+  constructor(shared: ThreadStatusShared) {
+    this.worldSize = shared.worldSize;
+    this.#textBytes = shared.textBytes;
+    this.#times = new Float64Array(shared.buffer, 0, shared.worldSize * Time.count);
+    const wordsAt = this.#times.byteLength;
+    this.#words = new Int32Array(shared.buffer, wordsAt, shared.worldSize * Word.count);
+    this.#text = new Uint8Array(shared.buffer, wordsAt + this.#words.byteLength);
+  }
+
+  callStarted(rank: number, seq: number, op: number, group: number): void {
+    const w = rank * Word.count;
+    this.#words[w + Word.startedSeq] = seq;
+    this.#words[w + Word.startedOp] = op;
+    this.#words[w + Word.startedGroup] = group;
+    this.#words[w + Word.pending]++;
+    this.#times[rank * Time.count + Time.started] = Date.now();
+  }
+
+  callEnded(rank: number, seq: number, op: number, group: number): void {
+    const w = rank * Word.count;
+    this.#words[w + Word.doneSeq] = seq;
+    this.#words[w + Word.doneOp] = op;
+    this.#words[w + Word.doneGroup] = group;
+    this.#words[w + Word.pending]--;
+    this.#times[rank * Time.count + Time.done] = Date.now();
+  }
+
+  setState(rank: number, state: RankStateCode): void {
+    Atomics.store(this.#words, rank * Word.count + Word.state, state);
+  }
+
+  /** A seqlock: the version is odd while the text is being written, so readers retry instead of tearing. */
+  writeSnapshot(rank: number, snapshot: RankSnapshot): void {
+    const encoded = encodeWithin(snapshot, this.#textBytes);
+    const w = rank * Word.count;
+    Atomics.add(this.#words, w + Word.version, 1);
+    this.#text.set(encoded, rank * this.#textBytes);
+    Atomics.store(this.#words, w + Word.textLength, encoded.length);
+    Atomics.add(this.#words, w + Word.version, 1);
+  }
+
+  read(rank: number): RankStatus {
+    const w = rank * Word.count;
+    const t = rank * Time.count;
+    const words = this.#words;
+    return {
+      rank,
+      state: Atomics.load(words, w + Word.state) as RankStateCode,
+      started: {
+        seq: words[w + Word.startedSeq],
+        op: words[w + Word.startedOp],
+        group: words[w + Word.startedGroup],
+        at: this.#times[t + Time.started],
+      },
+      done: {
+        seq: words[w + Word.doneSeq],
+        op: words[w + Word.doneOp],
+        group: words[w + Word.doneGroup],
+        at: this.#times[t + Time.done],
+      },
+      pending: words[w + Word.pending],
+      snapshot: this.#readSnapshot(rank),
+    };
+  }
+
+  #readSnapshot(rank: number): RankSnapshot | undefined {
+    const w = rank * Word.count;
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const before = Atomics.load(this.#words, w + Word.version);
+      if (before === 0) return undefined;
+      if (before % 2 === 1) continue;
+      const length = Atomics.load(this.#words, w + Word.textLength);
+      const start = rank * this.#textBytes;
+      const copy = this.#text.slice(start, start + length);
+      if (Atomics.load(this.#words, w + Word.version) !== before) continue;
+      return JSON.parse(new TextDecoder().decode(copy)) as RankSnapshot;
+    }
+    return undefined;
+  }
+}
+
+/** JSON of the snapshot in at most `limit` bytes: oldest pending and failed calls are dropped to fit. */
+export function encodeWithin(snapshot: RankSnapshot, limit: number): Uint8Array {
+  const s = { ...snapshot, pending: [...snapshot.pending], failed: [...snapshot.failed] };
+  for (;;) {
+    const encoded = new TextEncoder().encode(JSON.stringify(s));
+    if (encoded.length <= limit) return encoded;
+    if (s.pending.length > 1) s.pending.shift();
+    else if (s.failed.length > 0) s.failed.shift();
+    else if (s.groups.length > 1) s.groups.pop();
+    else
+      return new TextEncoder().encode(
+        JSON.stringify({ rank: s.rank, at: s.at, groups: [], pending: [], failed: [] }),
+      );
+  }
+}
+
+/** A board that knows only this rank: for stores whose ranks share no status table yet. */
+export class LocalStatusBoard extends ThreadStatusBoard {
+  constructor(worldSize: number) {
+    super(ThreadStatusBoard.createShared(worldSize));
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * Traces: every communication call of every rank with start, end, bytes and
+ * peers, written as a Chrome trace / Perfetto JSON file (one track per rank:
+ * open it in ui.perfetto.dev or chrome://tracing), with a per-op summary
+ * (count, bytes, total time, busbw) in its `otherData`.
+ *
+ * Each rank writes its calls to `<trace>.rank<r>.part` when it closes; the
+ * launcher merges the parts into `<trace>` once every rank has exited and
+ * removes them (spawnThreads does; a process launcher calls mergeTraceParts).
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { busFactor } from './bus-factor.ts';
+import type { CallEntry } from './call-record.ts';
+
+export interface ChromeTraceEvent {
+  name: string;
+  cat?: string;
+  ph: 'X' | 'M';
+  ts?: number;
+  dur?: number;
+  pid: number;
+  tid: number;
+  args: Record<string, unknown>;
+}
+
+export interface TraceSummaryRow {
+  op: string;
+  count: number;
+  bytes: number;
+  /** Sum of the calls' durations, in microseconds. */
+  totalUs: number;
+  /** Bus bandwidth over all calls of the op, GB/s (nccl-tests' factors; 0 for barrier). */
+  busbw: number;
+}
+
+export interface ChromeTrace {
+  traceEvents: ChromeTraceEvent[];
+  displayTimeUnit: 'ms';
+  otherData: { tool: 'tensorcomm'; worldSize: number; droppedEvents: number; summary: TraceSummaryRow[] };
+}
+
+/** The file a job's trace goes to: `trace` itself when it ends in .json, else a new file in that directory. */
+export function resolveTracePath(trace: string): string {
+  if (trace.endsWith('.json')) return trace;
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  return join(trace, `tensorcomm-trace-${stamp}-${process.pid}.json`);
+}
+
+export function tracePartPath(trace: string, rank: number): string {
+  return `${trace}.rank${rank}.part`;
+}
+
+export function writeTracePart(trace: string, rank: number, entries: CallEntry[], dropped: number): void {
+  mkdirSync(dirname(trace), { recursive: true });
+  writeFileSync(tracePartPath(trace, rank), JSON.stringify({ rank, dropped, entries }));
+}
+
+/** Merges the ranks' parts into one Chrome trace at `trace`, removes the parts, and returns the trace. */
+export function mergeTraceParts(trace: string, worldSize: number): ChromeTrace {
+  const entries: CallEntry[] = [];
+  let dropped = 0;
+  for (let rank = 0; rank < worldSize; rank++) {
+    const part = tracePartPath(trace, rank);
+    // A rank that died before closing wrote no part: the trace still has the others.
+    if (!existsSync(part)) continue;
+    const parsed = JSON.parse(readFileSync(part, 'utf8')) as { dropped: number; entries: CallEntry[] };
+    entries.push(...parsed.entries);
+    dropped += parsed.dropped;
+    rmSync(part, { force: true });
+  }
+  const chrome = toChromeTrace(entries, worldSize, dropped);
+  mkdirSync(dirname(trace), { recursive: true });
+  writeFileSync(trace, JSON.stringify(chrome));
+  return chrome;
+}
+
+export function toChromeTrace(entries: readonly CallEntry[], worldSize: number, dropped = 0): ChromeTrace {
+  const tracks: ChromeTraceEvent[] = Array.from({ length: worldSize }, (_, rank) => ({
+    name: 'thread_name',
+    ph: 'M',
+    pid: 0,
+    tid: rank,
+    args: { name: `rank ${rank}` },
+  }));
+  const calls: ChromeTraceEvent[] = entries.map((e) => ({
+    name: e.op,
+    cat: e.group,
+    ph: 'X',
+    ts: e.startUs,
+    dur: Math.max(0, (e.endUs || e.startUs) - e.startUs),
+    pid: 0,
+    tid: e.rank,
+    args: {
+      call: e.call,
+      seq: e.seq,
+      group: e.group,
+      bytes: e.bytes,
+      peers: e.peers,
+      status: e.status,
+      ...(e.error ? { error: e.error } : {}),
+      ...(e.site ? { site: e.site } : {}),
+    },
+  }));
+  return {
+    traceEvents: [...tracks, ...calls],
+    displayTimeUnit: 'ms',
+    otherData: { tool: 'tensorcomm', worldSize, droppedEvents: dropped, summary: summarizeCalls(entries) },
+  };
+}
+
+/** Per op over all ranks: how many calls, their bytes and time, and the bus bandwidth they achieved. */
+export function summarizeCalls(entries: readonly CallEntry[]): TraceSummaryRow[] {
+  const rows = new Map<string, TraceSummaryRow & { busBytes: number }>();
+  for (const e of entries) {
+    if (e.status !== 'ok') continue;
+    const row = rows.get(e.op) ?? { op: e.op, count: 0, bytes: 0, totalUs: 0, busbw: 0, busBytes: 0 };
+    row.count++;
+    row.bytes += e.bytes;
+    row.totalUs += e.endUs - e.startUs;
+    row.busBytes += e.bytes * busFactor(e.op, e.groupSize);
+    rows.set(e.op, row);
+  }
+  return [...rows.values()]
+    .map(({ busBytes, ...row }) => ({ ...row, busbw: row.totalUs > 0 ? busBytes / row.totalUs / 1e3 : 0 }))
+    .sort((a, b) => b.totalUs - a.totalUs);
+}
