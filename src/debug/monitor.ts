@@ -9,7 +9,7 @@
 import { type CallEntry, type CallRecord, nowUs, opCode } from './call-record.ts';
 import { captureSite, formatSite } from './call-site.ts';
 import { FlightRecorder, toEntry } from './flight-recorder.ts';
-import { describeRanks, type HangFocus } from './hang-report.ts';
+import { describeRanks, type HangFocus, writeHangReport } from './hang-report.ts';
 import type { ResolvedDebugOptions } from './options.ts';
 import { type RankSnapshot, RankState, type SnapshotCall, type StatusBoard } from './status-board.ts';
 import { writeTracePart } from './trace.ts';
@@ -150,6 +150,12 @@ export class RankMonitor {
   describeRanks(focus?: HangFocus): string {
     this.publish();
     return describeRanks(this.board, focus);
+  }
+
+  /** Writes a timeout's report to DebugOptions.hangReportDir, if set; returns the file's path. */
+  saveHangReport(report: string): string | undefined {
+    const dir = this.options.hangReportDir;
+    return dir === undefined ? undefined : writeHangReport(dir, this.rank, report);
   }
 
   flightRecorder(): CallEntry[] {

@@ -25,9 +25,18 @@ export interface DebugOptions {
    * Env: TENSORCOMM_TRACE=<path or dir>.
    */
   trace?: string;
+  /**
+   * Also write every timeout's hang report to a file in this directory (the
+   * error carries its path): what process ranks want, as their errors may be
+   * lost with the process. Env: TENSORCOMM_HANG_REPORT_DIR=<dir>.
+   */
+  hangReportDir?: string;
 }
 
-export type ResolvedDebugOptions = Required<Omit<DebugOptions, 'trace'>> & { trace: string | undefined };
+export type ResolvedDebugOptions = Required<Omit<DebugOptions, 'trace' | 'hangReportDir'>> & {
+  trace: string | undefined;
+  hangReportDir: string | undefined;
+};
 
 /** For a launcher: the options every rank of the job gets, the trace directory turned into the job's file. */
 export function resolveJobDebug(given: DebugOptions | undefined, where: string): ResolvedDebugOptions {
@@ -37,6 +46,14 @@ export function resolveJobDebug(given: DebugOptions | undefined, where: string):
 
 export const DEFAULT_FLIGHT_RECORDER_SIZE = 64;
 const MAX_FLIGHT_RECORDER_SIZE = 1 << 20;
+
+function path(value: unknown, name: string, where: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value === '') {
+    throw new RangeError(`${where}: ${name} must be a file or directory path, got ${String(value)}`);
+  }
+  return value;
+}
 
 function flag(value: unknown, name: string, where: string): boolean | undefined {
   if (value === undefined || typeof value === 'boolean') return value;
@@ -64,15 +81,17 @@ export function resolveDebugOptions(
   env: NodeJS.ProcessEnv = process.env,
   where = 'debug options',
 ): ResolvedDebugOptions {
-  const known = new Set(['checks', 'callSites', 'flightRecorderSize', 'trace']);
+  const known = new Set(['checks', 'callSites', 'flightRecorderSize', 'trace', 'hangReportDir']);
   for (const key of Object.keys(given ?? {})) {
     if (!known.has(key))
       throw new RangeError(`${where}: unknown option "${key}" (known: ${[...known].join(', ')})`);
   }
-  const trace = given?.trace ?? (env.TENSORCOMM_TRACE || undefined);
-  if (trace !== undefined && (typeof trace !== 'string' || trace === '')) {
-    throw new RangeError(`${where}: trace must be a file or directory path, got ${String(trace)}`);
-  }
+  const trace = path(given?.trace ?? (env.TENSORCOMM_TRACE || undefined), 'trace', where);
+  const hangReportDir = path(
+    given?.hangReportDir ?? (env.TENSORCOMM_HANG_REPORT_DIR || undefined),
+    'hangReportDir',
+    where,
+  );
   return {
     checks:
       flag(given?.checks, 'checks', where) ?? flag(env.TENSORCOMM_CHECKS, 'TENSORCOMM_CHECKS', where) ?? true,
@@ -85,5 +104,6 @@ export function resolveDebugOptions(
       entries(env.TENSORCOMM_FLIGHT_RECORDER, 'TENSORCOMM_FLIGHT_RECORDER', where) ??
       DEFAULT_FLIGHT_RECORDER_SIZE,
     trace,
+    hangReportDir,
   };
 }

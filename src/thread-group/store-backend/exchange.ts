@@ -248,13 +248,14 @@ export class Exchange {
     const { monitor, focus } = debug;
     const recent = monitor.flightRecorder().slice(-RECORDER_LINES_IN_REPORT);
     const waited = formatDuration(this.#call.timeoutMs * 1000);
-    return (
-      `\nhang report (rank ${monitor.rank}, after waiting ${waited}):\n${monitor.describeRanks(focus)}` +
+    const report =
+      `hang report (rank ${monitor.rank}, after waiting ${waited}):\n${monitor.describeRanks(focus)}` +
       `\nflight recorder of rank ${monitor.rank} (last ${recent.length} of ${monitor.recorder.recorded} calls):\n` +
       formatEntries(recent)
         .map((line) => `  ${line}`)
-        .join('\n')
-    );
+        .join('\n');
+    const file = monitor.saveHangReport(report);
+    return `\n${report}${file ? `\n(hang report written to ${file})` : ''}`;
   }
 }
 
