@@ -12,6 +12,7 @@ import { runAnchors } from './anchors.ts';
 import { isMainModule, type Log, parseBenchArgs, writeJson } from './cli.ts';
 import { runCollectivesBench } from './collectives.ts';
 import { evaluateGoals, printComparison, printGoals } from './compare.ts';
+import { runCompressionBench } from './compression.ts';
 import { main as runKernels } from './kernels.ts';
 
 export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
@@ -41,12 +42,13 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
   const kernels = await timed('kernels', () => runKernels(args.quick ? ['--quick'] : [], log));
   const collectives = await timed('collectives', () => runCollectivesBench({ quick: args.quick, log }));
   const anchors = await timed('anchors', () => runAnchors({ quick: args.quick, log }));
+  const compression = await timed('compression', () => runCompressionBench({ quick: args.quick, log }));
   printComparison(collectives, anchors, log);
   const goals = evaluateGoals(collectives, anchors);
   printGoals(goals, log);
   seconds.total = (performance.now() - started) / 1000;
   log(`# bench took ${seconds.total.toFixed(1)} s`);
-  const report = { quick: args.quick, machine, seconds, kernels, collectives, anchors, goals };
+  const report = { quick: args.quick, machine, seconds, kernels, collectives, anchors, goals, compression };
   if (args.json !== undefined) await writeJson(args.json, report, log);
   return report;
 }
