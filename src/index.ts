@@ -20,7 +20,10 @@ export {
 } from './memory-store/memory-tensor-store.ts';
 export { Collective, type CollectiveHost } from './p2p/collective.ts';
 export { type BroadcastOptions, CollectiveGroup } from './p2p/collective-group.ts';
+export { type BufferPoolStats, type PooledBuffer, TensorBufferPool } from './p2p/compression/buffer-pool.ts';
+export type { CompressionStats } from './p2p/compression/tensor-compressor.ts';
 export { P2PHeaderError, P2PProtocolError } from './p2p/errors.ts';
+export { NetEmulator, type NetReport, type NetTransfer } from './p2p/netem/net-emulator.ts';
 export type { TransferOptions } from './p2p/outbox.ts';
 export {
   type FutureWaitOptions,
@@ -29,6 +32,21 @@ export {
 } from './promise-future/tensor-future.ts';
 export { createTensorPromise, TensorPromise } from './promise-future/tensor-promise.ts';
 export { AbortWord } from './runtime/abort-word.ts';
+export type {
+  ClusterConfig,
+  CollectiveConfig,
+  CompressionCodec,
+  Lz4CompressionConfig,
+  NetEmulationConfig,
+  NetEmulationGroup,
+  NetEmulationLatency,
+  NetEmulationMode,
+  TensorBufferPoolConfig,
+  TensorCompressionConfig,
+  ZstdCompressionConfig,
+} from './runtime/config/cluster-config.ts';
+export { checkClusterConfig, loadClusterConfig } from './runtime/config/load.ts';
+export { ClusterConfigError } from './runtime/config/validate.ts';
 export {
   CollectiveMismatchError,
   CommTimeoutError,

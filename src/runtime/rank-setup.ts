@@ -8,6 +8,7 @@
 
 import type { Device } from '../tensor/dtype.ts';
 import type { AbortWord } from './abort-word.ts';
+import type { ClusterConfig } from './config/cluster-config.ts';
 
 export interface RankIdentity {
   rank: number;
@@ -23,6 +24,8 @@ export interface JobOptions {
   worldSize: number;
   /** Default timeout of every collective and store wait, in milliseconds. */
   collectiveTimeoutMs: number;
+  /** The job's validated cluster config, if any (ctx.config). */
+  config?: ClusterConfig;
 }
 
 /** What a rank context must offer the launcher at the end of the rank's life. */

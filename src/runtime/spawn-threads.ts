@@ -9,6 +9,8 @@
 import { Worker } from 'node:worker_threads';
 import { type Device, parseDevice } from '../tensor/dtype.ts';
 import { AbortWord, NO_RANK } from './abort-word.ts';
+import type { ClusterConfig } from './config/cluster-config.ts';
+import { checkClusterConfig } from './config/load.ts';
 import { JobFailedError } from './errors.ts';
 import { needsTypeScriptLoader, resolveEntry, typeScriptBootstrap } from './module-url.ts';
 import { type JobOptions, type RankIdentity, type RankSetupModule, rankSetupUrl } from './rank-setup.ts';
@@ -17,6 +19,8 @@ export interface SpawnThreadsOptions {
   worldSize: number;
   /** Passed, structured-cloned, as the second argument of every rank's main. */
   args?: unknown;
+  /** Compression, buffer pool, network emulation (loadClusterConfig); validated here, then `ctx.config` on every rank. */
+  config?: ClusterConfig;
   /** Worker names for p2p (default `rank-${i}`). */
   names?: string[];
   devices?: Device[];
@@ -96,6 +100,7 @@ export async function spawnThreads<R = unknown>(
   const job: JobOptions = {
     worldSize,
     collectiveTimeoutMs: options.collectiveTimeoutMs ?? options.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS,
+    config: options.config === undefined ? undefined : checkClusterConfig(options.config),
   };
   const shared = setup.createJobShared(job);
   const abort = new AbortWord();

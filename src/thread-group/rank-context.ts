@@ -6,6 +6,7 @@
 import { availableParallelism } from 'node:os';
 import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memory-tensor-store.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
+import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { setCurrentRank } from '../runtime/current-rank.ts';
 import { type JobOptions, type RankIdentity, registerRankSetup } from '../runtime/rank-setup.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
@@ -18,6 +19,8 @@ export interface RankContext extends RankIdentity {
   /** All ranks. */
   world: ThreadGroup;
   manager: ThreadGroupManager;
+  /** The job's validated cluster config (spawnThreads' `config`), if it has one. */
+  config?: ClusterConfig;
   store: MemoryTensorStore;
   /** A new group of these global ranks (torch's new_group); non-members get a group whose calls reject. */
   newGroup(ranks: number[], options?: { timeoutMs?: number; name?: string }): Promise<ThreadGroup>;
@@ -128,6 +131,7 @@ export async function createRankContext(
     world,
     manager,
     store,
+    config: options.config,
     async newGroup(ranks, groupOptions = {}) {
       const members = checkMembers(ranks, worldSize, 'newGroup');
       const name = groupOptions.name ?? `group[${members.join(',')}]`;
