@@ -26,9 +26,13 @@ describe('hang report', () => {
       const o = outcomes[rank] as Failed;
       expect(o.name).toBe('CommTimeoutError');
       const m = o.message;
-      expect(m).toMatch(/allReduce\(float32\[4\], sum\) call #1 on group "world": rank \d timed out after 800 ms/);
+      expect(m).toMatch(
+        /allReduce\(float32\[4\], sum\) call #1 on group "world": rank \d timed out after 800 ms/,
+      );
       expect(m).toContain('ranks that have not arrived at call #1 on group "world": 2');
-      expect(m).toMatch(/rank 2: running its own code \(in no call\); last completed barrier #0 on group "world"/);
+      expect(m).toMatch(
+        /rank 2: running its own code \(in no call\); last completed barrier #0 on group "world"/,
+      );
       // The waiting ranks say what they wait in, for whom, and from where they called it.
       expect(m).toMatch(
         /rank 0: 1 call\(s\) pending[^\n]*\n\s+allReduce\(float32\[4\], sum\) #1 on group "world" for [^\n]*waiting for group rank 2 \(global rank 2\) \(called at .*debug-rank\.ts:\d+/,
@@ -78,7 +82,12 @@ describe('flight recorder', () => {
         ['broadcast', 3, 'ok'],
         ['barrier', 4, 'ok'],
       ]);
-      expect(entries[0]).toMatchObject({ rank, group: 'world', call: 'allReduce(float32[4], sum)', bytes: 16 });
+      expect(entries[0]).toMatchObject({
+        rank,
+        group: 'world',
+        call: 'allReduce(float32[4], sum)',
+        bytes: 16,
+      });
       expect(entries[1].endUs).toBeGreaterThanOrEqual(entries[1].startUs);
       expect(entries[1].site).toMatch(/debug-rank\.ts:\d+/);
       expect(text.split('\n')).toHaveLength(3);

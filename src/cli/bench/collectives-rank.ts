@@ -4,7 +4,7 @@
  * Timing is taken on rank 0, batch by batch, each batch starting right after
  * a barrier so all ranks enter it together.
  */
-import { type RankContext, Tensor, type ThreadGroup } from '../src/index.ts';
+import { type RankContext, Tensor, type ThreadGroup } from '../../index.ts';
 
 export const COLLECTIVE_OPS = [
   'allReduce',
