@@ -1,6 +1,21 @@
 /** tensorcomm: distributed tensor communication for Node.js. Everything public is exported here. */
 import './thread-group/rank-context.ts';
 
+export {
+  describeRanks,
+  dumpFlightRecorder,
+  formatFlightRecorder,
+  writeHangReport,
+} from './debug/api.ts';
+export type { CallEntry, CallStatus } from './debug/call-record.ts';
+export { type DebugOptions, resolveDebugOptions } from './debug/options.ts';
+export {
+  type ChromeTrace,
+  type ChromeTraceEvent,
+  mergeTraceParts,
+  summarizeCalls,
+  type TraceSummaryRow,
+} from './debug/trace.ts';
 export { DeviceMesh, type DeviceMeshOptions } from './dtensor/device-mesh.ts';
 export { DTensor, distributeTensor, type FromLocalOptions } from './dtensor/dtensor.ts';
 export {
@@ -13,6 +28,16 @@ export {
   type ShardPlacement,
 } from './dtensor/placement.ts';
 export { gatherTensor, type StoreTransferOptions, scatterTensor } from './dtensor/scatter-gather.ts';
+export {
+  abortJob,
+  cleanupStaleJobDirectories,
+  createJobDirectory,
+  defaultStoreRoot,
+  FileStoreCorruptError,
+  type FileStoreOptions,
+  FileTensorStore,
+  removeJobDirectory,
+} from './file-store/index.ts';
 export {
   type MemoryStoreOptions,
   type MemoryStoreShared,
@@ -53,6 +78,7 @@ export {
   JobFailedError,
   RankFailedError,
 } from './runtime/errors.ts';
+export { type LaunchOptions, launchProcesses, type OutputSink } from './runtime/launch-processes.ts';
 export { generateRendezvousSecret, rendezvousSecretFromEnv } from './runtime/rendezvous-auth.ts';
 export {
   RendezvousClient,
@@ -81,6 +107,7 @@ export { reduceArrays } from './tensor/reduce-kernels.ts';
 export { REDUCE_OPS, type ReduceOp } from './tensor/reduce-ops.ts';
 export { Tensor } from './tensor/tensor.ts';
 export type { ArrivalPattern, Backend, CallInfo } from './thread-group/backend.ts';
+export { type InitProcessOptions, initProcess } from './thread-group/process-context.ts';
 export type { RankContext } from './thread-group/rank-context.ts';
 export { type ContextExtension, extendRankContext } from './thread-group/rank-context.ts';
 export { StoreBackend } from './thread-group/store-backend/store-backend.ts';

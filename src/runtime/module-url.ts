@@ -26,10 +26,18 @@ export function needsTypeScriptLoader(...urls: string[]): boolean {
   return urls.some((u) => /\.[cm]?tsx?$/.test(new URL(u).pathname));
 }
 
+function tsxRoot(): string {
+  return dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
+}
+
+/** The `--import` loader a child process needs when any of these modules is TypeScript, else undefined. */
+export function typeScriptLoaderUrl(...urls: string[]): string | undefined {
+  return needsTypeScriptLoader(...urls) ? pathToFileURL(join(tsxRoot(), 'dist/loader.mjs')).href : undefined;
+}
+
 /** Code for an eval worker that registers tsx and then imports `bootstrapUrl`. */
 export function typeScriptBootstrap(bootstrapUrl: string): string {
-  const tsxRoot = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
-  const tsxApi = pathToFileURL(join(tsxRoot, 'dist/esm/api/index.mjs')).href;
+  const tsxApi = pathToFileURL(join(tsxRoot(), 'dist/esm/api/index.mjs')).href;
   return `(async () => {
     const { register } = await import(${JSON.stringify(tsxApi)});
     register();

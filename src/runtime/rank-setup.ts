@@ -6,6 +6,7 @@
  * never imports upward.
  */
 
+import type { ResolvedDebugOptions } from '../debug/options.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { AbortWord } from './abort-word.ts';
 import type { ClusterConfig } from './config/cluster-config.ts';
@@ -24,6 +25,8 @@ export interface JobOptions {
   worldSize: number;
   /** Default timeout of every collective and store wait, in milliseconds. */
   collectiveTimeoutMs: number;
+  /** Checks, flight recorder and trace (resolved by the launcher so every rank agrees); see DebugOptions. */
+  debug?: ResolvedDebugOptions;
   /** The job's validated cluster config, if any (ctx.config). */
   config?: ClusterConfig;
 }
@@ -47,14 +50,38 @@ export interface RankSetupModule {
   ): Promise<ClosableContext> | ClosableContext;
 }
 
-let registered: string | undefined;
+/** The same seam for ranks that are processes: the job's shared directory and the rank's context. */
+export interface ProcessSetupModule {
+  /** Launcher: creates the directory the ranks of a job share; returns its path. */
+  createProcessJob(jobId: string): string;
+  /** Launcher, when a rank fails: every rank's pending and later waits fail with this message. */
+  abortProcessJob(storeDir: string, message: string, failedRank: number | undefined): void;
+  /** Launcher, once every rank has exited: removes what the job left in its directory. */
+  removeProcessJob(storeDir: string): void;
+  /** Rank process: builds (once) and returns this process's context from its environment. */
+  initProcess(): Promise<ClosableContext>;
+}
+
+const registered: { threads?: string; processes?: string } = {};
 
 export function registerRankSetup(moduleUrl: string): void {
-  registered = moduleUrl;
+  registered.threads = moduleUrl;
+}
+
+export function registerProcessSetup(moduleUrl: string): void {
+  registered.processes = moduleUrl;
+}
+
+function registeredUrl(kind: 'threads' | 'processes'): string {
+  const url = registered[kind];
+  if (!url) throw new Error('tensorcomm: no rank setup registered; import tensorcomm from its package root');
+  return url;
 }
 
 export function rankSetupUrl(): string {
-  if (!registered)
-    throw new Error('tensorcomm: no rank setup registered; import tensorcomm from its package root');
-  return registered;
+  return registeredUrl('threads');
+}
+
+export function processSetupUrl(): string {
+  return registeredUrl('processes');
 }

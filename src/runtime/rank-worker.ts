@@ -5,6 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { AbortWord } from './abort-word.ts';
+import { errorReport } from './rank-report.ts';
 import type { ClosableContext, RankSetupModule } from './rank-setup.ts';
 import type { RankWorkerData, RankWorkerReport } from './spawn-threads.ts';
 
@@ -38,7 +39,4 @@ async function run(): Promise<void> {
   }
 }
 
-run().catch((error: unknown) => {
-  const err = error instanceof Error ? error : new Error(String(error));
-  report({ kind: 'error', error: { name: err.name, message: err.message, stack: err.stack ?? '' } });
-});
+run().catch((error: unknown) => report(errorReport(error)));

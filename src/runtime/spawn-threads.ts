@@ -7,29 +7,25 @@
  * idle handling would only stand between us and those lifecycle events.
  */
 import { Worker } from 'node:worker_threads';
-import { type Device, parseDevice } from '../tensor/dtype.ts';
+import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
+import { mergeTraceParts } from '../debug/trace.ts';
 import { AbortWord, NO_RANK } from './abort-word.ts';
 import type { ClusterConfig } from './config/cluster-config.ts';
 import { checkClusterConfig } from './config/load.ts';
 import { JobFailedError } from './errors.ts';
+import { checkJobOptions, describeFailures, type JobShapeOptions } from './job-options.ts';
 import { needsTypeScriptLoader, resolveEntry, typeScriptBootstrap } from './module-url.ts';
+import { type RankReport, reviveError } from './rank-report.ts';
 import { type JobOptions, type RankIdentity, type RankSetupModule, rankSetupUrl } from './rank-setup.ts';
 
-export interface SpawnThreadsOptions {
+export interface SpawnThreadsOptions extends JobShapeOptions {
   worldSize: number;
   /** Passed, structured-cloned, as the second argument of every rank's main. */
   args?: unknown;
   /** Compression, buffer pool, network emulation (loadClusterConfig); validated here, then `ctx.config` on every rank. */
   config?: ClusterConfig;
-  /** Worker names for p2p (default `rank-${i}`). */
-  names?: string[];
-  devices?: Device[];
-  /** Whole-job timeout: past it every rank is aborted and the promise rejects. */
-  timeoutMs?: number;
-  /** Default timeout of each collective / store wait inside the job. */
-  collectiveTimeoutMs?: number;
-  /** How long ranks get to unwind after an abort before their threads are terminated. */
-  graceMs?: number;
+  /** Fingerprint checks, call sites, flight recorder, trace file (env TENSORCOMM_*; see README, Debugging). */
+  debug?: DebugOptions;
 }
 
 export interface RankWorkerData {
@@ -42,65 +38,27 @@ export interface RankWorkerData {
   job: JobOptions;
 }
 
-export type RankWorkerReport =
-  | { kind: 'result'; value: unknown }
-  | { kind: 'error'; error: { name: string; message: string; stack: string } };
-
-const DEFAULT_COLLECTIVE_TIMEOUT_MS = 300_000;
-const DEFAULT_GRACE_MS = 2_000;
-const MAX_WORLD_SIZE = 4096;
-
-function checkOptions(
-  options: SpawnThreadsOptions,
-): Required<Pick<SpawnThreadsOptions, 'names' | 'devices'>> {
-  const { worldSize } = options;
-  if (!Number.isSafeInteger(worldSize) || worldSize < 1 || worldSize > MAX_WORLD_SIZE) {
-    throw new RangeError(
-      `spawnThreads: worldSize must be an integer in 1..${MAX_WORLD_SIZE}, got ${worldSize}`,
-    );
-  }
-  const names = options.names ?? Array.from({ length: worldSize }, (_, i) => `rank-${i}`);
-  if (names.length !== worldSize) {
-    throw new RangeError(`spawnThreads: names has ${names.length} entries for worldSize ${worldSize}`);
-  }
-  const duplicate = names.find((n, i) => names.indexOf(n) !== i);
-  if (duplicate !== undefined)
-    throw new RangeError(`spawnThreads: worker name ${JSON.stringify(duplicate)} is used twice`);
-  const devices = (options.devices ?? Array.from({ length: worldSize }, () => 'cpu' as const)).map((d) =>
-    parseDevice(d, 'spawnThreads'),
-  );
-  if (devices.length !== worldSize) {
-    throw new RangeError(`spawnThreads: devices has ${devices.length} entries for worldSize ${worldSize}`);
-  }
-  for (const key of ['timeoutMs', 'collectiveTimeoutMs', 'graceMs'] as const) {
-    const value = options[key];
-    if (value !== undefined && !(value > 0))
-      throw new RangeError(`spawnThreads: ${key} must be positive, got ${value}`);
-  }
-  return { names, devices };
-}
-
-function reviveError(report: { name: string; message: string; stack: string }): Error {
-  const error = new Error(report.message);
-  error.name = report.name;
-  error.stack = report.stack;
-  return error;
-}
+export type RankWorkerReport = RankReport;
 
 /** Resolves to the ranks' return values in rank order, or rejects naming every failed rank. */
 export async function spawnThreads<R = unknown>(
   entry: string | URL,
   options: SpawnThreadsOptions,
 ): Promise<R[]> {
-  const { names, devices } = checkOptions(options);
   const { worldSize } = options;
+  const { names, devices, collectiveTimeoutMs, graceMs } = checkJobOptions(
+    worldSize,
+    options,
+    'spawnThreads',
+  );
   const entryUrl = resolveEntry(entry, 'spawnThreads').href;
   const setupUrl = rankSetupUrl();
   const setup = (await import(setupUrl)) as RankSetupModule;
   const job: JobOptions = {
     worldSize,
-    collectiveTimeoutMs: options.collectiveTimeoutMs ?? options.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS,
+    collectiveTimeoutMs,
     config: options.config === undefined ? undefined : checkClusterConfig(options.config),
+    debug: resolveJobDebug(options.debug, 'spawnThreads'),
   };
   const shared = setup.createJobShared(job);
   const abort = new AbortWord();
@@ -134,7 +92,7 @@ export async function spawnThreads<R = unknown>(
     failures.push({ rank, error });
     if (abort.abort(rank, `rank ${rank} (${names[rank]}) failed: ${error.name}: ${error.message}`)) {
       setup.wakeJob(shared);
-      graceTimer ??= setTimeout(terminateAll, options.graceMs ?? DEFAULT_GRACE_MS);
+      graceTimer ??= setTimeout(terminateAll, graceMs);
     }
   }
 
@@ -153,7 +111,7 @@ export async function spawnThreads<R = unknown>(
             settled[r] = true;
           });
           if (abort.abort(NO_RANK, message)) setup.wakeJob(shared);
-          graceTimer ??= setTimeout(terminateAll, options.graceMs ?? DEFAULT_GRACE_MS);
+          graceTimer ??= setTimeout(terminateAll, graceMs);
         }, options.timeoutMs);
 
   await Promise.all(
@@ -189,6 +147,8 @@ export async function spawnThreads<R = unknown>(
   );
   clearTimeout(jobTimer);
   clearTimeout(graceTimer);
+  // Ranks wrote their calls as parts when they closed; one file with a track per rank is what tools open.
+  if (job.debug?.trace) mergeTraceParts(job.debug.trace, worldSize);
   if (failures.length > 0) throw jobFailure(failures, names);
   return results as R[];
 }
@@ -197,12 +157,5 @@ function jobFailure(
   failures: Array<{ rank: number; error: Error }>,
   names: readonly string[],
 ): JobFailedError {
-  // The first failure is the root cause; the others are usually its echoes.
-  const lines = failures.map(
-    ({ rank, error }) => `  rank ${rank} (${names[rank]}): ${error.name}: ${error.message}`,
-  );
-  return new JobFailedError(
-    `${failures.length} rank(s) failed: ${failures.map((f) => f.rank).join(', ')}\n${lines.join('\n')}`,
-    failures,
-  );
+  return new JobFailedError(describeFailures(failures, names), failures);
 }

@@ -4,11 +4,15 @@
  * module is what runtime/spawnThreads imports in every rank thread.
  */
 import { availableParallelism } from 'node:os';
+import { RankMonitor, rankMonitor, setRankMonitor } from '../debug/monitor.ts';
+import { resolveDebugOptions } from '../debug/options.ts';
+import { ThreadStatusBoard, type ThreadStatusShared } from '../debug/status-board.ts';
 import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memory-tensor-store.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { setCurrentRank } from '../runtime/current-rank.ts';
 import { type JobOptions, type RankIdentity, registerRankSetup } from '../runtime/rank-setup.ts';
+import type { TensorStore } from '../runtime/tensor-store.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
 import { checkMembers, groupKeyPrefix } from './group-id.ts';
 import { StoreBackend } from './store-backend/store-backend.ts';
@@ -21,7 +25,8 @@ export interface RankContext extends RankIdentity {
   manager: ThreadGroupManager;
   /** The job's validated cluster config (spawnThreads' `config`), if it has one. */
   config?: ClusterConfig;
-  store: MemoryTensorStore;
+  /** MemoryTensorStore for thread ranks, FileTensorStore for process ranks. */
+  store: TensorStore;
   /** A new group of these global ranks (torch's new_group); non-members get a group whose calls reject. */
   newGroup(ranks: number[], options?: { timeoutMs?: number; name?: string }): Promise<ThreadGroup>;
   close(): Promise<void>;
@@ -29,10 +34,15 @@ export interface RankContext extends RankIdentity {
 
 interface JobShared {
   store: MemoryStoreShared;
+  /** Every rank's status row, for hang reports and fast failure when a peer left. */
+  status: ThreadStatusShared;
 }
 
-export function createJobShared(_options: JobOptions): JobShared {
-  return { store: MemoryTensorStore.createShared() };
+export function createJobShared(options: JobOptions): JobShared {
+  return {
+    store: MemoryTensorStore.createShared(),
+    status: ThreadStatusBoard.createShared(options.worldSize),
+  };
 }
 
 export function wakeJob(shared: JobShared): void {
@@ -95,9 +105,25 @@ export async function createRankContext(
   abort: AbortWord,
   options: JobOptions,
 ): Promise<RankContext> {
+  setSpinBudget(identity.worldSize / availableParallelism());
+  const store = new MemoryTensorStore(shared.store, {
+    rank: identity.rank,
+    abort,
+    timeoutMs: options.collectiveTimeoutMs,
+  });
+  const board = new ThreadStatusBoard(shared.status);
+  setRankMonitor(new RankMonitor(identity.rank, board, options.debug ?? resolveDebugOptions(undefined)));
+  return buildRankContext(identity, store, options);
+}
+
+/** A rank's context over any TensorStore: thread ranks and process ranks both build theirs here. */
+export async function buildRankContext(
+  identity: RankIdentity,
+  store: TensorStore,
+  options: JobOptions,
+  onClose?: () => void | Promise<void>,
+): Promise<RankContext> {
   const { rank, worldSize } = identity;
-  setSpinBudget(worldSize / availableParallelism());
-  const store = new MemoryTensorStore(shared.store, { rank, abort, timeoutMs: options.collectiveTimeoutMs });
   const created = new Map<string, number>();
 
   function makeGroup(kind: string, members: readonly number[], name: string, timeoutMs: number): ThreadGroup {
@@ -140,11 +166,15 @@ export async function createRankContext(
     async close() {
       // Services built on the groups close first, newest first.
       for (const close of built.reverse()) await close();
+      // Peers still waiting for this rank fail now, naming it, instead of at their timeout.
+      rankMonitor()?.close();
+      setRankMonitor(undefined);
       setCurrentRank(undefined);
       current = undefined;
       manager.destroyAll();
       world.destroy();
       store.close();
+      await onClose?.();
     },
   } as RankContext;
   closers.set(ctx, built);

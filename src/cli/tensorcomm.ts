@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+/**
+ * The `tensorcomm` command: one subcommand per file in this folder, each a
+ * function from its arguments to an exit code, so tests can call them directly.
+ */
+import { benchCommand } from './bench.ts';
+import { runCommand } from './run-command.ts';
+import { traceCommand } from './trace.ts';
+
+type Subcommand = (argv: string[]) => Promise<number>;
+
+const SUBCOMMANDS: Record<string, { run: Subcommand; summary: string }> = {
+  run: { run: runCommand, summary: 'run a script as N processes (torchrun-style environment)' },
+  bench: { run: benchCommand, summary: 'collective benchmark table (nccl-tests layout), JSON and SVG' },
+  trace: { run: traceCommand, summary: 'per-op summary of a trace file (TENSORCOMM_TRACE)' },
+};
+
+function usage(): string {
+  const lines = Object.entries(SUBCOMMANDS).map(([name, { summary }]) => `  ${name.padEnd(8)} ${summary}`);
+  return `usage: tensorcomm <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n'tensorcomm <command> --help' describes a command.`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h') {
+    console.log(usage());
+    return name === undefined ? 2 : 0;
+  }
+  const command = SUBCOMMANDS[name];
+  if (!command) {
+    console.error(`tensorcomm: unknown command "${name}"\n\n${usage()}`);
+    return 2;
+  }
+  return command.run(rest);
+}
+
+process.exitCode = await main(process.argv.slice(2));

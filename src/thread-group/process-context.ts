@@ -1,0 +1,145 @@
+/**
+ * RankContext for ranks that are processes of one machine: the same groups and
+ * collectives as thread ranks, over a FileTensorStore in the job's directory.
+ * Ranks find the job through the rendezvous store, served by the launcher
+ * (`tensorcomm run`, launchProcesses) or, when the processes were started some
+ * other way with torchrun's environment, by rank 0.
+ */
+import {
+  abortJob,
+  cleanupStaleJobDirectories,
+  createJobDirectory,
+  FileTensorStore,
+  removeJobDirectory,
+} from '../file-store/index.ts';
+import { checkClusterConfig } from '../runtime/config/load.ts';
+import { DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../runtime/job-options.ts';
+import { JOB_KEY, type ProcessEnv, type ProcessJobInfo, readProcessEnv } from '../runtime/process-env.ts';
+import { registerProcessSetup } from '../runtime/rank-setup.ts';
+import { RendezvousClient } from '../runtime/rendezvous-client.ts';
+import { RendezvousServer } from '../runtime/rendezvous-server.ts';
+import { parseDevice } from '../tensor/dtype.ts';
+import { buildRankContext, type RankContext } from './rank-context.ts';
+
+export function createProcessJob(jobId: string): string {
+  cleanupStaleJobDirectories();
+  return createJobDirectory({ jobId });
+}
+
+export function abortProcessJob(storeDir: string, message: string, failedRank: number | undefined): void {
+  abortJob(storeDir, { message, failedRank });
+}
+
+export function removeProcessJob(storeDir: string): void {
+  removeJobDirectory(storeDir);
+}
+
+export interface InitProcessOptions {
+  /** How long to wait for the rendezvous and the other ranks (default: the job's collective timeout). */
+  timeoutMs?: number;
+}
+
+function checkJob(job: ProcessJobInfo, env: ProcessEnv): ProcessJobInfo {
+  const fine =
+    typeof job.storeDir === 'string' &&
+    Array.isArray(job.names) &&
+    job.names.length === env.worldSize &&
+    Array.isArray(job.devices) &&
+    job.devices.length === env.worldSize &&
+    job.collectiveTimeoutMs > 0;
+  if (!fine) {
+    throw new Error(
+      `initProcess: the job description from the rendezvous at ${env.masterAddr}:${env.masterPort} does not fit WORLD_SIZE=${env.worldSize}; was it started by another job?`,
+    );
+  }
+  return { ...job, devices: job.devices.map((d) => parseDevice(d, 'initProcess')) };
+}
+
+/** Without a launcher, rank 0 serves the rendezvous and creates the job directory. */
+async function hostJob(env: ProcessEnv, collectiveTimeoutMs: number): Promise<RendezvousServer> {
+  const server = await RendezvousServer.start({ host: env.masterAddr, port: env.masterPort });
+  const jobId = `${process.pid}`;
+  const job: ProcessJobInfo = {
+    jobId,
+    storeDir: createProcessJob(jobId),
+    names: Array.from({ length: env.worldSize }, (_, r) => `rank-${r}`),
+    devices: Array.from({ length: env.worldSize }, () => 'cpu' as const),
+    collectiveTimeoutMs,
+  };
+  const client = await RendezvousClient.connect({ host: server.host, port: server.port, rank: 0 });
+  try {
+    await client.set(JOB_KEY, JSON.stringify(job));
+  } finally {
+    client.close();
+  }
+  return server;
+}
+
+async function connect(options: InitProcessOptions): Promise<RankContext> {
+  const env = readProcessEnv();
+  const timeoutMs = options.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS;
+  const server = !env.launched && env.rank === 0 ? await hostJob(env, timeoutMs) : undefined;
+  const client = await RendezvousClient.connect({
+    host: env.masterAddr,
+    port: env.masterPort,
+    timeoutMs,
+    rank: env.rank,
+  });
+  const job = checkJob(
+    JSON.parse(new TextDecoder().decode(await client.get(JOB_KEY))) as ProcessJobInfo,
+    env,
+  );
+  const store = new FileTensorStore({
+    dir: job.storeDir,
+    rank: env.rank,
+    timeoutMs: job.collectiveTimeoutMs,
+  });
+  await client.barrier('tensorcomm/start', env.worldSize, { timeoutMs });
+  const identity = {
+    rank: env.rank,
+    worldSize: env.worldSize,
+    name: job.names[env.rank],
+    device: job.devices[env.rank],
+    names: job.names,
+    devices: job.devices,
+  };
+  const jobOptions = {
+    worldSize: env.worldSize,
+    collectiveTimeoutMs: job.collectiveTimeoutMs,
+    config: job.config === undefined ? undefined : checkClusterConfig(job.config),
+  };
+  return buildRankContext(identity, store, jobOptions, async () => {
+    if (server) {
+      // Rank 0 owns the job here: it may remove the directory only once nobody uses it.
+      await client.barrier('tensorcomm/end', env.worldSize, { timeoutMs });
+      removeJobDirectory(job.storeDir);
+    } else if (!env.launched) {
+      await client.barrier('tensorcomm/end', env.worldSize, { timeoutMs });
+    }
+    client.close();
+    await server?.close();
+  });
+}
+
+let context: Promise<RankContext> | undefined;
+
+/**
+ * This process's rank context (torch's init_process_group): the same
+ * RankContext as thread ranks get. Built once; later calls return it.
+ */
+export function initProcess(options: InitProcessOptions = {}): Promise<RankContext> {
+  context ??= connect(options).then((ctx) => {
+    const close = ctx.close.bind(ctx);
+    let closing: Promise<void> | undefined;
+    ctx.close = () => {
+      closing ??= close();
+      return closing;
+    };
+    // A script that never closes its context still releases it when it runs out of work.
+    process.once('beforeExit', () => void ctx.close());
+    return ctx;
+  });
+  return context;
+}
+
+registerProcessSetup(import.meta.url);

@@ -1,0 +1,172 @@
+import { execFile, spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { defaultStoreRoot, JobFailedError, launchProcesses, RankFailedError } from '../src/index.ts';
+import { conformanceSuite } from './fixtures/conformance-suite.ts';
+
+const run = promisify(execFile);
+const root = new URL('..', import.meta.url).pathname;
+const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
+const quiet = () => {};
+
+conformanceSuite(
+  'collectives in processes',
+  (entry, nproc, args) => launchProcesses(entry, { nproc, args, collectiveTimeoutMs: 60_000, output: quiet }),
+  [2, 4],
+);
+
+function storeEntries(): string[] {
+  return readdirSync(defaultStoreRoot()).filter((name) => name.startsWith('tensorcomm'));
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('launchProcesses', { timeout: 120_000 }, () => {
+  it('a rank killed with SIGKILL mid-collective fails the job fast, naming it, and leaves nothing behind', async () => {
+    const before = storeEntries();
+    const pids: number[] = [];
+    const output = (_rank: number, line: string) => {
+      const match = /^pid=(\d+)$/.exec(line);
+      if (match) pids.push(Number(match[1]));
+    };
+    const started = Date.now();
+    const error = await launchProcesses(fixture('process-kill-rank.ts'), {
+      nproc: 3,
+      args: { victim: 1 },
+      collectiveTimeoutMs: 60_000,
+      graceMs: 5_000,
+      output,
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(JobFailedError);
+    const { failures, message } = error as JobFailedError;
+    expect(failures[0].rank).toBe(1);
+    expect(failures[0].error.message).toMatch(/rank 1 \(rank-1\) was killed by SIGKILL/);
+    expect(message).toMatch(/^3 rank\(s\) failed: 1, /);
+    // The survivors were woken by the abort, well before the collective timeout, naming the dead rank.
+    for (const { rank, error: e } of failures.slice(1)) {
+      expect(e.name, `rank ${rank}`).toBe(RankFailedError.name);
+      expect(e.message).toContain('rank 1 (rank-1)');
+    }
+    expect(Date.now() - started).toBeLessThan(30_000);
+    expect(pids).toHaveLength(3);
+    for (const pid of pids) expect(alive(pid), `process ${pid}`).toBe(false);
+    expect(storeEntries()).toEqual(before);
+  });
+
+  it('rejects naming the rank whose main threw, with its error', async () => {
+    const error = await launchProcesses(fixture('failing-rank.ts'), {
+      nproc: 2,
+      args: { failRank: 1, how: 'throw' },
+      collectiveTimeoutMs: 60_000,
+      output: quiet,
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(JobFailedError);
+    const { failures } = error as JobFailedError;
+    expect(failures[0].rank).toBe(1);
+    expect(failures[0].error.message).toMatch(/boom from rank 1/);
+  });
+
+  it('keeps two jobs on one machine apart', async () => {
+    const job = (salt: number) =>
+      launchProcesses<number[]>(fixture('process-salt-rank.ts'), {
+        nproc: 2,
+        args: { salt, rounds: 20 },
+        output: quiet,
+      });
+    const [a, b] = await Promise.all([job(1), job(1000)]);
+    const expected = (salt: number) => Array.from({ length: 20 }, (_, i) => 2 * (salt + i));
+    expect(a).toEqual([expected(1), expected(1)]);
+    expect(b).toEqual([expected(1000), expected(1000)]);
+  });
+
+  it('refuses bad options with a message naming them', async () => {
+    await expect(launchProcesses(fixture('process-salt-rank.ts'), { nproc: 0 })).rejects.toThrow(
+      /launchProcesses: worldSize must be an integer/,
+    );
+    await expect(launchProcesses('no/such/script.js', { nproc: 2 })).rejects.toThrow(/does not exist/);
+  });
+});
+
+describe('tensorcomm run', { timeout: 120_000 }, () => {
+  const cli = ['--import', 'tsx', 'src/cli/tensorcomm.ts', 'run'];
+  const script = 'test/fixtures/process-script.ts';
+
+  it('runs a plain script as N processes and prefixes their output with the rank', async () => {
+    const { stdout } = await run(process.execPath, [...cli, '--nproc', '3', script, 'hello'], {
+      cwd: root,
+      timeout: 60_000,
+    });
+    for (let r = 0; r < 3; r++) expect(stdout).toContain(`[rank ${r}] rank-${r} of 3: sum=6 arg=hello`);
+  });
+
+  it('exits non-zero naming the failed rank', async () => {
+    const error = (await run(process.execPath, [...cli, '--nproc', '2', '--grace', '1', script, 'fail'], {
+      cwd: root,
+      timeout: 60_000,
+    }).catch((e: unknown) => e)) as { code: number; stderr: string };
+    expect(error.code).toBe(1);
+    expect(error.stderr).toMatch(/tensorcomm run: \d rank\(s\) failed: 1/);
+    expect(error.stderr).toContain('rank 1 fails on purpose');
+  });
+
+  it('answers a usage error with exit code 2 and the usage', async () => {
+    const error = (await run(process.execPath, [...cli, script], { cwd: root }).catch((e: unknown) => e)) as {
+      code: number;
+      stderr: string;
+    };
+    expect(error.code).toBe(2);
+    expect(error.stderr).toContain('--nproc is required');
+  });
+});
+
+describe('initProcess without a launcher', { timeout: 120_000 }, () => {
+  it('rank 0 serves the rendezvous when processes are started by hand with torchrun variables', async () => {
+    const port = await freePort();
+    const before = storeEntries();
+    const ranks = [0, 1].map((rank) => {
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'test/fixtures/process-script.ts', 'manual'],
+        {
+          cwd: root,
+          env: {
+            ...process.env,
+            RANK: String(rank),
+            WORLD_SIZE: '2',
+            MASTER_ADDR: '127.0.0.1',
+            MASTER_PORT: `${port}`,
+          },
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      );
+      let stdout = '';
+      child.stdout.on('data', (chunk) => {
+        stdout += chunk;
+      });
+      return new Promise<{ code: number | null; stdout: string }>((resolve) =>
+        child.on('close', (code) => resolve({ code, stdout })),
+      );
+    });
+    const results = await Promise.all(ranks);
+    expect(results.map((r) => r.code)).toEqual([0, 0]);
+    expect(results[1].stdout).toContain('rank-1 of 2: sum=3 arg=manual');
+    expect(storeEntries()).toEqual(before);
+  });
+});
