@@ -1,0 +1,366 @@
+import { fork, spawnSync } from 'node:child_process';
+import {
+  chmodSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  abortJob,
+  cleanupStaleJobDirectories,
+  createJobDirectory,
+  defaultStoreRoot,
+  FileStoreCorruptError,
+  FileTensorStore,
+  jobDirectoryInfo,
+  removeJobDirectory,
+} from '../src/file-store/index.ts';
+import {
+  CollectiveMismatchError,
+  CommTimeoutError,
+  type DType,
+  RankFailedError,
+  Tensor,
+} from '../src/index.ts';
+
+let root: string;
+let jobs = 0;
+const opened: FileTensorStore[] = [];
+
+beforeAll(() => {
+  root = mkdtempSync(join(defaultStoreRoot(), 'tensorcomm-file-store-test-'));
+});
+afterEach(() => {
+  for (const store of opened.splice(0)) store.close();
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function newJob(): string {
+  return createJobDirectory({ jobId: `t${jobs++}`, root });
+}
+
+function stores(dir: string, count: number, timeoutMs = 10_000): FileTensorStore[] {
+  const made = Array.from({ length: count }, (_, rank) => new FileTensorStore({ dir, rank, timeoutMs }));
+  opened.push(...made);
+  return made;
+}
+
+/** Everything in the job directory except the (empty) tmp/ folder itself. */
+function leftovers(dir: string): string[] {
+  return [...readdirSync(dir).filter((f) => f !== 'tmp'), ...readdirSync(join(dir, 'tmp'))];
+}
+
+function deadPid(): number {
+  return spawnSync(process.execPath, ['-e', '']).pid as number;
+}
+
+async function handOver(producer: FileTensorStore, consumer: FileTensorStore, key: string, t: Tensor) {
+  await producer.srcSet(key, t, 1);
+  const got = await consumer.destGet(key);
+  const copy = got.clone();
+  await consumer.destFinishGet(key);
+  await producer.srcWaitUntilGetFinished(key);
+  return copy;
+}
+
+describe('FileTensorStore within one process', () => {
+  it('hands a value with its tag and producer rank to several consumers; the producer waits for all', async () => {
+    const dir = newJob();
+    const [a, producer, c] = stores(dir, 3);
+    const early = a.destGetEntry('x');
+    await producer.srcSet('x', Tensor.fromArray([1, 2, 3], [3], 'float32'), 2, {
+      tag: 'allReduce float32[3]',
+    });
+    const entries = await Promise.all([early, c.destGetEntry('x')]);
+    for (const entry of entries) {
+      expect(entry).toMatchObject({ tag: 'allReduce float32[3]', producerRank: 1 });
+      expect(entry.tensor.toArray()).toEqual([1, 2, 3]);
+    }
+    await a.destFinishGet('x');
+    let finished = false;
+    const waiting = producer.srcWaitUntilGetFinished('x').then(() => (finished = true));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(finished).toBe(false);
+    await c.destFinishGet('x');
+    await waiting;
+    expect(leftovers(dir)).toEqual([]);
+  });
+
+  it('carries every dtype, empty and zero-dimensional tensors, and a 16 MiB value bit for bit', async () => {
+    const [p, c] = stores(newJob(), 2);
+    const dtypes: DType[] = [
+      'float64',
+      'float32',
+      'float16',
+      'bfloat16',
+      'int64',
+      'int32',
+      'int16',
+      'int8',
+      'uint8',
+      'bool',
+    ];
+    for (const dtype of dtypes) {
+      const t = Tensor.arange(12, dtype === 'bool' ? 'uint8' : dtype).reshape([3, 4]);
+      const value = dtype === 'bool' ? Tensor.fromBuffer(t.buffer, 0, [3, 4], 'bool') : t;
+      const got = await handOver(p, c, `dtype:${dtype}`, value);
+      expect(got.dtype).toBe(dtype);
+      expect(got.shape).toEqual([3, 4]);
+      expect(Buffer.from(got.bytes()).equals(Buffer.from(value.bytes()))).toBe(true);
+    }
+    const empty = await handOver(p, c, 'empty', Tensor.empty([2, 0, 3], 'int64'));
+    expect(empty.shape).toEqual([2, 0, 3]);
+    expect(empty.dtype).toBe('int64');
+    const scalar = await handOver(p, c, 'scalar', Tensor.full([], 7, 'int32'));
+    expect(scalar.shape).toEqual([]);
+    expect(scalar.toArray()).toEqual([7]);
+    const big = Tensor.empty([4 << 20], 'float32');
+    const words = big.data as Float32Array;
+    for (let i = 0; i < words.length; i += 4099) words[i] = i;
+    const bigGot = await handOver(p, c, 'big', big);
+    expect(bigGot.equal(big)).toBe(true);
+  });
+
+  it('reuses a key once finished, many times over', async () => {
+    const dir = newJob();
+    const [p, c] = stores(dir, 2);
+    for (let i = 0; i < 30; i++) {
+      const got = await handOver(p, c, 'again', Tensor.full([2], i, 'int32'));
+      expect(got.toArray()).toEqual([i, i]);
+    }
+    expect(leftovers(dir)).toEqual([]);
+  });
+
+  it('lets a consumer fail the producer: a local error, or a mismatch as CollectiveMismatchError', async () => {
+    const [p, c] = stores(newJob(), 2);
+    const t = Tensor.zeros([4]);
+    await p.srcSet('e', t, 1);
+    await c.destGet('e');
+    await c.destFinishGet('e', { error: 'rank 1: out of patience' });
+    await expect(p.srcWaitUntilGetFinished('e')).rejects.toThrow(/^rank 1: out of patience$/);
+    await p.srcSet('m', t, 1);
+    await c.destGet('m');
+    await c.destFinishGet('m', { error: 'float32[4] vs int32[4]', mismatch: true });
+    const error = await p.srcWaitUntilGetFinished('m').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CollectiveMismatchError);
+    expect((error as Error).message).toBe('float32[4] vs int32[4]');
+  });
+
+  it('refuses misuse with errors that say what was wrong', async () => {
+    const [p, q] = stores(newJob(), 2);
+    const t = Tensor.arange(4, 'float32');
+    await p.srcSet('a', t, 2);
+    await expect(p.srcSet('a', t, 1)).rejects.toThrow(/already set by this rank and not yet finished/);
+    await expect(q.srcSet('a', t, 1)).rejects.toThrow(/still held by an earlier value/);
+    await p.destGet('a');
+    await p.destGet('a');
+    await expect(p.destGet('a', { timeoutMs: 50 })).rejects.toThrow(/already got by all its consumers/);
+    await p.destFinishGet('a');
+    await p.destFinishGet('a');
+    await expect(p.destFinishGet('a')).rejects.toThrow(/rank 0 has no unfinished destGet/);
+    await p.srcWaitUntilGetFinished('a');
+    await expect(p.srcWaitUntilGetFinished('a')).rejects.toThrow(/rank 0 has not set this key/);
+    await expect(p.srcSet('t', t.reshape([2, 2]).transpose(0, 1), 1)).rejects.toThrow(
+      /call \.contiguous\(\)/,
+    );
+    await expect(p.srcSet('x'.repeat(200), t, 1)).rejects.toThrow(/key must be 1\.\.128 bytes/);
+    await expect(p.srcSet('c', t, -1)).rejects.toThrow(/consumers must be a non-negative integer/);
+    expect(() => new FileTensorStore({ dir: join(root, 'missing'), rank: 0 })).toThrow(/does not exist/);
+    expect(() => new FileTensorStore({ dir: root, rank: -1 })).toThrow(/rank must be a non-negative integer/);
+  });
+
+  it('keeps keys with slashes, dots and non-ASCII apart', async () => {
+    const [p, c] = stores(newJob(), 2);
+    const keys = ['a/b', 'a.b', 'a%2Fb', '..', 'é:1>2', 'k'.repeat(128)];
+    for (const [i, key] of keys.entries()) await p.srcSet(key, Tensor.full([1], i, 'int32'), 1);
+    for (const [i, key] of keys.entries()) {
+      expect((await c.destGet(key)).toArray()).toEqual([i]);
+      await c.destFinishGet(key);
+      await p.srcWaitUntilGetFinished(key);
+    }
+  });
+
+  it('wakes a waiting consumer by directory event, not by the fallback poll', async () => {
+    const dir = newJob();
+    const producer = new FileTensorStore({ dir, rank: 0 });
+    const consumer = new FileTensorStore({ dir, rank: 1, pollMs: 60_000 });
+    opened.push(producer, consumer);
+    const pending = consumer.destGet('later');
+    await new Promise((r) => setTimeout(r, 50));
+    const started = performance.now();
+    await producer.srcSet('later', Tensor.ones([1]), 1);
+    await pending;
+    expect(performance.now() - started).toBeLessThan(10_000);
+    await consumer.destFinishGet('later');
+    await producer.srcWaitUntilGetFinished('later');
+  });
+});
+
+describe('FileTensorStore failures', () => {
+  it('times out naming the key, the rank and what is known about the value', async () => {
+    const [p, c, d] = stores(newJob(), 3);
+    const never = await c.destGet('never', { timeoutMs: 100 }).catch((e: unknown) => e);
+    expect(never).toBeInstanceOf(CommTimeoutError);
+    expect((never as Error).message).toBe(
+      'destGet("never") timed out after 100 ms on rank 1: no rank has set this key',
+    );
+    await p.srcSet('slow', Tensor.ones([2]), 3);
+    await c.destGet('slow');
+    await d.destGet('slow');
+    await d.destFinishGet('slow');
+    const slow = await p.srcWaitUntilGetFinished('slow', { timeoutMs: 100 }).catch((e: unknown) => e);
+    expect(slow).toBeInstanceOf(CommTimeoutError);
+    expect((slow as Error).message).toBe(
+      'srcWaitUntilGetFinished("slow") timed out after 100 ms on rank 0: 1 of 3 consumers finished ' +
+        '(1 got the value and are still reading it, 1 have not got it)',
+    );
+    // The producer withdrew the value; the late consumer's finish cleans up after itself.
+    await c.destFinishGet('slow');
+    expect(leftovers(p.dir)).toEqual([]);
+  });
+
+  it('wakes pending and later waits with RankFailedError when the job is aborted', async () => {
+    const dir = newJob();
+    const [p, c] = stores(dir, 2);
+    await p.srcSet('held', Tensor.ones([2]), 1);
+    const waits = [p.srcWaitUntilGetFinished('held'), c.destGet('never')].map((w) =>
+      w.catch((e: unknown) => e),
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    abortJob(dir, { message: 'rank 3 (rank-3) failed: Error: boom', failedRank: 3 });
+    abortJob(dir, { message: 'a later failure', failedRank: 2 });
+    const late = new FileTensorStore({ dir, rank: 5 });
+    opened.push(late);
+    for (const error of [...(await Promise.all(waits)), await late.destGet('x').catch((e: unknown) => e)]) {
+      expect(error).toBeInstanceOf(RankFailedError);
+      expect(error).toMatchObject({ message: 'rank 3 (rank-3) failed: Error: boom', failedRank: 3 });
+    }
+  });
+
+  it('reports a corrupt header, a bad checksum and a truncated payload, naming key and file, without hanging', async () => {
+    const dir = newJob();
+    const [p, c] = stores(dir, 2);
+    writeFileSync(join(dir, 'v.garbage'), 'this is not a tensor file at all, not even close to one');
+    const garbage = await c.destGet('garbage', { timeoutMs: 5_000 }).catch((e: unknown) => e);
+    expect(garbage).toBeInstanceOf(FileStoreCorruptError);
+    expect((garbage as Error).message).toBe(
+      `value file ${join(dir, 'v.garbage')} of key "garbage" is corrupt: bad magic (not a tensorcomm value file)`,
+    );
+
+    await p.srcSet('flipped', Tensor.ones([4]), 1);
+    const flippedPath = join(dir, 'v.flipped');
+    const bytes = readFileSync(flippedPath);
+    bytes[20] ^= 1; // the producer rank
+    writeFileSync(flippedPath, bytes);
+    await expect(c.destGet('flipped', { timeoutMs: 5_000 })).rejects.toThrow(
+      /v\.flipped of key "flipped" is corrupt: header checksum mismatch/,
+    );
+
+    await p.srcSet('cut', Tensor.ones([1024]), 1);
+    truncateSync(join(dir, 'v.cut'), 1000);
+    await expect(c.destGet('cut', { timeoutMs: 5_000 })).rejects.toThrow(
+      /v\.cut of key "cut" is corrupt: 1000 bytes on disk, the header describes 4160 \(truncated payload\)/,
+    );
+  });
+
+  it('rejects pending waits when closed, and withdraws the values it published', async () => {
+    const dir = newJob();
+    const store = new FileTensorStore({ dir, rank: 0 });
+    await store.srcSet('mine', Tensor.ones([3]), 2);
+    const pending = store.destGet('other').catch((e: unknown) => e);
+    store.close();
+    expect(((await pending) as Error).message).toMatch(
+      /destGet\("other"\): the file store of rank 0 is closed/,
+    );
+    expect(leftovers(dir)).toEqual([]);
+  });
+});
+
+describe('job directories', () => {
+  it('creates a 0700 directory whose name gives back the launcher pid and job id', () => {
+    const dir = createJobDirectory({ jobId: 'abc_1-2', root });
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(jobDirectoryInfo(dir)).toEqual({ pid: process.pid, jobId: 'abc_1-2' });
+    expect(createJobDirectory({ jobId: 'abc_1-2', root })).toBe(dir);
+    chmodSync(dir, 0o755);
+    expect(() => createJobDirectory({ jobId: 'abc_1-2', root })).toThrow(/has mode 0755, expected 0700/);
+    expect(() => createJobDirectory({ jobId: '../escape', root })).toThrow(/jobId must be/);
+    removeJobDirectory(dir);
+  });
+
+  it('removes a job directory with everything in it, idempotently, and nothing else', async () => {
+    const dir = newJob();
+    const [p] = stores(dir, 1);
+    await p.srcSet('left', Tensor.ones([3]), 1);
+    removeJobDirectory(dir);
+    removeJobDirectory(dir);
+    expect(readdirSync(root)).not.toContain(dir.split('/').pop());
+    expect(() => removeJobDirectory(root)).toThrow(/not a tensorcomm job directory/);
+  });
+
+  it('cleans up directories of dead launchers and keeps live ones', () => {
+    const staleRoot = mkdtempSync(join(root, 'stale-'));
+    const dead = createJobDirectory({ jobId: 'dead', root: staleRoot, pid: deadPid() });
+    writeFileSync(join(dead, 'v.k'), 'left by a killed job');
+    const live = createJobDirectory({ jobId: 'live', root: staleRoot });
+    expect(cleanupStaleJobDirectories(staleRoot)).toEqual([dead]);
+    expect(readdirSync(staleRoot)).toEqual([live.split('/').pop()]);
+  });
+
+  it('keeps two jobs apart', async () => {
+    const [p] = stores(newJob(), 1);
+    const [, other] = stores(newJob(), 2);
+    await p.srcSet('shared-name', Tensor.ones([1]), 1);
+    await expect(other.destGet('shared-name', { timeoutMs: 100 })).rejects.toThrow(
+      /no rank has set this key/,
+    );
+  });
+});
+
+describe('FileTensorStore across processes', () => {
+  const peer = new URL('./fixtures/file-store-peer.ts', import.meta.url).pathname;
+
+  function runPeers(dir: string, scenario: string, worldSize: number): Promise<unknown[]> {
+    return Promise.all(
+      Array.from({ length: worldSize }, (_, rank) => {
+        const child = fork(peer, [dir, String(rank), scenario, String(worldSize)], {
+          execArgv: ['--import', 'tsx'],
+        });
+        return new Promise<unknown>((resolve, reject) => {
+          let result: unknown;
+          child.on('message', (message) => (result = message));
+          child.on('error', reject);
+          child.on('exit', (code) =>
+            result === undefined ? reject(new Error(`peer ${rank} exited with ${code}`)) : resolve(result),
+          );
+        });
+      }),
+    );
+  }
+
+  it('ping-pongs values between two processes', async () => {
+    const dir = newJob();
+    const [ponger, pinger] = await runPeers(dir, 'ping-pong', 2).then((r) => [r[0], r[1]]);
+    const rounds = Array.from({ length: 50 }, (_, i) => i);
+    expect(ponger).toEqual(rounds.map((i) => 1000 + i));
+    expect(pinger).toEqual(rounds);
+    expect(leftovers(dir)).toEqual([]);
+  });
+
+  it('broadcasts a 1 MiB value from one process to three others', async () => {
+    const dir = newJob();
+    const results = await runPeers(dir, 'broadcast', 4);
+    expect(results[0]).toEqual(['sent', 'sent', 'sent']);
+    const last = (1 << 18) - 1;
+    for (const received of results.slice(1)) {
+      expect(received).toEqual([0, 1, 2].map((round) => ({ tag: `round ${round}`, first: round, last })));
+    }
+    expect(leftovers(dir)).toEqual([]);
+  });
+});
