@@ -36,6 +36,10 @@ export {
   FileStoreCorruptError,
   type FileStoreOptions,
   FileTensorStore,
+  type JobAbort,
+  type JobDirectoryInfo,
+  type JobDirectoryOptions,
+  jobDirectoryInfo,
   removeJobDirectory,
 } from './file-store/index.ts';
 export {
