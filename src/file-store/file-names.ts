@@ -9,7 +9,6 @@
  * Temporary files live in tmp/, which is not watched.
  */
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
 import { MAX_KEY_BYTES } from '../memory-store/slot-table.ts';
 
 export const TMP_DIR = 'tmp';
@@ -41,6 +40,7 @@ export function topicOfFile(name: string): string | undefined {
   return end < 0 ? name.slice(2) : name.slice(2, end);
 }
 
+/** Paths are concatenated rather than path.join'ed: this runs several times per handshake. */
 export class KeyFiles {
   readonly value: string;
 
@@ -48,14 +48,14 @@ export class KeyFiles {
     readonly dir: string,
     readonly topic: string,
   ) {
-    this.value = join(dir, `v.${topic}`);
+    this.value = `${dir}/v.${topic}`;
   }
 
   claim(gen: string, slot: number): string {
-    return join(this.dir, `c.${this.topic}.${gen}.${slot}`);
+    return `${this.dir}/c.${this.topic}.${gen}.${slot}`;
   }
 
   done(gen: string, slot: number): string {
-    return join(this.dir, `d.${this.topic}.${gen}.${slot}`);
+    return `${this.dir}/d.${this.topic}.${gen}.${slot}`;
   }
 }

@@ -23,8 +23,9 @@ import {
   unlinkSync,
   writeFileSync,
   writeSync,
+  writevSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { encodeBounded, MAX_DIMS, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../memory-store/slot-table.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
 import type {
@@ -116,10 +117,10 @@ export class FileTensorStore implements TensorStore {
       );
     }
     this.rank = rank;
-    this.dir = dir;
+    this.dir = resolve(dir);
     this.#timeoutMs = timeoutMs;
     this.#pollMs = pollMs;
-    this.#tmp = join(dir, TMP_DIR);
+    this.#tmp = join(this.dir, TMP_DIR);
     mkdirSync(this.#tmp, { recursive: true, mode: 0o700 });
     this.#watch = new DirectoryWatch(dir, () => this.#noticeAbort());
     this.#noticeAbort();
@@ -183,12 +184,11 @@ export class FileTensorStore implements TensorStore {
       tag: encodeBounded(options.tag ?? '', MAX_TAG_BYTES),
       payloadBytes: tensor.nbytes,
     });
-    const temp = join(this.#tmp, `${this.rank}.${generationName(this.#nonce, counter)}`);
+    const temp = `${this.#tmp}/${this.rank}.${generationName(this.#nonce, counter)}`;
     try {
       const fd = openSync(temp, 'wx', 0o600);
       try {
-        writeAll(fd, header);
-        writeAll(fd, tensor.bytes());
+        writeAll(fd, [header, tensor.bytes()]);
       } finally {
         closeSync(fd);
       }
@@ -308,7 +308,8 @@ export class FileTensorStore implements TensorStore {
       throw error;
     }
     const describe = `value file ${files.value} of key ${JSON.stringify(key)}`;
-    let held: Held | undefined;
+    // Whether the fd went to a held get (closed by its finish) rather than being closed here.
+    let handedOver = false;
     try {
       const opened = readValueHeader(fd, describe);
       const { header } = opened;
@@ -317,13 +318,20 @@ export class FileTensorStore implements TensorStore {
       }
       const slot = this.#claim(files, header);
       if (slot < 0) return 'exhausted';
-      held = { files, generation: header.generation, slot, fd, ino: opened.ino, mapping: undefined };
+      const held: Held = {
+        files,
+        generation: header.generation,
+        slot,
+        fd,
+        ino: opened.ino,
+        mapping: undefined,
+      };
       if (!this.#stillPublished(held)) {
         // The producer removed this value (it finished or gave up) after we opened it.
         removeQuietly(files.claim(header.generation, slot), true);
-        held = undefined;
         return 'stale';
       }
+      handedOver = true;
       try {
         const { tensor, mapping } = readValuePayload(fd, opened, describe);
         held.mapping = mapping;
@@ -332,11 +340,10 @@ export class FileTensorStore implements TensorStore {
       } catch (error) {
         // This get was claimed: finish it, so the producer fails now instead of waiting for us.
         this.#finish(held, { error: `rank ${this.rank}: ${(error as Error).message}` });
-        held = undefined;
         throw error;
       }
     } finally {
-      if (!held) closeSync(fd);
+      if (!handedOver) closeSync(fd);
     }
   }
 
@@ -395,7 +402,7 @@ export class FileTensorStore implements TensorStore {
     const content = Buffer.alloc(1 + text.length);
     content[0] = mismatch ? MARKER_MISMATCH : MARKER_LOCAL;
     content.set(text, 1);
-    const temp = join(this.#tmp, `${this.rank}.${generationName(this.#nonce, ++this.#counter)}.error`);
+    const temp = `${this.#tmp}/${this.rank}.${generationName(this.#nonce, ++this.#counter)}.error`;
     try {
       writeFileSync(temp, content, { mode: 0o600 });
       linkSync(temp, marker);
@@ -429,8 +436,14 @@ export class FileTensorStore implements TensorStore {
   }
 }
 
-function writeAll(fd: number, bytes: Uint8Array): void {
-  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done);
+/** One writev for header and payload; a short write (rare on tmpfs) is finished piece by piece. */
+function writeAll(fd: number, pieces: Uint8Array[]): void {
+  let written = writevSync(fd, pieces);
+  for (const piece of pieces) {
+    const skip = Math.min(written, piece.length);
+    written -= skip;
+    for (let done = skip; done < piece.length; ) done += writeSync(fd, piece, done, piece.length - done);
+  }
 }
 
 function removeQuietly(path: string, directory = false): void {

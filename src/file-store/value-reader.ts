@@ -62,7 +62,12 @@ export function readValuePayload(fd: number, opened: OpenedValue, describe: stri
     return { tensor: Tensor.fromBuffer(mapped.buffer, start, header.shape, header.dtype), mapping: mapped };
   }
   const own = new ArrayBuffer(header.payloadBytes);
-  readFully(fd, new Uint8Array(own), header.payloadBytes, start);
+  const read = readFully(fd, new Uint8Array(own), header.payloadBytes, start);
+  if (read !== header.payloadBytes) {
+    throw new FileStoreCorruptError(
+      `${describe} is corrupt: payload ended after ${read} of ${header.payloadBytes} bytes`,
+    );
+  }
   return { tensor: Tensor.fromBuffer(own, 0, header.shape, header.dtype), mapping: undefined };
 }
 
