@@ -23,4 +23,19 @@ describe('examples', () => {
     );
     expect(stdout).toMatch(/3 ranks finished in \d+ ms/);
   });
+
+  it('the data-parallel example runs as processes through the built tensorcomm command', async () => {
+    const { stdout } = await run(
+      process.execPath,
+      ['dist/cli/tensorcomm.js', 'run', '--nproc', '2', 'examples/processes/data-parallel.ts', '300'],
+      { cwd: root, timeout: 60_000 },
+    );
+    for (const r of [0, 1]) {
+      expect(stdout).toMatch(
+        new RegExp(
+          `\\[rank ${r}\\] rank-${r} \\(pid \\d+\\): weight=3\\.000 bias=-1\\.000 after 300 steps; ranks agree: true`,
+        ),
+      );
+    }
+  });
 });

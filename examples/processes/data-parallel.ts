@@ -10,16 +10,16 @@
 import { initProcess, Tensor } from 'tensorcomm';
 
 const ctx = await initProcess();
-const steps = Number(process.argv[2] ?? 500);
+const steps = Number(process.argv[2] ?? 300);
 const samplesPerRank = 64;
 
-// Rank r owns samples x in [r, r + 1) of the line; together the ranks cover [0, worldSize).
-const xs = Array.from({ length: samplesPerRank }, (_, i) => ctx.rank + i / samplesPerRank);
+// Rank r owns the samples x in [r, r + 1) / worldSize; together the ranks cover [0, 1).
+const xs = Array.from({ length: samplesPerRank }, (_, i) => (ctx.rank + i / samplesPerRank) / ctx.worldSize);
 const ys = xs.map((x) => 3 * x - 1);
 
 let weight = 0;
 let bias = 0;
-const learningRate = 0.05;
+const learningRate = 0.5;
 for (let step = 0; step < steps; step++) {
   let dw = 0;
   let db = 0;
