@@ -6,7 +6,9 @@
  *   c.<topic>.<gen>.<slot>    a consumer's claim of one of the value's gets
  *   d.<topic>.<gen>.<slot>    that consumer's finish (empty, or its error)
  * `gen` names one publication, so files of a reused key never mix values.
- * Temporary files live in tmp/, which is not watched.
+ * Temporary files live in tmp/, which is not watched, and so do the
+ * producers' shared arenas (tmp/arena.<rank>.<nonce>.<index>), which live as
+ * long as their store.
  */
 import { createHash } from 'node:crypto';
 import { MAX_KEY_BYTES } from '../memory-store/slot-table.ts';
@@ -58,4 +60,9 @@ export class KeyFiles {
   done(gen: string, slot: number): string {
     return `${this.dir}/d.${this.topic}.${gen}.${slot}`;
   }
+}
+
+/** A producer's shared arena file: its rank, its store's nonce and the arena's number. */
+export function arenaFile(dir: string, rank: number, nonce: number, index: number): string {
+  return `${dir}/${TMP_DIR}/arena.${rank}.${nonce.toString(16)}.${index}`;
 }

@@ -7,6 +7,11 @@
  * finishes it with a marker file, which carries its error if it failed; the
  * producer removes every file of the key once all markers are there. Waits
  * sleep on directory events (inotify) with a bounded poll as a safety net.
+ * Large payloads do not go into the value file: they are copied into a region
+ * of the producer's shared arena (producer-arenas.ts), the value file carries
+ * only the header pointing there, consumers read the region through their
+ * cached mapping of the arena (arena-views.ts), and the producer frees the
+ * region once every consumer finished.
  *
  * File operations are synchronous: on tmpfs they take microseconds, fewer
  * than a trip through the libuv thread pool would.
@@ -36,15 +41,17 @@ import type {
   TensorStore,
 } from '../runtime/tensor-store.ts';
 import { deadlineAfter } from '../runtime/wait.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor } from '../tensor/validate.ts';
+import { ArenaViews } from './arena-views.ts';
 import { DirectoryWatch } from './directory-watch.ts';
 import { FileStoreCorruptError } from './errors.ts';
-import { KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
+import { arenaFile, KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
 import { readJobAbort } from './job-abort.ts';
 import type { Mapping } from './mapped-file.ts';
-import { encodeValueHeader, generationName, type ValueHeader } from './value-header.ts';
-import { readValueHeader, readValuePayload } from './value-reader.ts';
+import { ProducerArenas } from './producer-arenas.ts';
+import { type ArenaRef, encodeValueHeader, generationName, type ValueHeader } from './value-header.ts';
+import { type ReadValue, readValueHeader, readValuePayload, SMALL_FILE_BYTES } from './value-reader.ts';
 
 export interface FileStoreOptions {
   /** The job directory (createJobDirectory); every rank of the job uses the same one. */
@@ -55,10 +62,18 @@ export interface FileStoreOptions {
   timeoutMs?: number;
   /** Longest sleep between checks when no directory event arrives (default 20 ms). */
   pollMs?: number;
+  /** Size of each shared arena for large payloads (default 256 MiB; sparse, so untouched pages cost nothing). */
+  arenaBytes?: number;
+  /** The most arena bytes this rank creates; payloads beyond travel in their own files (default 1 GiB, 0: no arenas). */
+  maxArenaBytes?: number;
 }
 
 const DEFAULT_TIMEOUT_MS = 300_000;
 const DEFAULT_POLL_MS = 20;
+const DEFAULT_ARENA_BYTES = 256 << 20;
+const DEFAULT_MAX_ARENA_BYTES = 1 << 30;
+/** Smaller payloads stay in the value file: a consumer reads those in one call anyway. */
+const ARENA_MIN_BYTES = SMALL_FILE_BYTES;
 const MARKER_LOCAL = 1;
 const MARKER_MISMATCH = 2;
 
@@ -70,6 +85,8 @@ interface Produced {
   finishedCount: number;
   /** Slots whose marker carries an error, in the order found. */
   failedSlots: number[];
+  /** The arena region holding the payload, if it is in one. */
+  region: ArenaRef | undefined;
 }
 
 interface Held {
@@ -94,12 +111,21 @@ export class FileTensorStore implements TensorStore {
   readonly #watch: DirectoryWatch;
   readonly #produced = new Map<string, Produced>();
   readonly #consuming = new Map<string, Held[]>();
+  readonly #arenas: ProducerArenas;
+  readonly #arenaViews = new ArenaViews();
   #counter = 0;
   #abort: RankFailedError | undefined;
   #closed = false;
 
   constructor(options: FileStoreOptions) {
-    const { dir, rank, timeoutMs = DEFAULT_TIMEOUT_MS, pollMs = DEFAULT_POLL_MS } = options;
+    const {
+      dir,
+      rank,
+      timeoutMs = DEFAULT_TIMEOUT_MS,
+      pollMs = DEFAULT_POLL_MS,
+      arenaBytes = DEFAULT_ARENA_BYTES,
+      maxArenaBytes = DEFAULT_MAX_ARENA_BYTES,
+    } = options;
     if (!Number.isSafeInteger(rank) || rank < 0) {
       throw new RangeError(`FileTensorStore: rank must be a non-negative integer, got ${rank}`);
     }
@@ -109,6 +135,14 @@ export class FileTensorStore implements TensorStore {
     ] as const) {
       if (!(Number.isFinite(value) && value > 0)) {
         throw new RangeError(`FileTensorStore: ${name} must be a positive number, got ${value}`);
+      }
+    }
+    for (const [name, value] of [
+      ['arenaBytes', arenaBytes],
+      ['maxArenaBytes', maxArenaBytes],
+    ] as const) {
+      if (!(Number.isSafeInteger(value) && value >= 0)) {
+        throw new RangeError(`FileTensorStore: ${name} must be a non-negative integer, got ${value}`);
       }
     }
     if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
@@ -122,6 +156,7 @@ export class FileTensorStore implements TensorStore {
     this.#pollMs = pollMs;
     this.#tmp = join(this.dir, TMP_DIR);
     mkdirSync(this.#tmp, { recursive: true, mode: 0o700 });
+    this.#arenas = new ProducerArenas(this.dir, rank, this.#nonce, { arenaBytes, maxArenaBytes });
     this.#watch = new DirectoryWatch(dir, () => this.#noticeAbort());
     this.#noticeAbort();
   }
@@ -173,6 +208,9 @@ export class FileTensorStore implements TensorStore {
     if (this.#produced.has(key))
       throw new Error(`${where()}: key is already set by this rank and not yet finished`);
     const counter = ++this.#counter;
+    const placement = tensor.nbytes >= ARENA_MIN_BYTES ? this.#arenas.place(tensor.nbytes) : undefined;
+    const region = placement && { index: placement.index, offset: placement.offset };
+    placement?.target.set(tensor.bytes());
     const header = encodeValueHeader({
       dtype: tensor.dtype,
       shape: tensor.shape,
@@ -183,17 +221,19 @@ export class FileTensorStore implements TensorStore {
       key: Buffer.from(key),
       tag: encodeBounded(options.tag ?? '', MAX_TAG_BYTES),
       payloadBytes: tensor.nbytes,
+      arena: region,
     });
     const temp = `${this.#tmp}/${this.rank}.${generationName(this.#nonce, counter)}`;
     try {
       const fd = openSync(temp, 'wx', 0o600);
       try {
-        writeAll(fd, [header, tensor.bytes()]);
+        writeAll(fd, region ? [header] : [header, tensor.bytes()]);
       } finally {
         closeSync(fd);
       }
       linkSync(temp, files.value);
     } catch (error) {
+      if (region) this.#arenas.free(region);
       if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
         throw new Error(
           `${where()}: key is still held by an earlier value whose consumers have not finished`,
@@ -210,6 +250,7 @@ export class FileTensorStore implements TensorStore {
       finished: new Array(consumers).fill(false),
       finishedCount: 0,
       failedSlots: [],
+      region,
     });
   }
 
@@ -264,11 +305,23 @@ export class FileTensorStore implements TensorStore {
       p.failedSlots.length > 0 ? readMarker(p.files.done(p.generation, p.failedSlots[0])) : undefined;
     // The value goes first: a consumer that claims after this sees it gone and withdraws its claim.
     removeQuietly(p.files.value);
+    // A consumer that claimed before may still be reading the region: then it is never reused.
+    if (p.region && !this.#mayStillRead(p)) this.#arenas.free(p.region);
     for (let slot = 0; slot < p.consumers; slot++) {
       removeQuietly(p.files.claim(p.generation, slot), true);
       removeQuietly(p.files.done(p.generation, slot));
     }
     if (failure) throw failure;
+  }
+
+  /** Whether a consumer got the value and has not finished (checked after the value file is gone). */
+  #mayStillRead(p: Produced): boolean {
+    if (this.#collectFinished(p)) return false;
+    for (let slot = 0; slot < p.consumers; slot++) {
+      if (!p.finished[slot] && statSync(p.files.claim(p.generation, slot), { throwIfNoEntry: false }))
+        return true;
+    }
+    return false;
   }
 
   async destGet(key: string, options: StoreWaitOptions = {}): Promise<Tensor> {
@@ -331,20 +384,39 @@ export class FileTensorStore implements TensorStore {
         removeQuietly(files.claim(header.generation, slot), true);
         return 'stale';
       }
-      handedOver = true;
+      let read: ReadValue | undefined;
       try {
-        const { tensor, mapping } = readValuePayload(fd, opened, describe);
-        held.mapping = mapping;
-        this.#hold(key, held);
-        return { tensor, tag: header.tag, producerRank: header.producerRank };
+        read = header.arena
+          ? this.#readArenaPayload(held, header, header.arena, describe)
+          : readValuePayload(fd, opened, describe);
       } catch (error) {
         // This get was claimed: finish it, so the producer fails now instead of waiting for us.
+        handedOver = true;
         this.#finish(held, { error: `rank ${this.rank}: ${(error as Error).message}` });
         throw error;
       }
+      if (!read) {
+        removeQuietly(files.claim(header.generation, slot), true);
+        return 'stale';
+      }
+      handedOver = true;
+      held.mapping = read.mapping;
+      this.#hold(key, held);
+      return { tensor: read.tensor, tag: header.tag, producerRank: header.producerRank };
     } finally {
       if (!handedOver) closeSync(fd);
     }
+  }
+
+  /** A view of the payload in its producer's arena; undefined when the producer withdrew it meanwhile. */
+  #readArenaPayload(held: Held, header: ValueHeader, ref: ArenaRef, describe: string): ReadValue | undefined {
+    const path = arenaFile(this.dir, header.producerRank, header.nonce, ref.index);
+    const buffer = this.#arenaViews.view(path, ref.offset, header.payloadBytes, describe);
+    if (!buffer) {
+      if (!this.#stillPublished(held)) return undefined;
+      throw new FileStoreCorruptError(`${describe} is corrupt: its arena file ${path} does not exist`);
+    }
+    return { tensor: Tensor.fromBuffer(buffer, ref.offset, header.shape, header.dtype), mapping: undefined };
   }
 
   /** Takes the first free get of the value; -1 when every consumer already has it. */
@@ -426,6 +498,7 @@ export class FileTensorStore implements TensorStore {
       }
     }
     this.#consuming.clear();
+    this.#arenaViews.close();
     for (const [key, produced] of [...this.#produced]) {
       try {
         this.#release(key, produced);
@@ -433,6 +506,7 @@ export class FileTensorStore implements TensorStore {
         // A consumer's error about a value nobody waits for any more has no one to go to.
       }
     }
+    this.#arenas.close();
   }
 }
 

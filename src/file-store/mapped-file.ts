@@ -1,15 +1,18 @@
 /**
- * Maps a value file into memory (libc mmap through koffi) so a consumer reads
- * a large payload without copying it. The mapping is private and writable:
- * reads share the page cache, a write by the consumer copies only the page it
- * touches and never reaches the file. Not populated up front: tmpfs maps
- * 16 pages per fault, and a populate of a private writable mapping would copy
- * every page.
+ * Maps a file into memory (libc mmap through koffi) so a large payload is read
+ * without copying it. A private mapping (a per-value file) is writable: reads
+ * share the page cache, a write copies only the page it touches and never
+ * reaches the file. A shared mapping (an arena, mapped once and reused) sees
+ * every later write to the file, which a private one would stop doing for any
+ * page it had copied. Not populated up front: tmpfs maps 16 pages per fault,
+ * a populate of a private writable mapping would copy every page, and one of
+ * a sparse arena would allocate all of it.
  */
 import koffi from 'koffi';
 
 const PROT_READ = 1;
 const PROT_WRITE = 2;
+const MAP_SHARED = 1;
 const MAP_PRIVATE = 2;
 const MAP_FAILED = 2n ** 64n - 1n;
 
@@ -48,9 +51,9 @@ export function canMapFiles(): boolean {
   }
 }
 
-export function mapFile(fd: number, length: number, describe: string): Mapping {
+export function mapFile(fd: number, length: number, describe: string, shared = false): Mapping {
   const { mmap, munmap } = bind();
-  const address = mmap(null, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  const address = mmap(null, length, PROT_READ | PROT_WRITE, shared ? MAP_SHARED : MAP_PRIVATE, fd, 0);
   if (address === MAP_FAILED) throw new Error(`mapping ${describe} failed (errno ${koffi.errno()})`);
   let mapped = true;
   return {

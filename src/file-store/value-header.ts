@@ -1,13 +1,17 @@
 /**
- * The binary header in front of every value file (little-endian, version 1):
+ * The binary header in front of every value file (little-endian, version 2):
  *
  *   0  magic 'TCFS'        4  version u16      6  kind u8         7  dtype code u8
  *   8  ndim u8             9  reserved u8     10  key bytes u16  12  tag bytes u16
  *  14  reserved u16       16  header bytes u32 20  producer rank u32
  *  24  consumers u32      28  generation nonce u32  32  generation counter u32
  *  36  CRC-32 of the header with this field zeroed   40  payload bytes u64
- *  48  shape: ndim × u64, then the key, then the tag, zero-padded to a multiple of 64
+ *  48  arena index u32    52  reserved u32    56  arena offset u64   (kind arena only, else 0)
+ *  64  shape: ndim × u64, then the key, then the tag, zero-padded to a multiple of 64
  *
+ * A host value's payload follows the header in the file; an arena value's
+ * payload lies in its producer's arena file (arenaFile in file-names.ts) at
+ * the given offset, and the file holds the header alone.
  * The padding keeps the payload aligned for every dtype (and for a mapping).
  * Every field is bounds-checked before use, so a corrupt file is an error,
  * never a wrong tensor or an unbounded allocation.
@@ -18,19 +22,29 @@ import { type DType, dtypeCode, dtypeFromCode, itemSize } from '../tensor/dtype.
 import { FileStoreCorruptError } from './errors.ts';
 
 const MAGIC = 0x53464354; // 'TCFS' read as a little-endian u32
-export const HEADER_VERSION = 1;
-const FIXED_BYTES = 48;
-const ALIGN = 64;
+export const HEADER_VERSION = 2;
+const FIXED_BYTES = 64;
+/** Alignment of the header length and of arena offsets: enough for every dtype. */
+export const ALIGN = 64;
 /** Large enough for the biggest valid header (16 dims, longest key and tag). */
 export const MAX_HEADER_BYTES = 1024;
 const CRC_OFFSET = 36;
 
-/** What the payload is. Only host bytes travel today. */
+/** Where the payload is. */
 export const PayloadKind = {
+  /** In the value file, after the header. */
   host: 1,
   /** Reserved: a 64-byte cudaIpcMemHandle plus offset, for GPU tensors (NCCL issue). */
   cudaIpc: 2,
+  /** In a region of the producer's shared arena file. */
+  arena: 3,
 } as const;
+
+/** Where an arena value's payload lies: the producer's arena number and the byte offset in it. */
+export interface ArenaRef {
+  index: number;
+  offset: number;
+}
 
 export interface ValueHeader {
   kind: number;
@@ -38,12 +52,18 @@ export interface ValueHeader {
   shape: number[];
   producerRank: number;
   consumers: number;
+  /** The producing store's random nonce (names its arena files too). */
+  nonce: number;
   /** Names this publication in claim and finish file names. */
   generation: string;
   key: string;
   tag: string;
   headerBytes: number;
   payloadBytes: number;
+  /** Set for kind arena. */
+  arena: ArenaRef | undefined;
+  /** What the value file holds: the header, plus the payload unless it lies in an arena. */
+  fileBytes: number;
 }
 
 export interface HeaderFields {
@@ -56,6 +76,7 @@ export interface HeaderFields {
   key: Uint8Array;
   tag: Uint8Array;
   payloadBytes: number;
+  arena?: ArenaRef;
 }
 
 export function generationName(nonce: number, counter: number): string {
@@ -69,7 +90,7 @@ export function encodeValueHeader(fields: HeaderFields): Buffer {
   const header = Buffer.alloc(size);
   header.writeUInt32LE(MAGIC, 0);
   header.writeUInt16LE(HEADER_VERSION, 4);
-  header[6] = PayloadKind.host;
+  header[6] = fields.arena ? PayloadKind.arena : PayloadKind.host;
   header[7] = dtypeCode(fields.dtype);
   header[8] = ndim;
   header.writeUInt16LE(fields.key.length, 10);
@@ -80,6 +101,10 @@ export function encodeValueHeader(fields: HeaderFields): Buffer {
   header.writeUInt32LE(fields.nonce >>> 0, 28);
   header.writeUInt32LE(fields.counter >>> 0, 32);
   header.writeBigUInt64LE(BigInt(fields.payloadBytes), 40);
+  if (fields.arena) {
+    header.writeUInt32LE(fields.arena.index, 48);
+    header.writeBigUInt64LE(BigInt(fields.arena.offset), 56);
+  }
   fields.shape.forEach((n, d) => {
     header.writeBigUInt64LE(BigInt(n), FIXED_BYTES + 8 * d);
   });
@@ -112,7 +137,7 @@ export function decodeValueHeader(bytes: Buffer, length: number, describe: strin
   if (crc32(header) !== stored) throw fail('header checksum mismatch');
   const kind = header[6];
   if (kind === PayloadKind.cudaIpc) throw fail('CUDA IPC payloads are not supported by this version');
-  if (kind !== PayloadKind.host) throw fail(`unknown payload kind ${kind}`);
+  if (kind !== PayloadKind.host && kind !== PayloadKind.arena) throw fail(`unknown payload kind ${kind}`);
   let dtype: DType;
   try {
     dtype = dtypeFromCode(header[7]);
@@ -140,16 +165,28 @@ export function decodeValueHeader(bytes: Buffer, length: number, describe: strin
   if (payload !== BigInt(expected)) {
     throw fail(`payload length ${payload} does not match ${dtype}[${shape.join(',')}] (${expected} bytes)`);
   }
+  let arena: ArenaRef | undefined;
+  if (kind === PayloadKind.arena) {
+    const offset = header.readBigUInt64LE(56);
+    if (offset > BigInt(Number.MAX_SAFE_INTEGER) || offset % BigInt(ALIGN) !== 0n) {
+      throw fail(`arena offset ${offset} is not a multiple of ${ALIGN} below 2^53`);
+    }
+    arena = { index: header.readUInt32LE(48), offset: Number(offset) };
+  }
+  const nonce = header.readUInt32LE(28);
   return {
     kind,
     dtype,
     shape,
     producerRank: header.readUInt32LE(20),
     consumers: header.readUInt32LE(24),
-    generation: generationName(header.readUInt32LE(28), header.readUInt32LE(32)),
+    nonce,
+    generation: generationName(nonce, header.readUInt32LE(32)),
     key: header.toString('utf8', keyStart, keyStart + keyBytes),
     tag: header.toString('utf8', keyStart + keyBytes, keyStart + keyBytes + tagBytes),
     headerBytes,
     payloadBytes: expected,
+    arena,
+    fileBytes: arena ? headerBytes : headerBytes + expected,
   };
 }

@@ -1,6 +1,7 @@
 /**
  * Reads a value file a consumer opened: first its header (so the consumer can
- * claim a get before paying for the payload), then the payload as a tensor.
+ * claim a get before paying for the payload), then the payload as a tensor
+ * (for values in the file; arena values are read through ArenaViews).
  * Small values cost one read into a reused scratch buffer and one small copy;
  * large ones are mapped (or read straight into their own buffer where mapping
  * is unavailable).
@@ -12,7 +13,7 @@ import { canMapFiles, type Mapping, mapFile } from './mapped-file.ts';
 import { decodeValueHeader, MAX_HEADER_BYTES, type ValueHeader } from './value-header.ts';
 
 /** Files up to this size are read whole in one call. */
-const SMALL_FILE_BYTES = 64 << 10;
+export const SMALL_FILE_BYTES = 64 << 10;
 const scratch = Buffer.allocUnsafeSlow(SMALL_FILE_BYTES);
 const mapping = canMapFiles();
 
@@ -38,7 +39,7 @@ export function readValueHeader(fd: number, describe: string): OpenedValue {
     0,
   );
   const header = decodeValueHeader(scratch, buffered, describe);
-  const expected = header.headerBytes + header.payloadBytes;
+  const expected = header.fileBytes;
   if (size !== expected) {
     throw new FileStoreCorruptError(
       `${describe} is corrupt: ${size} bytes on disk, the header describes ${expected} ` +

@@ -1,0 +1,59 @@
+/**
+ * A consumer's mappings of producers' arenas: each arena file is mapped once,
+ * shared, and kept until close, so a value in an arena costs no system call
+ * and, once its pages were touched, no page fault. An arena file never
+ * changes size or identity under its name (a producer adds arenas under new
+ * names), so a cached mapping stays right for every later value in it.
+ */
+import { closeSync, fstatSync, openSync } from 'node:fs';
+import { FileStoreCorruptError } from './errors.ts';
+import { type Mapping, mapFile } from './mapped-file.ts';
+
+interface MappedArena {
+  mapping: Mapping;
+  size: number;
+}
+
+export class ArenaViews {
+  readonly #arenas = new Map<string, MappedArena>();
+
+  /**
+   * The `length` bytes at `offset` of the arena at `path`; undefined when the
+   * file does not exist (its producer closed). `describe` names the value.
+   */
+  view(path: string, offset: number, length: number, describe: string): ArrayBuffer | undefined {
+    const arena = this.#arenas.get(path) ?? this.#map(path, describe);
+    if (!arena) return undefined;
+    if (offset + length > arena.size) {
+      throw new FileStoreCorruptError(
+        `${describe} is corrupt: its payload at bytes ${offset}..${offset + length} lies outside ` +
+          `arena file ${path} of ${arena.size} bytes`,
+      );
+    }
+    return arena.mapping.buffer;
+  }
+
+  #map(path: string, describe: string): MappedArena | undefined {
+    let fd: number;
+    try {
+      fd = openSync(path, 'r+');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+    try {
+      const { size } = fstatSync(fd);
+      if (size === 0) throw new FileStoreCorruptError(`${describe} is corrupt: arena file ${path} is empty`);
+      const arena = { mapping: mapFile(fd, size, `arena file ${path}`, true), size };
+      this.#arenas.set(path, arena);
+      return arena;
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  close(): void {
+    for (const arena of this.#arenas.values()) arena.mapping.unmap();
+    this.#arenas.clear();
+  }
+}
