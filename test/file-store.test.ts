@@ -10,6 +10,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   abortJob,
@@ -21,6 +22,7 @@ import {
   jobDirectoryInfo,
   removeJobDirectory,
 } from '../src/file-store/index.ts';
+import { RegionAllocator } from '../src/file-store/region-allocator.ts';
 import {
   CollectiveMismatchError,
   CommTimeoutError,
@@ -202,6 +204,169 @@ describe('FileTensorStore within one process', () => {
   });
 });
 
+describe('FileTensorStore arenas for large payloads', () => {
+  const KiB = 1 << 10;
+  const MiB = 1 << 20;
+
+  /** int32 elements whose values depend on `seed`, so values of different rounds and keys differ everywhere. */
+  function pattern(bytes: number, seed: number): Tensor {
+    const t = Tensor.empty([bytes / 4], 'int32');
+    const words = t.data as Int32Array;
+    for (let i = 0; i < words.length; i++) words[i] = (i * 2654435761 + seed * 40503) | 0;
+    return t;
+  }
+
+  function arenaFiles(dir: string): string[] {
+    return readdirSync(join(dir, 'tmp')).filter((f) => f.startsWith('arena.'));
+  }
+
+  function arenaStores(dir: string, arenaBytes: number, maxArenaBytes: number): FileTensorStore[] {
+    const made = [0, 1].map(
+      (rank) => new FileTensorStore({ dir, rank, timeoutMs: 10_000, arenaBytes, maxArenaBytes }),
+    );
+    opened.push(...made);
+    return made;
+  }
+
+  it('keeps several values of mixed sizes outstanding in one reused arena, intact over many rounds', async () => {
+    const dir = newJob();
+    const [p, c] = arenaStores(dir, 4 * MiB, 16 * MiB);
+    const sizes = [100 * KiB, 1 * MiB, 2.5 * MiB, 64 * KiB];
+    for (let round = 0; round < 12; round++) {
+      const sent = sizes.map((bytes, i) => pattern(bytes, round * 10 + i));
+      for (const [i, t] of sent.entries()) await p.srcSet(`big:${i}`, t, 1);
+      // The header alone is in the value file; the payload is in the arena.
+      for (const i of sizes.keys()) expect(statSync(join(dir, `v.big%3A${i}`)).size).toBeLessThan(4 * KiB);
+      for (const [i, t] of sent.entries()) {
+        const got = await c.destGet(`big:${i}`);
+        expect(got.equal(t)).toBe(true);
+      }
+      for (const i of sizes.keys()) {
+        await c.destFinishGet(`big:${i}`);
+        await p.srcWaitUntilGetFinished(`big:${i}`);
+      }
+      // Freed regions are reused: the four values never need a second arena.
+      expect(arenaFiles(dir)).toHaveLength(1);
+    }
+    p.close();
+    c.close();
+    expect(leftovers(dir)).toEqual([]);
+  });
+
+  it('gives a value bigger than the arena an arena of its own, and sends values beyond the budget in files', async () => {
+    const dir = newJob();
+    const [p, c] = arenaStores(dir, 1 * MiB, 4 * MiB);
+    const small = pattern(200 * KiB, 1);
+    const bigger = pattern(3 * MiB, 2);
+    const beyond = pattern(2 * MiB, 3);
+    await p.srcSet('small', small, 1);
+    await p.srcSet('bigger', bigger, 1);
+    expect(arenaFiles(dir)).toHaveLength(2);
+    await p.srcSet('beyond', beyond, 1);
+    expect(arenaFiles(dir)).toHaveLength(2);
+    expect(statSync(join(dir, 'v.beyond')).size).toBeGreaterThan(2 * MiB);
+    expect(statSync(join(dir, 'v.bigger')).size).toBeLessThan(4 * KiB);
+    for (const [key, t] of [
+      ['small', small],
+      ['bigger', bigger],
+      ['beyond', beyond],
+    ] as const) {
+      expect((await c.destGet(key)).equal(t)).toBe(true);
+      await c.destFinishGet(key);
+      await p.srcWaitUntilGetFinished(key);
+    }
+    p.close();
+    c.close();
+    expect(leftovers(dir)).toEqual([]);
+  });
+
+  it('never reuses the region of a value whose consumer is still reading when the producer gives up', async () => {
+    const dir = newJob();
+    const [p, c] = arenaStores(dir, 1 * MiB, 8 * MiB);
+    const first = pattern(512 * KiB, 1);
+    await p.srcSet('first', first, 1);
+    const view = await c.destGet('first');
+    await expect(p.srcWaitUntilGetFinished('first', { timeoutMs: 50 })).rejects.toThrow(CommTimeoutError);
+    for (let round = 0; round < 3; round++) {
+      await p.srcSet('next', pattern(512 * KiB, 2 + round), 1);
+      await c.destGet('next');
+      await c.destFinishGet('next');
+      await p.srcWaitUntilGetFinished('next');
+    }
+    expect(view.equal(first)).toBe(true);
+    await c.destFinishGet('first');
+  });
+
+  it('reports an arena reference outside the arena or to a missing arena as corrupt, failing the producer too', async () => {
+    const dir = newJob();
+    const [p, c] = arenaStores(dir, 2 * MiB, 8 * MiB);
+    /** Rewrites fields of a published header and its checksum (offsets as in value-header.ts). */
+    const patchHeader = (key: string, patch: (header: Buffer) => void) => {
+      const path = join(dir, `v.${key}`);
+      const bytes = readFileSync(path);
+      patch(bytes);
+      bytes.writeUInt32LE(0, 36);
+      bytes.writeUInt32LE(crc32(bytes), 36);
+      writeFileSync(path, bytes);
+    };
+    const cases: [string, (header: Buffer) => void, RegExp][] = [
+      [
+        'outside',
+        (h) => h.writeBigUInt64LE(BigInt(2 * MiB), 56),
+        /v\.outside of key "outside" is corrupt: its payload at bytes 2097152\.\.3145728 lies outside arena file \S+\/tmp\/arena\.0\.[0-9a-f]+\.0 of 2097152 bytes/,
+      ],
+      [
+        'missing',
+        (h) => h.writeUInt32LE(7, 48),
+        /v\.missing of key "missing" is corrupt: its arena file \S+\/tmp\/arena\.0\.[0-9a-f]+\.7 does not exist/,
+      ],
+      [
+        'unaligned',
+        (h) => h.writeBigUInt64LE(3n, 56),
+        /v\.unaligned of key "unaligned" is corrupt: arena offset 3 is not a multiple of 64/,
+      ],
+    ];
+    for (const [key, patch, message] of cases) {
+      await p.srcSet(key, pattern(1 * MiB, 0), 1);
+      patchHeader(key, patch);
+      const error = await c.destGet(key, { timeoutMs: 5_000 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(FileStoreCorruptError);
+      expect((error as Error).message).toMatch(message);
+      if (key !== 'unaligned') {
+        // The consumer had claimed the get: the producer hears of the corruption instead of waiting.
+        await expect(p.srcWaitUntilGetFinished(key, { timeoutMs: 5_000 })).rejects.toThrow(message);
+      } else {
+        await expect(p.srcWaitUntilGetFinished(key, { timeoutMs: 50 })).rejects.toThrow(CommTimeoutError);
+      }
+    }
+  });
+
+  it('allocates arena regions first fit, page-aligned, merging freed neighbours', () => {
+    const regions = new RegionAllocator(10 * 4096, 4096);
+    const [a, b, c] = [regions.allocate(1), regions.allocate(4097), regions.allocate(3 * 4096)];
+    expect([a, b, c]).toEqual([0, 4096, 3 * 4096]);
+    expect(regions.allocate(5 * 4096)).toBeUndefined();
+    regions.free(b as number);
+    regions.free(a as number);
+    // a and b merged into one 3-page region at 0; c's end and the tail stay apart until c is freed.
+    expect(regions.allocate(3 * 4096)).toBe(0);
+    regions.free(0);
+    regions.free(c as number);
+    expect(regions.allocate(10 * 4096)).toBe(0);
+    expect(() => regions.free(4096)).toThrow(/no region is allocated at offset 4096/);
+  });
+
+  it('refuses arena sizes that are not non-negative integers', () => {
+    const dir = newJob();
+    expect(() => new FileTensorStore({ dir, rank: 0, arenaBytes: -1 })).toThrow(
+      /arenaBytes must be a non-negative integer, got -1/,
+    );
+    expect(() => new FileTensorStore({ dir, rank: 0, maxArenaBytes: 1.5 })).toThrow(
+      /maxArenaBytes must be a non-negative integer, got 1\.5/,
+    );
+  });
+});
+
 describe('FileTensorStore failures', () => {
   it('times out naming the key, the rank and what is known about the value', async () => {
     const [p, c, d] = stores(newJob(), 3);
@@ -246,7 +411,10 @@ describe('FileTensorStore failures', () => {
   it('reports a corrupt header, a bad checksum and a truncated payload, naming key and file, without hanging', async () => {
     const dir = newJob();
     const [p, c] = stores(dir, 2);
-    writeFileSync(join(dir, 'v.garbage'), 'this is not a tensor file at all, not even close to one, not at all');
+    writeFileSync(
+      join(dir, 'v.garbage'),
+      'this is not a tensor file at all, not even close to one, not at all',
+    );
     const garbage = await c.destGet('garbage', { timeoutMs: 5_000 }).catch((e: unknown) => e);
     expect(garbage).toBeInstanceOf(FileStoreCorruptError);
     expect((garbage as Error).message).toBe(
