@@ -9,6 +9,10 @@
 
 import { median } from '../src/cli/bench/collectives-rank.ts';
 import { fixed, formatTable } from '../src/cli/bench/table.ts';
+import { captureSite } from '../src/debug/call-site.ts';
+import { RankMonitor } from '../src/debug/monitor.ts';
+import { resolveDebugOptions } from '../src/debug/options.ts';
+import { ThreadStatusBoard } from '../src/debug/status-board.ts';
 import { type DebugOptions, spawnThreads } from '../src/index.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';
 import type { OverheadArgs } from './debug-overhead-rank.ts';
@@ -20,6 +24,32 @@ const SETTINGS: Array<{ name: string; debug: DebugOptions }> = [
 ];
 export const OVERHEAD_GOAL = 0.1;
 
+/**
+ * The checks' own per-call work, timed in one thread (steadier than two-rank
+ * timings on a loaded machine): the monitor's bookkeeping of a call (status
+ * row, flight recorder) and, apart, one stack capture, which SiteBudget
+ * holds to 3% of the rank's time.
+ */
+function perCallCosts(iters: number): { bookkeepingUs: number; siteUs: number } {
+  const board = new ThreadStatusBoard(ThreadStatusBoard.createShared(2));
+  const monitor = new RankMonitor(0, board, resolveDebugOptions({ callSites: false }, {}));
+  const group = monitor.registerGroup('w0.1.0', 'world');
+  const peers = [1];
+  const time = (step: (i: number) => void) => {
+    for (let i = 0; i < iters; i++) step(i);
+    const started = performance.now();
+    for (let i = 0; i < iters; i++) step(i);
+    return ((performance.now() - started) / iters) * 1000;
+  };
+  const bookkeepingUs = time((seq) => {
+    const call = { group: 'world', groupCode: group, groupSize: 2, seq, op: 'allReduce', bytes: 1024, peers };
+    monitor.end(monitor.begin({ ...call, call: 'allReduce(float32[256], sum)' }));
+  });
+  const siteUs = time(() => captureSite());
+  monitor.close();
+  return { bookkeepingUs, siteUs };
+}
+
 export interface OverheadRow {
   op: OverheadArgs['op'];
   setting: string;
@@ -28,9 +58,15 @@ export interface OverheadRow {
   overhead: number;
 }
 
-export async function runDebugOverhead(options: { quick: boolean; log: Log }): Promise<OverheadRow[]> {
+export interface OverheadReport {
+  rows: OverheadRow[];
+  bookkeepingUs: number;
+  siteUs: number;
+}
+
+export async function runDebugOverhead(options: { quick: boolean; log: Log }): Promise<OverheadReport> {
   const { quick, log } = options;
-  const rounds = quick ? 1 : 3;
+  const rounds = quick ? 1 : 5;
   const rows: OverheadRow[] = [];
   for (const op of ['allReduce', 'broadcast'] as const) {
     const args: OverheadArgs = {
@@ -58,6 +94,7 @@ export async function runDebugOverhead(options: { quick: boolean; log: Log }): P
       rows.push({ op, setting: setting.name, us, overhead: us / off - 1 });
     });
   }
+  const costs = perCallCosts(quick ? 20_000 : 200_000);
   log('# debugging checks: 1 KiB calls, 2 ranks, median µs per call (jobs of each setting alternate)');
   const columns = [
     { title: 'op', width: 12, cell: (r: OverheadRow) => r.op },
@@ -67,12 +104,18 @@ export async function runDebugOverhead(options: { quick: boolean; log: Log }): P
   ];
   for (const line of formatTable(columns, rows)) log(line);
   const main = rows.find((r) => r.op === 'allReduce' && r.setting === 'checks on (default)')!;
+  const offUs = rows.find((r) => r.op === 'allReduce' && r.setting === 'checks off')!.us;
+  log(
+    `# per call, one thread: bookkeeping ${fixed(costs.bookkeepingUs, 3)} µs ` +
+      `(${((costs.bookkeepingUs / offUs) * 100).toFixed(1)}% of the allReduce), one stack capture ` +
+      `${fixed(costs.siteUs, 3)} µs (${((costs.siteUs / offUs) * 100).toFixed(1)}%; budgeted to ≤ 3% of the rank's time)`,
+  );
   log(
     `# goal: default checks cost ≤ ${OVERHEAD_GOAL * 100}% on a 1 KiB allReduce: ` +
       `${(main.overhead * 100).toFixed(1)}% -> ${main.overhead <= OVERHEAD_GOAL ? 'met' : 'NOT met'}`,
   );
   log('');
-  return rows;
+  return { rows, ...costs };
 }
 
 export const main = benchMain('bench/debug-overhead', runDebugOverhead);

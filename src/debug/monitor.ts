@@ -7,7 +7,7 @@
  * every rank now?
  */
 import { type CallEntry, type CallRecord, nowUs, opCode } from './call-record.ts';
-import { captureSite, formatSite } from './call-site.ts';
+import { formatSite, SiteBudget } from './call-site.ts';
 import { FlightRecorder, toEntry } from './flight-recorder.ts';
 import { describeRanks, type HangFocus, writeHangReport } from './hang-report.ts';
 import type { ResolvedDebugOptions } from './options.ts';
@@ -38,6 +38,7 @@ export class RankMonitor {
   readonly #waitingFor = new WeakMap<CallRecord, string>();
   readonly #failed: SnapshotCall[] = [];
   readonly #trace: CallRecord[] | undefined;
+  readonly #sites: SiteBudget | undefined;
   #traceDropped = 0;
   #snapshotAt = 0;
   #exit: string | undefined;
@@ -49,6 +50,7 @@ export class RankMonitor {
   ) {
     this.recorder = new FlightRecorder(options.flightRecorderSize);
     this.#trace = options.trace ? [] : undefined;
+    this.#sites = options.callSites ? new SiteBudget() : undefined;
     board.setState(rank, RankState.running);
   }
 
@@ -66,11 +68,18 @@ export class RankMonitor {
   begin(start: CallStart): CallRecord {
     const record: CallRecord = {
       rank: this.rank,
-      ...start,
+      group: start.group,
+      groupCode: start.groupCode,
+      groupSize: start.groupSize,
+      seq: start.seq,
+      op: start.op,
+      call: start.call,
+      bytes: start.bytes,
+      peers: start.peers,
       startUs: nowUs(),
       endUs: 0,
       status: 'pending',
-      site: this.options.callSites ? captureSite() : undefined,
+      site: this.#sites?.capture(),
     };
     this.#pending.add(record);
     this.board.callStarted(this.rank, record.seq, opCode(record.op), record.groupCode);
@@ -92,7 +101,11 @@ export class RankMonitor {
     }
     record.status = 'failed';
     record.error = error instanceof Error ? error.message : String(error);
-    this.#failed.push({ ...this.#snapshotCall(record), failed: record.error.split('\n')[0] });
+    this.#failed.push({
+      ...this.#snapshotCall(record),
+      failed: record.error.split('\n')[0],
+      failedName: error instanceof Error ? error.name : 'Error',
+    });
     if (this.#failed.length > KEPT_FAILURES) this.#failed.shift();
     this.publish();
   }
@@ -133,6 +146,19 @@ export class RankMonitor {
     return status.snapshot?.exit ?? 'it left its main function';
   }
 
+  /** The error `globalRank` failed call `seq` of group `groupId` with, once it has reported it. */
+  peerFailure(
+    globalRank: number,
+    groupId: string,
+    seq: number,
+  ): { name: string; message: string } | undefined {
+    const snapshot = this.board.read(globalRank).snapshot;
+    const failed = snapshot?.failed.find((c) => c.seq === seq && snapshot.groups[c.group]?.id === groupId);
+    return failed?.failed === undefined
+      ? undefined
+      : { name: failed.failedName ?? 'Error', message: failed.failed };
+  }
+
   /** Where `globalRank` made call `seq` of group `groupId`, once it has reported it (waits briefly). */
   async peerSite(globalRank: number, groupId: string, seq: number): Promise<string | undefined> {
     const deadline = Date.now() + PEER_SITE_WAIT_MS;
@@ -140,7 +166,7 @@ export class RankMonitor {
       const snapshot = this.board.read(globalRank).snapshot;
       const calls = [...(snapshot?.failed ?? []), ...(snapshot?.pending ?? [])];
       const match = calls.find((c) => c.seq === seq && snapshot?.groups[c.group]?.id === groupId);
-      if (match) return match.site ?? 'its call site was not captured (callSites is off)';
+      if (match) return match.site ?? 'no call site (callSites off, or its time budget spent)';
       if (Date.now() >= deadline || this.board.read(globalRank).state === RankState.exited) return undefined;
       await new Promise((resolve) => setTimeout(resolve, 10));
     }

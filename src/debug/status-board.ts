@@ -34,7 +34,9 @@ export interface SnapshotCall {
   since: number;
   site?: string;
   waitingFor?: string;
+  /** The first line of the error the call failed with, and the error's name. */
   failed?: string;
+  failedName?: string;
 }
 
 /** What a rank last wrote about itself. */

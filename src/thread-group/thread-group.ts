@@ -671,8 +671,10 @@ export class ThreadGroup {
 }
 
 function siteLine(rank: number, record: CallRecord): string {
-  const site = record.site === undefined ? undefined : formatSite(record.site);
-  return `  rank ${rank} called it at ${site ?? '(call sites are off: DebugOptions.callSites)'}`;
+  if (record.site === undefined) {
+    return `  rank ${rank}: no call site (DebugOptions.callSites is off, or its time budget was spent on earlier calls)`;
+  }
+  return `  rank ${rank} called it at ${formatSite(record.site) ?? '(no frame outside tensorcomm)'}`;
 }
 
 function sameDType(a: Tensor, b: Tensor, where: string): void {

@@ -25,7 +25,8 @@ export const ABANDONED = '!abandoned:';
 const WITHDRAW_TIMEOUT_MS = 200;
 /** A slow wait looks at its peer's status this often, so a peer that left fails it at once. */
 const PEER_CHECK_MS = 100;
-const FINGERPRINT = Tensor.empty([0], 'uint8');
+/** The value a rank without data for everyone publishes in phase 0: only its tag (the signature) counts. */
+export const FINGERPRINT = Tensor.empty([0], 'uint8');
 const RECORDER_LINES_IN_REPORT = 8;
 
 /** Two ranks disagree about a call; `peerRank` (global) is the other one, for its call site. */
@@ -92,6 +93,19 @@ export class Exchange {
    * an empty value under phase 0 for every peer, every peer's read and compared.
    * Our value's readers are awaited at the end of the call (settle), not here.
    */
+  /**
+   * One exchange in which every rank publishes `mine` for all others and
+   * hands every peer's value to `read` (in group-rank order) before finishing it.
+   */
+  async readAll(phase: number, mine: Tensor, read: (producer: number, value: Tensor) => void): Promise<void> {
+    await this.publish(phase, mine, this.size - 1);
+    for (const p of this.peers()) {
+      read(p, await this.get(phase, p));
+      await this.finish(phase, p);
+    }
+    await this.consumed(phase);
+  }
+
   async compareCalls(): Promise<void> {
     if (this.size > 1) {
       await this.publish(0, FINGERPRINT, this.size - 1);
@@ -175,9 +189,23 @@ export class Exchange {
           timeoutMs: Math.max(1, Math.min(remaining, PEER_CHECK_MS)),
         });
       } catch (error) {
-        if (!(error instanceof CommTimeoutError) || remaining <= PEER_CHECK_MS) throw error;
+        if (!(error instanceof CommTimeoutError)) throw error;
+        // The store timed out on the last slice; the call waited its whole timeout.
+        if (remaining <= PEER_CHECK_MS) {
+          throw new CommTimeoutError(error.message.replace(/after \d+ ms/, `after ${timeoutMs} ms`));
+        }
       }
       debug.monitor.waiting(debug.record, waitingFor);
+      // A producer that failed this call withdraws its values: its error is the answer, not a timeout.
+      const failure =
+        this.#call.seq >= 0
+          ? debug.monitor.peerFailure(globalProducer, debug.focus.groupId, this.#call.seq)
+          : undefined;
+      if (failure) {
+        const text = `${this.#where()}: rank ${globalProducer} failed this call: ${failure.message}`;
+        if (failure.name === 'CollectiveMismatchError') throw new CallMismatchError(text, globalProducer);
+        throw new RankFailedError(text, globalProducer);
+      }
       const departure = debug.monitor.departure(globalProducer);
       if (departure !== undefined) {
         // It may have published just before it left.

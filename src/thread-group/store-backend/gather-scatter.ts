@@ -12,13 +12,8 @@ async function gatherEach(
   input: Tensor,
   place: (p: number, value: Tensor) => void,
 ): Promise<void> {
-  await x.publish(0, input, x.size - 1);
   place(x.rank, input);
-  for (const p of x.peers()) {
-    place(p, await x.get(0, p));
-    await x.finish(0, p);
-  }
-  await x.consumed(0);
+  await x.readAll(0, input, place);
 }
 
 export function allGather(x: Exchange, outputs: readonly Tensor[], input: Tensor): Promise<void> {

@@ -3,7 +3,7 @@
 import { reduceArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import type { Exchange } from './exchange.ts';
+import { type Exchange, FINGERPRINT } from './exchange.ts';
 import { copyElements } from './slices.ts';
 
 export async function broadcast(x: Exchange, tensor: Tensor, src: number): Promise<void> {
@@ -15,6 +15,18 @@ export async function broadcast(x: Exchange, tensor: Tensor, src: number): Promi
   }
   copyElements(tensor, 0, await x.get(0, src));
   await x.finish(0, src);
+}
+
+/**
+ * Broadcast with the fingerprint check folded into its one exchange: every
+ * rank reads every other's phase-0 value, the root's being the data and the
+ * others' empty, so a rank that disagrees on the root costs no extra round.
+ */
+export async function broadcastCompared(x: Exchange, tensor: Tensor, src: number): Promise<void> {
+  if (x.size === 1) return;
+  await x.readAll(0, x.rank === src ? tensor : FINGERPRINT, (p, value) => {
+    if (p === src) copyElements(tensor, 0, value);
+  });
 }
 
 /** Non-roots' tensors are left as they were (gloo's behaviour); the root holds the reduction. */

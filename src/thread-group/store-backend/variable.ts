@@ -3,7 +3,7 @@
  * Consumers copy the value out, so what they return is theirs to keep.
  */
 import type { Tensor } from '../../tensor/tensor.ts';
-import type { Exchange } from './exchange.ts';
+import { type Exchange, FINGERPRINT } from './exchange.ts';
 
 export async function takeCopy(
   x: Exchange,
@@ -23,6 +23,20 @@ export async function broadcastAny(x: Exchange, tensor: Tensor | undefined, src:
     await x.consumed(0);
   }
   return tensor!;
+}
+
+/** broadcastAny with the fingerprint check folded in, as broadcastCompared does. */
+export async function broadcastAnyCompared(
+  x: Exchange,
+  tensor: Tensor | undefined,
+  src: number,
+): Promise<Tensor> {
+  if (x.rank === src && x.size === 1) return tensor!;
+  let value = tensor;
+  await x.readAll(0, x.rank === src ? tensor! : FINGERPRINT, (p, v) => {
+    if (p === src) value = v.clone();
+  });
+  return value!;
 }
 
 export async function allGatherAny(x: Exchange, tensor: Tensor): Promise<Tensor[]> {
