@@ -10,6 +10,7 @@ import {
   HEADER_LIMITS,
 } from '../src/weight-sync/header.ts';
 import { type PlannedBucket, planBuckets } from '../src/weight-sync/plan.ts';
+import { decodeStreamEnd, encodeStreamEnd, isStreamEnd } from '../src/weight-sync/stream-end.ts';
 import { TEST_BUCKET_BYTES, testModel } from './fixtures/weight-sync-model.ts';
 
 const HEADER: BucketHeader = {
@@ -107,6 +108,41 @@ describe('bucket header', () => {
     const stamped = stampDigest(DIGEST_SEED, a);
     expect(decodeBucketHeader(a, 1024).digest).toBe(stamped);
     expect(chainDigest(DIGEST_SEED, a)).toBe(stamped);
+  });
+});
+
+describe('stream end', () => {
+  it('round-trips a planned stream and a failure, and is told apart from a bucket header', () => {
+    const planned = { failed: false, buckets: 7, tensors: 19, digest: 0xdeadbeef } as const;
+    const failed = { failed: true, error: 'Error: out of memory at w.20 (ü)' } as const;
+    expect(decodeStreamEnd(encodeStreamEnd(planned))).toEqual(planned);
+    expect(decodeStreamEnd(encodeStreamEnd(failed))).toEqual(failed);
+    expect(isStreamEnd(encodeStreamEnd(planned))).toBe(true);
+    expect(isStreamEnd(encodeBucketHeader(HEADER))).toBe(false);
+    expect(isStreamEnd('text')).toBe(false);
+    // A huge error message travels cut to a bounded size.
+    const long = decodeStreamEnd(encodeStreamEnd({ failed: true, error: 'x'.repeat(100_000) }));
+    expect(long.failed && long.error.length).toBe(4096);
+  });
+
+  it('refuses a malformed stream end with a WeightSyncHeaderError naming the field', () => {
+    const bytes = () => encodeStreamEnd({ failed: true, error: 'boom' });
+    const decode = (b: Uint8Array) => () => decodeStreamEnd(b);
+    const edit = (f: (v: DataView, b: Uint8Array) => void) => {
+      const b = bytes();
+      f(new DataView(b.buffer), b);
+      return b;
+    };
+    expect(decode(bytes().subarray(0, 10))).toThrow(WeightSyncHeaderError);
+    expect(decode(bytes().subarray(0, 10))).toThrow(/10 bytes, shorter than 24/);
+    expect(decode(edit((v) => v.setUint16(4, 9, true)))).toThrow(/unsupported version 9/);
+    expect(decode(edit((v) => v.setUint16(6, 6, true)))).toThrow(/unknown flags 0x6/);
+    expect(decode(edit((v) => v.setUint32(20, 1e9, true)))).toThrow(
+      /message length 1000000000 does not match/,
+    );
+    expect(decode(edit((v) => v.setUint16(6, 0, true)))).toThrow(
+      /a stream end that did not fail carries a message/,
+    );
   });
 });
 

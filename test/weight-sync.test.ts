@@ -74,6 +74,65 @@ describe('WeightSyncEngine between threads', () => {
     expect(res[3].silent.error).toMatch(/timed out after 1500 ms/);
   }, 60_000);
 
+  it('a sender whose weights iterator throws, or whose stream is one tensor longer, fails every rank at once', async () => {
+    // Every wait of these syncs may take 20 s: an error that came by a timeout takes that long.
+    const res: Result[] = await spawnThreads(entry, { worldSize: 5, args: { scenario: 'fail-fast' } });
+    const senders = [0, 1, 2];
+    const receiverError =
+      /^WeightSyncError: WeightSyncEngine\.send: receiver [34] failed: WeightSyncEngine\.receive: /;
+    const expectations: Record<string, { culprit: number; own: RegExp; problem: RegExp }> = {
+      throwsMidStream: {
+        culprit: 1,
+        own: /^Error: producing layer\.1\.weight failed$/,
+        problem: /sender 1 failed: Error: producing layer\.1\.weight failed$/,
+      },
+      throwsAtStart: {
+        culprit: 0,
+        own: /^Error: no weights yet$/,
+        problem: /sender 0 failed: Error: no weights yet$/,
+      },
+      throwsWhileOthersRunAhead: {
+        culprit: 1,
+        own: /^Error: out of memory at w\.20$/,
+        problem: /sender 1 failed: Error: out of memory at w\.20$/,
+      },
+      longerInLastBucket: {
+        culprit: -1,
+        own: /never a culprit/,
+        problem:
+          /sender 2 planned 5 buckets \(20 tensors, .*\), but 5 buckets \(19 tensors, .*\) arrived: sender 2's stream is longer$/,
+      },
+      longerByABucket: {
+        culprit: -1,
+        own: /never a culprit/,
+        problem:
+          /sender 2 sent another bucket \(first entry 'extra'\) after bucket 4, .*: sender 2's stream is longer than the 5 buckets/,
+      },
+      longerOnSender1: {
+        culprit: -1,
+        own: /never a culprit/,
+        problem:
+          /of different lengths: sender 2's stream ended after 5 buckets \(19 tensors\), but sender 1 sent bucket 4 as not the last: sender 2's stream is shorter than sender 1's$/,
+      },
+    };
+    for (const [name, { culprit, own, problem }] of Object.entries(expectations)) {
+      res.forEach((r, rank) => {
+        const { error, ms } = r[name];
+        const where = `${name}, rank ${rank}: ${error}`;
+        expect(ms, where).toBeLessThan(8000);
+        if (rank === culprit) {
+          expect(error, where).toMatch(own); // the failed sender's own error, unchanged
+          return;
+        }
+        // Receivers name the problem; the other senders name the receiver that reported it, and its words.
+        expect(error, where).toMatch(
+          senders.includes(rank) ? receiverError : /^WeightSyncError: WeightSyncEngine\.receive: /,
+        );
+        expect(error, where).toMatch(problem);
+      });
+    }
+  }, 120_000);
+
   it('a receiver that dies fails the senders at once, naming it', async () => {
     const started = performance.now();
     const error = await spawnThreads(entry, { worldSize: 3, args: { scenario: 'receiver-dies' } }).catch(

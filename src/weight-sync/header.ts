@@ -57,6 +57,11 @@ export interface BucketHeader {
   entries: readonly BucketEntry[];
 }
 
+/** How many tensors of the stream begin in these entries (a split tensor's later pieces continue one). */
+export function startedTensors(entries: readonly BucketEntry[]): number {
+  return entries.reduce((n, e) => (e.chunkStart === 0 ? n + 1 : n), 0);
+}
+
 export function alignUp(n: number): number {
   return Math.ceil(n / PAYLOAD_ALIGN) * PAYLOAD_ALIGN;
 }

@@ -16,7 +16,7 @@ export interface WeightSyncOptions {
   phase?: number;
   /** Bound on every wait of a sync, in ms (default 60 000). */
   timeoutMs?: number;
-  /** First of the four p2p tags the engine uses on the group (default 0x77530000); give engines sharing a group different tags. */
+  /** First of the four p2p tags the engine reserves on the group (default 0x77530000); give engines sharing a group different tags. */
   tag?: number;
 }
 

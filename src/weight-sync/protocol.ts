@@ -1,34 +1,36 @@
 /**
  * The messages of one sync besides the buckets, and the tags they travel on.
  * Per bucket b, its sender (senders[b mod S]) sends each receiver the binary
- * header (header.ts) and then the payload bytes. At the end every sender
- * tells every receiver how many buckets it planned and its stream digest (a
- * sender whose stream differs only in buckets it did not send is caught
- * here); each receiver compares them with what it received and answers every
- * sender with its outcome. A receiver that fails earlier sends its outcome
- * (the error) at once, so senders can report why their transfers stalled.
+ * header (header.ts) and then the payload bytes. After its last bucket every
+ * sender closes its header stream to every receiver with a stream end
+ * (stream-end.ts): the bucket count and digest it planned, or the error its
+ * stream failed with. Each receiver compares them with what it received and
+ * answers every sender with its outcome. A receiver that fails earlier sends
+ * its outcome (the error) at once, and breaks the receives a sender may be
+ * blocked on, so senders learn why at once rather than at a timeout.
  */
 import { WeightSyncError } from './errors.ts';
 
-/** Default first tag; an engine uses four consecutive tags from `tag` on its group. */
+/** Default first tag; an engine reserves four consecutive tags from `tag` on its group (and uses three). */
 export const DEFAULT_TAG = 0x77530000;
 
 export interface Tags {
   header: number;
   payload: number;
-  final: number;
   outcome: number;
 }
 
 export function tagsFrom(base: number): Tags {
-  return { header: base, payload: base + 1, final: base + 2, outcome: base + 3 };
+  return { header: base, payload: base + 1, outcome: base + 2 };
 }
 
-/** Sender → receiver, once per sync: the stream as this sender planned it. */
-export interface FinalReport {
-  buckets: number;
-  digest: number;
-}
+/**
+ * A report of a failure waits this many timeouts to be read: its reader learns
+ * of it only when it gets to that message, which may be after one of its own
+ * waits timed out and it started another.
+ */
+export const LINGER_TIMEOUTS = 3;
+
 /** Receiver → sender, once per sync. */
 export type Outcome = { ok: true } | { ok: false; error: string };
 
@@ -36,14 +38,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null;
 }
 
-/** Reports and outcomes arrive as structured clones: check their shape before trusting a field. */
-export function parseFinal(value: unknown, from: string): FinalReport {
-  if (isRecord(value) && Number.isSafeInteger(value.buckets) && Number.isSafeInteger(value.digest)) {
-    return { buckets: value.buckets as number, digest: value.digest as number };
-  }
-  throw new WeightSyncError(`malformed weight-sync final report from ${from}`);
-}
-
+/** Outcomes arrive as structured clones: check their shape before trusting a field. */
 export function parseOutcome(value: unknown, from: string): Outcome {
   if (isRecord(value)) {
     if (value.ok === true) return { ok: true };

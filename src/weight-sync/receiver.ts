@@ -17,12 +17,10 @@ import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ChunkAssembler } from './assembler.ts';
 import { chainDigest, DIGEST_SEED, hex } from './digest.ts';
 import { WeightSyncError, WeightSyncHeaderError } from './errors.ts';
-import { type BucketHeader, decodeBucketHeader } from './header.ts';
+import { type BucketHeader, decodeBucketHeader, startedTensors } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
-import { messageOf, parseFinal, quiet } from './protocol.ts';
-
-/** How many timeouts a failed receiver's error report waits to be read. */
-const OUTCOME_LINGER = 3;
+import { LINGER_TIMEOUTS, messageOf, quiet } from './protocol.ts';
+import { decodeStreamEnd, isStreamEnd, type StreamEnd } from './stream-end.ts';
 
 export class BucketReceiver {
   readonly #group: ThreadGroup;
@@ -61,6 +59,7 @@ class ReceiveSession {
   readonly #assembler = new ChunkAssembler();
   #digest = DIGEST_SEED;
   #buckets = 0;
+  #tensors = 0;
   #outcomeSent = false;
   #failed = false;
 
@@ -175,17 +174,11 @@ class ReceiveSession {
   }
 
   async #takeHeader(index: number): Promise<BucketHeader> {
-    const { tags, timeoutMs, bucketBytes } = this.#config;
+    const { tags, timeoutMs } = this.#config;
     const sender = this.#sender(index);
     const raw = await this.#group.recvObject(sender, { tag: tags.header, timeoutMs });
-    let header: BucketHeader;
-    try {
-      header = decodeBucketHeader(raw, bucketBytes);
-    } catch (error) {
-      throw new WeightSyncHeaderError(
-        `${this.#where}: bucket ${index} from sender ${sender}: ${messageOf(error)}`,
-      );
-    }
+    if (isStreamEnd(raw)) throw this.#endedEarly(index, sender, this.#decodeEnd(raw, sender));
+    const header = this.#decodeHeader(raw, `bucket ${index} from sender ${sender}`);
     // Headers are taken in stream order (each waits for the one before), so the digest chains in order.
     const expected = chainDigest(this.#digest, raw as Uint8Array);
     if (header.index !== index || header.digest !== expected) {
@@ -198,7 +191,41 @@ class ReceiveSession {
     }
     this.#digest = expected;
     this.#buckets++;
+    this.#tensors += startedTensors(header.entries);
     return header;
+  }
+
+  #decodeHeader(raw: unknown, what: string): BucketHeader {
+    try {
+      return decodeBucketHeader(raw, this.#config.bucketBytes);
+    } catch (error) {
+      throw new WeightSyncHeaderError(`${this.#where}: ${what}: ${messageOf(error)}`);
+    }
+  }
+
+  #decodeEnd(raw: Uint8Array, sender: number): StreamEnd {
+    try {
+      return decodeStreamEnd(raw);
+    } catch (error) {
+      throw new WeightSyncHeaderError(
+        `${this.#where}: stream end from sender ${sender}: ${messageOf(error)}`,
+      );
+    }
+  }
+
+  /** A sender's stream end came where its next bucket header was due: it failed, or its stream is shorter. */
+  #endedEarly(index: number, sender: number, end: StreamEnd): Error {
+    if (end.failed) return this.#senderFailed(sender, end.error);
+    const previous = this.#sender(index - 1);
+    return new WeightSyncError(
+      `${this.#where}: senders iterated weight streams of different lengths: sender ${sender}'s stream ended ` +
+        `after ${end.buckets} buckets (${end.tensors} tensors), but sender ${previous} sent bucket ${index - 1} ` +
+        `as not the last: sender ${sender}'s stream is shorter than sender ${previous}'s`,
+    );
+  }
+
+  #senderFailed(sender: number, error: string): Error {
+    return new WeightSyncError(`${this.#where}: sender ${sender} failed: ${error}`);
   }
 
   async #takePayload(header: BucketHeader): Promise<BucketHeader> {
@@ -212,24 +239,45 @@ class ReceiveSession {
     return header;
   }
 
-  /** Compares every sender's final report with what arrived, and tells every sender the outcome. */
+  /** Reads every sender's stream end, compares it with what arrived, and tells every sender the outcome. */
   async #agree(): Promise<void> {
     const { senders, tags, timeoutMs } = this.#config;
-    const reports = await Promise.all(
-      senders.map(async (s) =>
-        parseFinal(await this.#group.recvObject(s, { tag: tags.final, timeoutMs }), `sender ${s}`),
-      ),
+    const ends = await Promise.all(
+      senders.map(async (s) => ({
+        s,
+        raw: await this.#group.recvObject(s, { tag: tags.header, timeoutMs }),
+      })),
     );
-    const i = reports.findIndex((r) => r.buckets !== this.#buckets || r.digest !== this.#digest);
-    if (i >= 0) {
-      throw new WeightSyncError(
-        `${this.#where}: senders iterated different weight streams: sender ${senders[i]} planned ${reports[i].buckets} ` +
-          `buckets (digest ${hex(reports[i].digest)}), but ${this.#buckets} arrived (digest ${hex(this.#digest)})`,
-      );
-    }
+    for (const { s, raw } of ends) this.#checkEnd(s, raw);
     this.#outcomeSent = true;
     await Promise.all(
       senders.map((s) => this.#group.sendObject({ ok: true }, s, { tag: tags.outcome, timeoutMs })),
+    );
+  }
+
+  /** What sender `s` sent after the stream's last bucket must be its stream end, matching what arrived. */
+  #checkEnd(s: number, raw: unknown): void {
+    const received = `${this.#buckets} buckets (${this.#tensors} tensors, digest ${hex(this.#digest)})`;
+    const last = this.#buckets - 1;
+    if (!isStreamEnd(raw)) {
+      const first = this.#decodeHeader(raw, `a bucket from sender ${s} after the last`).entries[0];
+      throw new WeightSyncError(
+        `${this.#where}: senders iterated weight streams of different lengths: sender ${s} sent another bucket ` +
+          `(first entry '${first?.name ?? '-'}') after bucket ${last}, which sender ${this.#sender(last)} sent as ` +
+          `the last: sender ${s}'s stream is longer than the ${received} received`,
+      );
+    }
+    const end = this.#decodeEnd(raw, s);
+    if (end.failed) throw this.#senderFailed(s, end.error);
+    if (end.buckets === this.#buckets && end.tensors === this.#tensors && end.digest === this.#digest) return;
+    const planned = `${end.buckets} buckets (${end.tensors} tensors, digest ${hex(end.digest)})`;
+    const longer =
+      end.tensors === this.#tensors
+        ? ''
+        : `: sender ${s}'s stream is ${end.tensors > this.#tensors ? 'longer' : 'shorter'}`;
+    throw new WeightSyncError(
+      `${this.#where}: senders iterated different weight streams: sender ${s} planned ${planned}, ` +
+        `but ${received} arrived${longer}`,
     );
   }
 
@@ -240,11 +288,17 @@ class ReceiveSession {
     if (!this.#outcomeSent) {
       const { senders, tags, timeoutMs } = this.#config;
       const outcome = { ok: false, error: messageOf(error) };
-      // A sender learns of this only when one of its own waits times out, up to a timeout or two from
-      // now (it may start a new wait meanwhile): the report must still be there when it looks.
-      const linger = OUTCOME_LINGER * timeoutMs;
+      const linger = LINGER_TIMEOUTS * timeoutMs;
       for (const s of senders)
         quiet(this.#group.sendObject(outcome, s, { tag: tags.outcome, timeoutMs: linger }));
+      // A sender may be blocked sending this receiver a header or payload it will never take. A receive
+      // that cannot match (p2p size mismatch fails both ends) breaks that send at once; the sender then
+      // reads the outcome above. Where no send comes, the receive just times out.
+      const nothing = Tensor.empty([0], 'uint8');
+      for (const s of senders) {
+        for (const tag of [tags.header, tags.payload])
+          quiet(this.#group.recv(nothing, s, { tag, timeoutMs }));
+      }
     }
     return error;
   }

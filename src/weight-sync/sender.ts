@@ -4,16 +4,18 @@
  * buckets b with b mod S equal to its place among the senders. It has two
  * bucket buffers: it packs the next bucket into one while the other is in
  * flight, and reuses a buffer only after every receiver has finished reading
- * it (the p2p send resolves then).
+ * it (the p2p send resolves then). Its header stream ends with a stream end:
+ * what it planned, or the error its weights iterator (or packing) threw.
  */
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { DIGEST_SEED, stampDigest } from './digest.ts';
 import { WeightSyncError } from './errors.ts';
-import { encodeBucketHeader } from './header.ts';
+import { encodeBucketHeader, startedTensors } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
 import { type PlannedBucket, planBuckets, type WeightStream } from './plan.ts';
-import { type FinalReport, messageOf, parseOutcome, quiet } from './protocol.ts';
+import { LINGER_TIMEOUTS, messageOf, parseOutcome, quiet } from './protocol.ts';
+import { encodeStreamEnd, type StreamEnd } from './stream-end.ts';
 
 /** How long a failed sender looks for a receiver's error report that would explain its failure. */
 const PROBE_MS = 1000;
@@ -39,19 +41,56 @@ export class BucketSender {
     let digest = DIGEST_SEED;
     let buckets = 0;
     let mine = 0;
-    for await (const bucket of planBuckets(weights, bucketBytes, where)) {
-      const header = encodeBucketHeader({ ...bucket, entries: bucket.chunks, digest: 0 });
-      digest = stampDigest(digest, header);
-      buckets++;
-      if (bucket.index % senders.length !== this.#place) continue;
-      const slot = mine++ % 2;
-      await this.#settled(inFlight[slot], where);
-      const buffer = this.#buffers[slot];
-      pack(bucket, buffer);
-      inFlight[slot] = quiet(this.#transfer(bucket, header, buffer, where));
+    let tensors = 0;
+    const plan = planBuckets(weights, bucketBytes, where);
+    try {
+      for (;;) {
+        const next = await this.#ownStep(() => plan.next());
+        if (next.done) break;
+        const bucket = next.value;
+        const header = encodeBucketHeader({ ...bucket, entries: bucket.chunks, digest: 0 });
+        digest = stampDigest(digest, header);
+        buckets++;
+        tensors += startedTensors(bucket.chunks);
+        if (bucket.index % senders.length !== this.#place) continue;
+        const slot = mine++ % 2;
+        await this.#settled(inFlight[slot], where);
+        const buffer = this.#buffers[slot];
+        await this.#ownStep(() => pack(bucket, buffer));
+        inFlight[slot] = quiet(this.#transfer(bucket, header, buffer, where));
+      }
+    } finally {
+      // Leaving early (a failed transfer): close the caller's iterator, as for-await would.
+      await plan.return(undefined).catch(() => {});
     }
     for (const transfer of inFlight) await this.#settled(transfer, where);
-    await this.#agree(buckets, digest, where);
+    this.#endStream({ failed: false, buckets, tensors, digest });
+    await this.#agree(where);
+  }
+
+  /**
+   * Runs a step of this sender's own making (the caller's weights iterator,
+   * packing). If it throws, every receiver learns it from the header stream,
+   * where it waits for this sender's next header; the error is rethrown as is.
+   */
+  async #ownStep<T>(step: () => T | Promise<T>): Promise<T> {
+    try {
+      return await step();
+    } catch (error) {
+      const name = error instanceof Error ? error.name : 'Error';
+      this.#endStream({ failed: true, error: `${name}: ${messageOf(error)}` });
+      throw error;
+    }
+  }
+
+  /** Closes this sender's header stream to every receiver. Not awaited: a receiver that already failed never takes it. */
+  #endStream(end: StreamEnd): void {
+    const { receivers, tags, timeoutMs } = this.#config;
+    const record = encodeStreamEnd(end);
+    // A failure report must still be there when a receiver reaches it, after the buckets before it.
+    const linger = end.failed ? LINGER_TIMEOUTS * timeoutMs : timeoutMs;
+    for (const r of receivers)
+      quiet(this.#group.sendObject(record, r, { tag: tags.header, timeoutMs: linger }));
   }
 
   /** Header to every receiver, then, once all took it, the used part of the buffer. */
@@ -100,15 +139,9 @@ export class BucketSender {
     return outcome.ok ? undefined : `receiver ${receiver} failed: ${outcome.error}`;
   }
 
-  /**
-   * Tells every receiver what this sender planned and waits for each one's
-   * outcome. The reports are not awaited: a receiver that already failed never
-   * takes its report, and its outcome says so.
-   */
-  async #agree(buckets: number, digest: number, where: string): Promise<void> {
-    const { receivers, tags, timeoutMs } = this.#config;
-    const report: FinalReport = { buckets, digest };
-    for (const r of receivers) quiet(this.#group.sendObject(report, r, { tag: tags.final, timeoutMs }));
+  /** Waits for every receiver's outcome: each compares this sender's stream end with what it received. */
+  async #agree(where: string): Promise<void> {
+    const { receivers, timeoutMs } = this.#config;
     const outcomes = await Promise.all(receivers.map((r) => this.#outcome(r, timeoutMs)));
     const problem = outcomes.find((o) => o !== undefined);
     if (problem !== undefined) throw new WeightSyncError(`${where}: ${problem}`);
