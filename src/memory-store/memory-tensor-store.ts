@@ -258,7 +258,10 @@ export class MemoryTensorStore implements TensorStore {
         }
         let buffer: SharedArrayBuffer;
         try {
-          buffer = await this.#registry.resolve(found.owner, found.bufferId, deadline, this.#abort);
+          // A claimed value must be read: its buffer gets the store's whole timeout to arrive, even when
+          // this wait is a short slice of a longer one (a monitored call checking on its peers).
+          const resolveBy = Math.max(deadline, deadlineAfter(this.#timeoutMs));
+          buffer = await this.#registry.resolve(found.owner, found.bufferId, resolveBy, this.#abort);
         } catch (error) {
           // This get was counted: finish it, so the producer fails now instead of waiting for us.
           await this.destFinishGet(key, { error: `rank ${this.rank}: ${(error as Error).message}` });
