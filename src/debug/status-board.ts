@@ -4,8 +4,8 @@
  * of its own row (cheap enough for every call); the text part, a JSON
  * RankSnapshot, is rewritten only when something worth reporting happens
  * (a group is created, a wait gets slow, a call fails, the rank exits).
- * ThreadStatusBoard keeps the rows in a SharedArrayBuffer; a board for
- * processes can keep them in a shared file behind the same interface.
+ * ThreadStatusBoard keeps the rows in a SharedArrayBuffer; FileStatusBoard
+ * (processes) keeps them as files in the job's directory.
  */
 
 export const RankState = { notStarted: 0, running: 1, exited: 2 } as const;
@@ -202,12 +202,5 @@ export function encodeWithin(snapshot: RankSnapshot, limit: number): Uint8Array 
       return new TextEncoder().encode(
         JSON.stringify({ rank: s.rank, at: s.at, groups: [], pending: [], failed: [] }),
       );
-  }
-}
-
-/** A board that knows only this rank: for stores whose ranks share no status table yet. */
-export class LocalStatusBoard extends ThreadStatusBoard {
-  constructor(worldSize: number) {
-    super(ThreadStatusBoard.createShared(worldSize));
   }
 }

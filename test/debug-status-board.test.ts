@@ -1,0 +1,70 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FileStatusBoard } from '../src/debug/file-status-board.ts';
+import { describeRanks } from '../src/debug/hang-report.ts';
+import { RankMonitor } from '../src/debug/monitor.ts';
+import { resolveDebugOptions } from '../src/debug/options.ts';
+import { type StatusBoard, ThreadStatusBoard } from '../src/debug/status-board.ts';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Two ranks' monitors over boards that share state (one SharedArrayBuffer, or one directory). */
+function boards(kind: 'thread' | 'file'): [StatusBoard, StatusBoard] {
+  if (kind === 'thread') {
+    const shared = ThreadStatusBoard.createShared(2);
+    return [new ThreadStatusBoard(shared), new ThreadStatusBoard(shared)];
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-status-'));
+  dirs.push(dir);
+  return [new FileStatusBoard(dir, 2, 0), new FileStatusBoard(dir, 2, 1)];
+}
+
+describe.each(['thread', 'file'] as const)('%s status board', (kind) => {
+  it('a rank sees where its peer is, what it waits for, how it failed and when it left', async () => {
+    const [b0, b1] = boards(kind);
+    const options = resolveDebugOptions({}, {});
+    const m0 = new RankMonitor(0, b0, options);
+    const m1 = new RankMonitor(1, b1, options);
+    for (const m of [m0, m1]) m.registerGroup('w0.1.0', 'world');
+    const start = { group: 'world', groupCode: 0, groupSize: 2, op: 'allReduce', bytes: 16, peers: [1] };
+    m0.end(m0.begin({ ...start, seq: 0, call: 'allReduce(float32[4], sum)' }));
+    m1.end(m1.begin({ ...start, seq: 0, call: 'allReduce(float32[4], sum)' }));
+    const pending = m0.begin({ ...start, seq: 1, call: 'allReduce(float32[4], sum)' });
+    m0.waiting(pending, 'group rank 1 (global rank 1)');
+    m0.publish();
+
+    const seen = m1.describeRanks({ groupId: 'w0.1.0', groupName: 'world', seq: 1, members: [0, 1] });
+    expect(seen).toContain('ranks that have not arrived at call #1 on group "world": 1');
+    expect(seen).toMatch(
+      /rank 0: 1 call\(s\) pending; last completed allReduce #0 on group "world" .* ago\n\s+allReduce\(float32\[4\], sum\) #1 on group "world" for .*, waiting for group rank 1 \(global rank 1\) \(called at .*debug-status-board\.test\.ts:\d+/,
+    );
+    expect(seen).toMatch(/rank 1: running its own code \(in no call\); last completed allReduce #0/);
+
+    m0.end(pending, new Error('boom\nsecond line'));
+    expect(m1.peerFailure(0, 'w0.1.0', 1)).toEqual({ name: 'Error', message: 'boom' });
+    expect(await m1.peerSite(0, 'w0.1.0', 1)).toMatch(/debug-status-board\.test\.ts:\d+/);
+    expect(m1.departure(0)).toBeUndefined();
+    m0.close();
+    expect(m1.departure(0)).toBe('it left its main function');
+    expect(describeRanks(b1)).toMatch(/^rank 0: it left its main function; last completed allReduce #1/m);
+    if (kind === 'file')
+      expect(readdirSync((b0 as FileStatusBoard).dir).sort()).toEqual([
+        'status-rank0.json',
+        'status-rank1.json',
+      ]);
+  });
+});
+
+describe('file status board', () => {
+  it('a rank that has written nothing yet is "not started"; rows of other ranks are read-only', () => {
+    const [b0] = boards('file');
+    expect(b0.read(1).state).toBe(0);
+    expect(describeRanks(b0)).toContain('rank 1: not started');
+    expect(() => b0.callStarted(1, 0, 0, 0)).toThrow(/FileStatusBoard of rank 0: cannot write rank 1's row/);
+  });
+});
