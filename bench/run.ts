@@ -13,6 +13,7 @@ import { isMainModule, type Log, parseBenchArgs, writeJson } from './cli.ts';
 import { runCollectivesBench } from './collectives.ts';
 import { evaluateGoals, printComparison, printGoals } from './compare.ts';
 import { runCompressionBench } from './compression.ts';
+import { runDebugOverhead } from './debug-overhead.ts';
 import { main as runKernels } from './kernels.ts';
 
 export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
@@ -43,12 +44,13 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
   const collectives = await timed('collectives', () => runCollectivesBench({ quick: args.quick, log }));
   const anchors = await timed('anchors', () => runAnchors({ quick: args.quick, log }));
   const compression = await timed('compression', () => runCompressionBench({ quick: args.quick, log }));
+  const debugChecks = await timed('debug checks', () => runDebugOverhead({ quick: args.quick, log }));
   printComparison(collectives, anchors, log);
   const goals = evaluateGoals(collectives, anchors);
   printGoals(goals, log);
   seconds.total = (performance.now() - started) / 1000;
   log(`# bench took ${seconds.total.toFixed(1)} s`);
-  const report = { quick: args.quick, machine, seconds, kernels, collectives, anchors, goals, compression };
+  const report = { quick: args.quick, machine, seconds, kernels, collectives, anchors, goals, compression, debugChecks };
   if (args.json !== undefined) await writeJson(args.json, report, log);
   return report;
 }
