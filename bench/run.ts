@@ -50,7 +50,17 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
   printGoals(goals, log);
   seconds.total = (performance.now() - started) / 1000;
   log(`# bench took ${seconds.total.toFixed(1)} s`);
-  const report = { quick: args.quick, machine, seconds, kernels, collectives, anchors, goals, compression, debugChecks };
+  const report = {
+    quick: args.quick,
+    machine,
+    seconds,
+    kernels,
+    collectives,
+    anchors,
+    goals,
+    compression,
+    debugChecks,
+  };
   if (args.json !== undefined) await writeJson(args.json, report, log);
   return report;
 }
