@@ -27,7 +27,7 @@ describe('hang report', () => {
       expect(o.name).toBe('CommTimeoutError');
       const m = o.message;
       expect(m).toMatch(
-        /allReduce\(float32\[4\], sum\) call #1 on group "world": rank \d timed out after 800 ms/,
+        /allReduce\(float32\[4\], sum\) call #1 on group "world": rank \d timed out after 800 ms waiting for group rank 2 \(global rank 2\)\. destGet\("[^"]+"\) timed out after 800 ms on rank \d: no rank has set this key/,
       );
       expect(m).toContain('ranks that have not arrived at call #1 on group "world": 2');
       expect(m).toMatch(

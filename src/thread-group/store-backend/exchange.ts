@@ -186,13 +186,13 @@ export class Exchange {
       const remaining = deadline - performance.now();
       try {
         return await this.#store.destGetEntry(key, {
-          timeoutMs: Math.max(1, Math.min(remaining, PEER_CHECK_MS)),
+          timeoutMs: Math.max(1, Math.ceil(Math.min(remaining, PEER_CHECK_MS))),
         });
       } catch (error) {
         if (!(error instanceof CommTimeoutError)) throw error;
         // The store timed out on the last slice; the call waited its whole timeout.
         if (remaining <= PEER_CHECK_MS) {
-          throw new CommTimeoutError(error.message.replace(/after \d+ ms/, `after ${timeoutMs} ms`));
+          throw new CommTimeoutError(error.message.replace(/after [\d.]+ ms/, `after ${timeoutMs} ms`));
         }
       }
       debug.monitor.waiting(debug.record, waitingFor);
