@@ -26,25 +26,33 @@ export function captureSite(): CapturedSite {
 }
 
 /**
- * Captures sites while their total cost stays under `share` of the time since
- * the budget started (plus a small credit, so the first calls always get one).
- * Calls made seconds apart always get a site; in a hot loop of tiny calls
- * some go without, which bounds the cost instead of the loop's speed.
+ * Captures sites while their cost stays under `share` of the rank's time: a
+ * token bucket that earns `share` of each elapsed millisecond, holds at most
+ * `creditMs` (so idle periods cannot bank a burst), and pays each capture's
+ * measured cost. Calls made milliseconds apart always get a site; in a hot
+ * loop of tiny calls some go without, which bounds the cost instead of the
+ * loop's speed.
  */
 export class SiteBudget {
-  readonly #startedAt = performance.now();
-  #spentMs = 0;
+  #tokensMs: number;
+  #last = performance.now();
 
   constructor(
     readonly share = 0.03,
-    readonly creditMs = 5,
-  ) {}
+    readonly creditMs = 2,
+  ) {
+    this.#tokensMs = creditMs;
+  }
 
   capture(): CapturedSite | undefined {
     const now = performance.now();
-    if (this.#spentMs > (now - this.#startedAt) * this.share + this.creditMs) return undefined;
+    this.#tokensMs = Math.min(this.creditMs, this.#tokensMs + (now - this.#last) * this.share);
+    this.#last = now;
+    if (this.#tokensMs <= 0) return undefined;
     const site = captureSite();
-    this.#spentMs += performance.now() - now;
+    const after = performance.now();
+    this.#tokensMs -= after - now;
+    this.#last = after;
     return site;
   }
 }
