@@ -1,6 +1,6 @@
 /** Pure parts of weight sync, no threads: the binary header, the bucket plan and the stream digest. */
 import { describe, expect, it } from 'vitest';
-import { Tensor, WeightSyncHeaderError } from '../src/index.ts';
+import { Tensor, type ThreadGroup, WeightSyncHeaderError } from '../src/index.ts';
 import { chainDigest, DIGEST_SEED, stampDigest } from '../src/weight-sync/digest.ts';
 import {
   type BucketHeader,
@@ -10,6 +10,8 @@ import {
   HEADER_LIMITS,
 } from '../src/weight-sync/header.ts';
 import { type PlannedBucket, planBuckets } from '../src/weight-sync/plan.ts';
+import { tagsFrom } from '../src/weight-sync/protocol.ts';
+import { BucketSender } from '../src/weight-sync/sender.ts';
 import { decodeStreamEnd, encodeStreamEnd, isStreamEnd } from '../src/weight-sync/stream-end.ts';
 import { TEST_BUCKET_BYTES, testModel } from './fixtures/weight-sync-model.ts';
 
@@ -212,5 +214,40 @@ describe('bucket plan', () => {
       /stream entry 1 must be a \[name, Tensor\] pair/,
     );
     await expect(plan(42 as never)).rejects.toThrow(/weights must be an Iterable or AsyncIterable/);
+  });
+});
+
+describe('bucket sender', () => {
+  it("sends payloads in bucket order even when a later bucket's header is taken first", async () => {
+    // A stand-in group: the first header waits until released, every other message goes through at once.
+    let releaseFirst!: () => void;
+    const firstHeader = new Promise<void>((resolve) => (releaseFirst = resolve));
+    let headers = 0;
+    const payloads: number[] = [];
+    const group = {
+      rank: 0,
+      sendObject: () => (headers++ === 0 ? firstHeader : Promise.resolve()),
+      send: (t: Tensor) => {
+        payloads.push(t.numel);
+        return Promise.resolve();
+      },
+      recvObject: () => Promise.resolve({ ok: true }),
+    } as unknown as ThreadGroup;
+    const sender = new BucketSender(group, {
+      senders: [0],
+      receivers: [1],
+      bucketBytes: 64,
+      phase: 1,
+      timeoutMs: 5000,
+      tags: tagsFrom(0),
+    });
+    // 48, 40 and 24 bytes: one bucket each, so the payload sizes tell the buckets apart.
+    const stream = [48, 40, 24].map((n, i): [string, Tensor] => [`t${i}`, Tensor.empty([n], 'uint8')]);
+    const sent = sender.send(stream, 'test');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(payloads).toEqual([]); // bucket 1's header went through, but its payload waits for bucket 0's
+    releaseFirst();
+    await sent;
+    expect(payloads).toEqual([48, 40, 24]);
   });
 });

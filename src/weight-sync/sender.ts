@@ -42,6 +42,7 @@ export class BucketSender {
     let buckets = 0;
     let mine = 0;
     let tensors = 0;
+    let payloadTurn = Promise.resolve();
     const plan = planBuckets(weights, bucketBytes, where);
     try {
       for (;;) {
@@ -57,7 +58,9 @@ export class BucketSender {
         await this.#settled(inFlight[slot], where);
         const buffer = this.#buffers[slot];
         await this.#ownStep(() => pack(bucket, buffer));
-        inFlight[slot] = quiet(this.#transfer(bucket, header, buffer, where));
+        const turn: PayloadTurn = { after: payloadTurn, issued: () => {} };
+        payloadTurn = new Promise((resolve) => (turn.issued = resolve));
+        inFlight[slot] = quiet(this.#transfer(bucket, header, buffer, turn, where));
       }
     } finally {
       // Leaving early (a failed transfer): close the caller's iterator, as for-await would.
@@ -93,11 +96,17 @@ export class BucketSender {
       quiet(this.#group.sendObject(record, r, { tag: tags.header, timeoutMs: linger }));
   }
 
-  /** Header to every receiver, then, once all took it, the used part of the buffer. */
+  /**
+   * Header to every receiver, then, once all took it, the used part of the
+   * buffer. A receiver pairs payloads with buckets by their order on the
+   * stream, so the payload goes out only after this sender's previous bucket's
+   * did, even when every receiver took this header first.
+   */
   async #transfer(
     bucket: PlannedBucket,
     header: Uint8Array,
     buffer: Uint8Array,
+    turn: PayloadTurn,
     where: string,
   ): Promise<void> {
     const { receivers, tags, timeoutMs } = this.#config;
@@ -105,11 +114,16 @@ export class BucketSender {
       await Promise.all(
         receivers.map((r) => this.#group.sendObject(header, r, { tag: tags.header, timeoutMs })),
       );
+      await turn.after;
       if (bucket.payloadBytes === 0) return;
       const payload = Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [bucket.payloadBytes], 'uint8');
-      await Promise.all(receivers.map((r) => this.#group.send(payload, r, { tag: tags.payload, timeoutMs })));
+      const sends = receivers.map((r) => this.#group.send(payload, r, { tag: tags.payload, timeoutMs }));
+      turn.issued();
+      await Promise.all(sends);
     } catch (error) {
       throw new WeightSyncError(`${where}: bucket ${bucket.index}: ${messageOf(error)}`, { cause: error });
+    } finally {
+      turn.issued();
     }
   }
 
@@ -146,6 +160,12 @@ export class BucketSender {
     const problem = outcomes.find((o) => o !== undefined);
     if (problem !== undefined) throw new WeightSyncError(`${where}: ${problem}`);
   }
+}
+
+/** Orders a sender's payload sends by bucket: `after` resolves once the previous bucket's went out. */
+interface PayloadTurn {
+  after: Promise<void>;
+  issued: () => void;
 }
 
 /** Copies each chunk to its offset; the alignment gaps are zeroed so a payload depends only on the stream. */
