@@ -188,19 +188,25 @@ describe('FileTensorStore within one process', () => {
     }
   });
 
-  it('wakes a waiting consumer by directory event, not by the fallback poll', async () => {
+  it('wakes a waiting consumer and a waiting producer by directory event, not by the fallback poll', async () => {
     const dir = newJob();
-    const producer = new FileTensorStore({ dir, rank: 0 });
+    const producer = new FileTensorStore({ dir, rank: 0, pollMs: 60_000 });
     const consumer = new FileTensorStore({ dir, rank: 1, pollMs: 60_000 });
     opened.push(producer, consumer);
-    const pending = consumer.destGet('later');
-    await new Promise((r) => setTimeout(r, 50));
-    const started = performance.now();
-    await producer.srcSet('later', Tensor.ones([1]), 1);
-    await pending;
-    expect(performance.now() - started).toBeLessThan(10_000);
-    await consumer.destFinishGet('later');
-    await producer.srcWaitUntilGetFinished('later');
+    for (const bytes of [4, 1 << 20]) {
+      const pending = consumer.destGet('later');
+      await new Promise((r) => setTimeout(r, 50));
+      let started = performance.now();
+      await producer.srcSet('later', Tensor.ones([bytes / 4]), 1);
+      await pending;
+      expect(performance.now() - started).toBeLessThan(10_000);
+      const finished = producer.srcWaitUntilGetFinished('later');
+      await new Promise((r) => setTimeout(r, 50));
+      started = performance.now();
+      await consumer.destFinishGet('later');
+      await finished;
+      expect(performance.now() - started).toBeLessThan(10_000);
+    }
   });
 });
 

@@ -1,12 +1,12 @@
 /**
  * Wakes waiters when files of their key change in the job directory, through
- * one inotify watch (fs.watch) per store. Events are routed by topic (see
+ * one inotify watch (fs.watch) per store. Events are routed by channel (see
  * file-names.ts). A waiter also wakes after a bounded poll interval, so a
  * missed event (or a file system without inotify) costs latency, never a hang.
  * The watch itself does not keep the process alive; a waiter's timer does.
  */
 import { type FSWatcher, watch } from 'node:fs';
-import { ABORT_FILE, topicOfFile } from './file-names.ts';
+import { ABORT_FILE, channelOfFile } from './file-names.ts';
 
 type Wake = (byEvent: boolean) => void;
 
@@ -36,21 +36,21 @@ export class DirectoryWatch {
       this.#onAbortFile();
       return;
     }
-    const topic = topicOfFile(file);
-    if (topic === undefined) return;
-    for (const wake of this.#waiters.get(topic) ?? []) wake(true);
+    const channel = channelOfFile(file);
+    if (channel === undefined) return;
+    for (const wake of this.#waiters.get(channel) ?? []) wake(true);
   }
 
-  /** Resolves at the next event for `topic`, or after `ms`; true when an event woke it. */
-  next(topic: string, ms: number): Promise<boolean> {
+  /** Resolves at the next event for `channel`, or after `ms`; true when an event woke it. */
+  next(channel: string, ms: number): Promise<boolean> {
     return new Promise((resolve) => {
-      let waiters = this.#waiters.get(topic);
-      if (!waiters) this.#waiters.set(topic, (waiters = new Set()));
+      let waiters = this.#waiters.get(channel);
+      if (!waiters) this.#waiters.set(channel, (waiters = new Set()));
       const list = waiters;
       const wake: Wake = (byEvent) => {
         clearTimeout(timer);
         list.delete(wake);
-        if (list.size === 0 && this.#waiters.get(topic) === list) this.#waiters.delete(topic);
+        if (list.size === 0 && this.#waiters.get(channel) === list) this.#waiters.delete(channel);
         resolve(byEvent);
       };
       const timer = setTimeout(wake, ms, false);

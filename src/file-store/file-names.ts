@@ -1,7 +1,9 @@
 /**
  * Names of the files one key uses in a job directory. A key's files share its
- * "topic" (the encoded key between the first and second dot), which is what a
- * directory event is routed by:
+ * "topic" (the encoded key between the first and second dot); a directory
+ * event is routed by the file's "channel", its kind letter and topic, so a
+ * consumer waiting for a value is not woken by claims and finish markers, nor
+ * a producer waiting for finish markers by claims:
  *   v.<topic>                 the published value (header + payload)
  *   c.<topic>.<gen>.<slot>    a consumer's claim of one of the value's gets
  *   d.<topic>.<gen>.<slot>    that consumer's finish (empty, or its error)
@@ -35,22 +37,28 @@ export function topicOf(key: string, where: () => string): string {
   return topic;
 }
 
-/** The topic a directory entry belongs to, or undefined for files that are not a key's. */
-export function topicOfFile(name: string): string | undefined {
+/** The channel ('v.<topic>', 'c.<topic>' or 'd.<topic>') of a directory entry, or undefined for files that are not a key's. */
+export function channelOfFile(name: string): string | undefined {
   if (name.length < 3 || name[1] !== '.') return undefined;
   const end = name.indexOf('.', 2);
-  return end < 0 ? name.slice(2) : name.slice(2, end);
+  return end < 0 ? name : name.slice(0, end);
 }
 
 /** Paths are concatenated rather than path.join'ed: this runs several times per handshake. */
 export class KeyFiles {
   readonly value: string;
+  /** Where the value's publication and removal are announced. */
+  readonly valueChannel: string;
+  /** Where consumers' finish markers are announced. */
+  readonly doneChannel: string;
 
   constructor(
     readonly dir: string,
     readonly topic: string,
   ) {
     this.value = `${dir}/v.${topic}`;
+    this.valueChannel = `v.${topic}`;
+    this.doneChannel = `d.${topic}`;
   }
 
   claim(gen: string, slot: number): string {

@@ -19,6 +19,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
+  fstatSync,
   linkSync,
   mkdirSync,
   openSync,
@@ -93,9 +94,8 @@ interface Held {
   files: KeyFiles;
   generation: string;
   slot: number;
-  /** Kept open until the finish, so the inode (and its number) stays this value's. */
+  /** Kept open until the finish: its link count says whether the value is still published. */
   fd: number;
-  ino: number;
   mapping: Mapping | undefined;
 }
 
@@ -176,9 +176,9 @@ export class FileTensorStore implements TensorStore {
     return new KeyFiles(this.dir, topicOf(key, where));
   }
 
-  /** Runs `attempt` until it yields a value, sleeping on the key's directory events in between. */
+  /** Runs `attempt` until it yields a value, sleeping on the channel's directory events in between. */
   async #waitUntil<T>(
-    files: KeyFiles,
+    channel: string,
     attempt: () => T | undefined,
     deadline: number,
     where: () => string,
@@ -190,7 +190,7 @@ export class FileTensorStore implements TensorStore {
       if (result !== undefined) return result;
       const remaining = deadline - performance.now();
       if (remaining <= 0) throw new CommTimeoutError(describe());
-      const byEvent = await this.#watch.next(files.topic, Math.min(remaining, this.#pollMs));
+      const byEvent = await this.#watch.next(channel, Math.min(remaining, this.#pollMs));
       if (!byEvent) this.#noticeAbort();
     }
   }
@@ -261,7 +261,7 @@ export class FileTensorStore implements TensorStore {
     const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     try {
       await this.#waitUntil(
-        produced.files,
+        produced.files.doneChannel,
         () => (this.#collectFinished(produced) ? true : undefined),
         deadlineAfter(timeoutMs),
         where,
@@ -334,7 +334,7 @@ export class FileTensorStore implements TensorStore {
     const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     let exhausted = false;
     return this.#waitUntil(
-      files,
+      files.valueChannel,
       () => {
         let attempt: Attempt;
         do attempt = this.#tryGet(key, files);
@@ -353,6 +353,8 @@ export class FileTensorStore implements TensorStore {
   }
 
   #tryGet(key: string, files: KeyFiles): Attempt {
+    // A failed open costs a thrown error (several times a stat): look first, since waits start with the value absent.
+    if (!statSync(files.value, { throwIfNoEntry: false })) return 'absent';
     let fd: number;
     try {
       fd = openSync(files.value, 'r');
@@ -376,7 +378,6 @@ export class FileTensorStore implements TensorStore {
         generation: header.generation,
         slot,
         fd,
-        ino: opened.ino,
         mapping: undefined,
       };
       if (!this.#stillPublished(held)) {
@@ -432,8 +433,9 @@ export class FileTensorStore implements TensorStore {
     return -1;
   }
 
+  /** The producer unlinks the value file when it finishes or gives up; a new value is a new file. */
   #stillPublished(held: Held): boolean {
-    return statSync(held.files.value, { throwIfNoEntry: false })?.ino === held.ino;
+    return fstatSync(held.fd).nlink > 0;
   }
 
   #hold(key: string, held: Held): void {

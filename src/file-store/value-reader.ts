@@ -10,7 +10,7 @@ import { fstatSync, readSync } from 'node:fs';
 import { Tensor } from '../tensor/tensor.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { canMapFiles, type Mapping, mapFile } from './mapped-file.ts';
-import { decodeValueHeader, MAX_HEADER_BYTES, type ValueHeader } from './value-header.ts';
+import { decodeValueHeader, type ValueHeader } from './value-header.ts';
 
 /** Files up to this size are read whole in one call. */
 export const SMALL_FILE_BYTES = 64 << 10;
@@ -19,8 +19,6 @@ const mapping = canMapFiles();
 
 export interface OpenedValue {
   header: ValueHeader;
-  /** The file's inode: tells this publication apart from a later one under the same name. */
-  ino: number;
   /** Bytes of the file already in `scratch`. */
   buffered: number;
 }
@@ -30,14 +28,14 @@ export interface ReadValue {
   mapping: Mapping | undefined;
 }
 
+/**
+ * One read: a file shorter than the scratch buffer is all there (a read of a
+ * regular file stops short only at its end), so only a larger one costs an
+ * fstat for its size.
+ */
 export function readValueHeader(fd: number, describe: string): OpenedValue {
-  const { size, ino } = fstatSync(fd);
-  const buffered = readFully(
-    fd,
-    scratch,
-    Math.min(size, size <= SMALL_FILE_BYTES ? size : MAX_HEADER_BYTES),
-    0,
-  );
+  const buffered = readSync(fd, scratch, 0, SMALL_FILE_BYTES, 0);
+  const size = buffered < SMALL_FILE_BYTES ? buffered : fstatSync(fd).size;
   const header = decodeValueHeader(scratch, buffered, describe);
   const expected = header.fileBytes;
   if (size !== expected) {
@@ -46,7 +44,7 @@ export function readValueHeader(fd: number, describe: string): OpenedValue {
         `(${size < expected ? 'truncated payload' : 'trailing bytes'})`,
     );
   }
-  return { header, ino, buffered };
+  return { header, buffered };
 }
 
 /** Call right after readValueHeader, before anything else uses the scratch buffer. */
