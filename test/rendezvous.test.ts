@@ -334,6 +334,68 @@ describe('RendezvousServer and RendezvousClient', () => {
     await expect(c.set('x', 'y')).rejects.toThrow(/shutting down/);
   });
 
+  it('a server that vanishes without a word rejects pending calls; a silent one fails the handshake in time', async () => {
+    // A stand-in server: a proper hello and welcome, then it drops the connection on the first request.
+    const fake = net.createServer((socket) => {
+      socket.write(
+        new FrameWriter(FrameType.serverHello)
+          .u32(PROTOCOL_MAGIC)
+          .u8(PROTOCOL_VERSION)
+          .u8(0)
+          .raw(Buffer.alloc(32))
+          .u32(4096)
+          .u32(1024)
+          .finish(),
+      );
+      socket.once('data', () => {
+        socket.write(new FrameWriter(FrameType.welcome).u8(0).finish());
+        socket.once('data', () => socket.destroy());
+      });
+    });
+    const silent = net.createServer(() => {});
+    const listen = (s: net.Server) =>
+      new Promise<number>((resolve) =>
+        s.listen(0, '127.0.0.1', () => resolve((s.address() as net.AddressInfo).port)),
+      );
+    try {
+      const c = await RendezvousClient.connect({
+        host: '127.0.0.1',
+        port: await listen(fake),
+        rank: 1,
+        timeoutMs: 5000,
+      });
+      clients.push(c);
+      const error = await c.get('k').catch((e) => e);
+      expect(error).toBeInstanceOf(RendezvousError);
+      expect(error.message).toMatch(
+        /^rank 1: get\('k'\) failed: the connection to the rendezvous server at .* was lost/,
+      );
+
+      const timeout = await RendezvousClient.connect({
+        host: '127.0.0.1',
+        port: await listen(silent),
+        timeoutMs: 300,
+      }).catch((e) => e);
+      expect(timeout).toBeInstanceOf(CommTimeoutError);
+      expect(timeout.message).toMatch(
+        /handshake with the rendezvous server at .* failed: no answer before the deadline/,
+      );
+    } finally {
+      await Promise.all([fake, silent].map((s) => new Promise((resolve) => s.close(resolve))));
+    }
+  });
+
+  it('a client holding a secret refuses a server that does not authenticate', async () => {
+    const server = await startServer();
+    const error = await RendezvousClient.connect({
+      host: server.host,
+      port: server.port,
+      secret: SECRET,
+    }).catch((e) => e);
+    expect(error).toBeInstanceOf(RendezvousAuthError);
+    expect(error.message).toMatch(/holds a secret but the server does not authenticate/);
+  });
+
   it('connect retries until the server is up, and times out naming the address when it never is', async () => {
     const probe = await RendezvousServer.start();
     const port = probe.port;

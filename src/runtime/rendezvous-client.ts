@@ -7,26 +7,20 @@
  */
 import net from 'node:net';
 import { CommTimeoutError } from './errors.ts';
-import { checkSecret, newNonce, proof, proofMatches, rendezvousSecretFromEnv } from './rendezvous-auth.ts';
-import { RendezvousAuthError, RendezvousError, RendezvousTimeoutError } from './rendezvous-errors.ts';
+import { checkSecret, rendezvousSecretFromEnv } from './rendezvous-auth.ts';
+import { RendezvousError, RendezvousTimeoutError } from './rendezvous-errors.ts';
+import { clientHandshake, readFatal } from './rendezvous-handshake.ts';
 import {
   checkTimeoutMs,
-  FatalKind,
   FrameDecoder,
   FrameReader,
   FrameType,
   FrameWriter,
   HANDSHAKE_FRAME_LIMIT,
   type Limits,
-  MAX_KEY_BYTES_LIMIT,
   MAX_KEYS_PER_CALL,
-  MAX_VALUE_BYTES_LIMIT,
-  maxFrameBytes,
-  NONCE_BYTES,
   Op,
   type OpCode,
-  PROTOCOL_MAGIC,
-  PROTOCOL_VERSION,
   Status,
   toBytes,
 } from './rendezvous-protocol.ts';
@@ -61,26 +55,28 @@ const SERVER_ANSWER_GRACE_MS = 2000;
 const MAX_RETRY_DELAY_MS = 500;
 
 export class RendezvousClient {
-  private readonly decoder = new FrameDecoder(HANDSHAKE_FRAME_LIMIT);
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
-  private limits: Limits | undefined;
-  private onHandshakeFrame: ((type: number, frame: FrameReader) => void) | undefined;
-  private onHandshakeEnd: ((error: Error) => void) | undefined;
   private closedBy: Error | undefined;
 
+  /** Takes over a socket that finished the handshake; `decoder` may already hold the first frames. */
   private constructor(
     private readonly socket: net.Socket,
+    private readonly decoder: FrameDecoder,
+    private readonly limits: Limits,
     readonly host: string,
     readonly port: number,
     readonly rank: number | undefined,
     readonly timeoutMs: number,
   ) {
-    socket.setNoDelay(true);
     socket.unref();
-    socket.on('data', (chunk: Buffer) => this.receive(chunk));
+    socket.on('data', (chunk: Buffer) => {
+      decoder.push(chunk);
+      this.receive();
+    });
     socket.on('error', (e) => this.shutDown(this.lost(e.message)));
     socket.on('close', () => this.shutDown(this.lost('the connection closed')));
+    this.receive();
   }
 
   /** Connects, retrying until the deadline while the server is not up yet, then authenticates. */
@@ -105,17 +101,35 @@ export class RendezvousClient {
           `${who} could not connect to the rendezvous server at ${options.host}:${options.port} within ${timeoutMs} ms (${lastError})`,
         );
       }
+      let socket: net.Socket;
       try {
-        const socket = await openSocket(options.host, options.port, remaining);
-        const client = new RendezvousClient(socket, options.host, options.port, options.rank, timeoutMs);
-        await client.handshake(secret, deadline);
-        return client;
+        socket = await openSocket(options.host, options.port, remaining);
       } catch (error) {
         if (!(error instanceof RetryableConnectError)) throw error;
         lastError = error.message;
+        await new Promise((resolve) =>
+          setTimeout(resolve, Math.min(delay, Math.max(0, deadline - performance.now()))),
+        );
+        continue;
       }
-      await new Promise((resolve) =>
-        setTimeout(resolve, Math.min(delay, Math.max(0, deadline - performance.now()))),
+      socket.setNoDelay(true);
+      const decoder = new FrameDecoder(HANDSHAKE_FRAME_LIMIT);
+      const address = `${options.host}:${options.port}`;
+      const limits = await clientHandshake(socket, decoder, {
+        secret,
+        rank: options.rank,
+        deadline,
+        who,
+        address,
+      });
+      return new RendezvousClient(
+        socket,
+        decoder,
+        limits,
+        options.host,
+        options.port,
+        options.rank,
+        timeoutMs,
       );
     }
   }
@@ -131,7 +145,7 @@ export class RendezvousClient {
     const frame = await this.call(Op.get, `get('${key}')`, timeoutMs, (w) =>
       w.key(this.checkKey(key)).u32(timeoutMs),
     );
-    return new Uint8Array(frame.value());
+    return frame.value();
   }
 
   /** Waits until every key is set. */
@@ -173,7 +187,7 @@ export class RendezvousClient {
     const frame = await this.call(Op.compareSet, `compareSet('${key}')`, this.timeoutMs, (w) =>
       w.key(this.checkKey(key)).bytes(e).bytes(d),
     );
-    return new Uint8Array(frame.value());
+    return frame.value();
   }
 
   /** Removes the key; true if it existed. Calls waiting for it keep waiting. */
@@ -214,115 +228,23 @@ export class RendezvousClient {
     return `${this.host}:${this.port}`;
   }
 
-  private handshake(secret: string | undefined, deadline: number): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () =>
-          fail(
-            new CommTimeoutError(`${this.who}: no handshake from the rendezvous server at ${this.address}`),
-          ),
-        Math.max(0, deadline - performance.now()),
-      );
-      const fail = (error: Error) => {
-        clearTimeout(timer);
-        this.onHandshakeFrame = this.onHandshakeEnd = undefined;
-        this.socket.destroy();
-        reject(error);
-      };
-      const clientNonce = newNonce();
-      let serverNonce: Buffer | undefined;
-      this.onHandshakeEnd = fail;
-      this.onHandshakeFrame = (type, frame) => {
-        if (type === FrameType.serverHello && !serverNonce) {
-          if (frame.u32() !== PROTOCOL_MAGIC)
-            throw new RendezvousError('the peer is not a tensorcomm rendezvous server');
-          const version = frame.u8();
-          if (version !== PROTOCOL_VERSION) {
-            throw new RendezvousError(
-              `the server speaks protocol version ${version}, this client ${PROTOCOL_VERSION}`,
-            );
-          }
-          const authRequired = frame.u8() === 1;
-          serverNonce = Buffer.from(frame.raw(NONCE_BYTES));
-          this.limits = readLimits(frame);
-          frame.end();
-          if (authRequired && secret === undefined) {
-            throw new RendezvousAuthError(
-              'the server requires a shared secret: pass { secret } or set TENSORCOMM_RENDEZVOUS_SECRET',
-            );
-          }
-          if (!authRequired && secret !== undefined) {
-            throw new RendezvousAuthError(
-              'this client holds a secret but the server does not authenticate; refusing it',
-            );
-          }
-          const p =
-            secret === undefined ? Buffer.alloc(0) : proof(secret, 'client', serverNonce, clientNonce);
-          this.socket.write(
-            new FrameWriter(FrameType.clientHello)
-              .u32(PROTOCOL_MAGIC)
-              .u8(PROTOCOL_VERSION)
-              .i32(this.rank ?? -1)
-              .raw(clientNonce)
-              .u8(p.byteLength)
-              .raw(p)
-              .finish(),
-          );
-        } else if (type === FrameType.welcome && serverNonce) {
-          const serverProof = frame.raw(frame.u8());
-          frame.end();
-          if (
-            secret !== undefined &&
-            !proofMatches(proof(secret, 'server', serverNonce, clientNonce), serverProof)
-          ) {
-            throw new RendezvousAuthError('the server failed to prove it holds the shared secret');
-          }
-          clearTimeout(timer);
-          this.onHandshakeFrame = this.onHandshakeEnd = undefined;
-          this.decoder.limit = maxFrameBytes(this.limits!);
-          resolve();
-        } else {
-          throw new RendezvousError(`unexpected frame type ${type} during the handshake`);
-        }
-      };
-    }).catch((error: Error) => {
-      throw error instanceof RendezvousError || error instanceof CommTimeoutError
-        ? new (error.constructor as typeof RendezvousError)(
-            `${this.who}: handshake with the rendezvous server at ${this.address} failed: ${error.message}`,
-          )
-        : error;
-    });
-  }
-
-  private receive(chunk: Buffer): void {
+  private receive(): void {
     try {
-      this.decoder.push(chunk);
       for (let body = this.decoder.next(); body; body = this.decoder.next()) {
-        const frame = new FrameReader(
-          body,
-          this.limits ?? { maxKeyBytes: MAX_KEY_BYTES_LIMIT, maxValueBytes: 0 },
-        );
+        const frame = new FrameReader(body, this.limits);
         const type = frame.u8();
         if (type === FrameType.fatal) {
-          const kind = frame.u8();
-          const message = `the rendezvous server at ${this.address} closed the connection: ${frame.text()}`;
-          const error =
-            kind === FatalKind.auth ? new RendezvousAuthError(message) : new RendezvousError(message);
-          this.shutDown(error);
+          this.shutDown(readFatal(frame, this.address));
           this.socket.destroy();
           return;
         }
-        if (this.onHandshakeFrame) this.onHandshakeFrame(type, frame);
-        else if (type === FrameType.response) this.answer(frame);
-        else throw new RendezvousError(`unexpected frame type ${type}`);
+        if (type !== FrameType.response) throw new RendezvousError(`unexpected frame type ${type}`);
+        this.answer(frame);
       }
     } catch (error) {
       const message = (error as Error).message;
-      const handshaking = this.onHandshakeFrame !== undefined;
       this.shutDown(
-        handshaking && error instanceof RendezvousError
-          ? error
-          : new RendezvousError(`bad frame from the rendezvous server at ${this.address}: ${message}`),
+        new RendezvousError(`bad frame from the rendezvous server at ${this.address}: ${message}`),
       );
       this.socket.destroy();
     }
@@ -397,11 +319,10 @@ export class RendezvousClient {
     );
   }
 
-  /** Rejects the handshake or every pending call with `error`; later calls reject with it too. */
+  /** Rejects every pending call with `error`; later calls reject with it too. */
   private shutDown(error: Error): void {
     if (this.closedBy) return;
     this.closedBy = error;
-    this.onHandshakeEnd?.(error);
     for (const [id, call] of this.pending) {
       this.settle(id);
       call.reject(
@@ -419,9 +340,9 @@ export class RendezvousClient {
   private checkKey(key: string): string {
     if (typeof key !== 'string') throw new TypeError(`rendezvous key must be a string, got ${typeof key}`);
     const bytes = Buffer.byteLength(key, 'utf8');
-    if (bytes === 0 || bytes > this.limits!.maxKeyBytes) {
+    if (bytes === 0 || bytes > this.limits.maxKeyBytes) {
       throw new RangeError(
-        `rendezvous key must be 1 to ${this.limits!.maxKeyBytes} UTF-8 bytes, got ${bytes}`,
+        `rendezvous key must be 1 to ${this.limits.maxKeyBytes} UTF-8 bytes, got ${bytes}`,
       );
     }
     return key;
@@ -435,9 +356,9 @@ export class RendezvousClient {
   }
 
   private checkValue(key: string, value: Uint8Array): Uint8Array {
-    if (value.byteLength > this.limits!.maxValueBytes) {
+    if (value.byteLength > this.limits.maxValueBytes) {
       throw new RangeError(
-        `value for rendezvous key '${key}' is ${value.byteLength} bytes; the server accepts at most ${this.limits!.maxValueBytes}`,
+        `value for rendezvous key '${key}' is ${value.byteLength} bytes; the server accepts at most ${this.limits.maxValueBytes}`,
       );
     }
     return value;
@@ -465,22 +386,6 @@ function openSocket(host: string, port: number, timeoutMs: number): Promise<net.
       reject(new RetryableConnectError(e.code ?? e.message));
     });
   });
-}
-
-function readLimits(frame: FrameReader): Limits {
-  const maxKeyBytes = frame.u32();
-  const maxValueBytes = frame.u32();
-  if (
-    maxKeyBytes < 1 ||
-    maxKeyBytes > MAX_KEY_BYTES_LIMIT ||
-    maxValueBytes < 1 ||
-    maxValueBytes > MAX_VALUE_BYTES_LIMIT
-  ) {
-    throw new RendezvousError(
-      `the server announced limits out of range (key ${maxKeyBytes}, value ${maxValueBytes})`,
-    );
-  }
-  return { maxKeyBytes, maxValueBytes };
 }
 
 function describeRank(rank: number | undefined): string {
