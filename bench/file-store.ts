@@ -1,8 +1,11 @@
 /**
  * FileTensorStore between two processes, without the collective layers on
- * top: the round trip of a 4-byte value (ping, then pong) and the GB/s of a
- * 64 MiB value received into the consumer's own tensor (what recv does),
- * printed beside gloo's p2p figures from the same run.
+ * top: the round trip of a 4-byte value (ping, then pong) with the CPU time
+ * both processes spent on it, and the GB/s of a 64 MiB value received into
+ * the consumer's own tensor (what recv does), through the producer's shared
+ * arena and, for comparison, through a file per value (arenas off), printed
+ * beside gloo's p2p figures from the same run. Figures are medians: of blocks
+ * of round trips, and of single transfers (the machines are shared and noisy).
  *
  *   npx tsx bench/file-store.ts [--quick] [--json <file>]
  *
@@ -21,23 +24,58 @@ const MiB = 2 ** 20;
 interface Plan {
   roundTrips: number;
   warmupRoundTrips: number;
+  /** Round trips are timed in this many blocks; the figure is the median block. */
+  blocks: number;
   transfers: number;
   transferBytes: number;
 }
 
-const FULL: Plan = { roundTrips: 5000, warmupRoundTrips: 500, transfers: 20, transferBytes: 64 * MiB };
-const QUICK: Plan = { roundTrips: 300, warmupRoundTrips: 50, transfers: 3, transferBytes: 16 * MiB };
+const FULL: Plan = {
+  roundTrips: 5000,
+  warmupRoundTrips: 500,
+  blocks: 10,
+  transfers: 20,
+  transferBytes: 64 * MiB,
+};
+const QUICK: Plan = {
+  roundTrips: 300,
+  warmupRoundTrips: 50,
+  blocks: 3,
+  transfers: 3,
+  transferBytes: 16 * MiB,
+};
 
 export interface FileStoreFigures {
   roundTripUs: number;
+  /** CPU time (user + system) of both processes per round trip. */
+  roundTripCpuUs: number;
   transferBytes: number;
+  /** Through the producer's shared arena. */
   transferGBps: number;
+  /** Through a fresh file per value (arenas off): the path large values took before arenas. */
+  fileTransferGBps: number;
   glooRoundTripUs?: number;
   glooGBps?: number;
 }
 
-async function peer(rank: number, dir: string, plan: Plan): Promise<Partial<FileStoreFigures>> {
+interface PeerFigures {
+  roundTripUs: number;
+  roundTripCpuUs: number;
+  transferGBps: number;
+  fileTransferGBps: number;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+async function peer(rank: number, dir: string, plan: Plan): Promise<PeerFigures> {
   const store = new FileTensorStore({ dir, rank, timeoutMs: 60_000 });
+  // Rank 0 also publishes through a store without arenas; rank 1 reads both kinds with its one store.
+  const fileStore =
+    rank === 0 ? new FileTensorStore({ dir, rank, timeoutMs: 60_000, maxArenaBytes: 0 }) : store;
   try {
     const small = Tensor.fromArray(new Int32Array([rank]));
     const pingPong = async (i: number) => {
@@ -54,43 +92,57 @@ async function peer(rank: number, dir: string, plan: Plan): Promise<Partial<File
       }
     };
     for (let i = 0; i < plan.warmupRoundTrips; i++) await pingPong(-1 - i);
-    let started = performance.now();
-    for (let i = 0; i < plan.roundTrips; i++) await pingPong(i);
-    const roundTripUs = ((performance.now() - started) * 1000) / plan.roundTrips;
+    const perBlock = Math.ceil(plan.roundTrips / plan.blocks);
+    const blockUs: number[] = [];
+    const cpuStart = process.cpuUsage();
+    for (let block = 0, i = 0; block < plan.blocks; block++) {
+      const started = performance.now();
+      for (let end = i + perBlock; i < end; i++) await pingPong(i);
+      blockUs.push(((performance.now() - started) * 1000) / perBlock);
+    }
+    const cpu = process.cpuUsage(cpuStart);
 
     const big = Tensor.full([plan.transferBytes / 4], rank + 1, 'float32');
-    const transfer = async (i: number) => {
-      if (rank === 0) {
-        await store.srcSet(`big:${i}`, big, 1);
-        await store.srcWaitUntilGetFinished(`big:${i}`);
-      } else {
-        const value = await store.destGet(`big:${i}`);
-        big.bytes().set(value.bytes());
-        await store.destFinishGet(`big:${i}`);
+    const transfers = async (producer: FileTensorStore, name: string): Promise<number> => {
+      const seconds: number[] = [];
+      for (let i = -1; i < plan.transfers; i++) {
+        const started = performance.now();
+        if (rank === 0) {
+          await producer.srcSet(`${name}:${i}`, big, 1);
+          await producer.srcWaitUntilGetFinished(`${name}:${i}`);
+        } else {
+          const value = await store.destGet(`${name}:${i}`);
+          big.bytes().set(value.bytes());
+          await store.destFinishGet(`${name}:${i}`);
+        }
+        // The first one (i = -1) creates and faults in the arena: a warm-up, not timed.
+        if (i >= 0) seconds.push((performance.now() - started) / 1000);
       }
+      if (rank === 1 && big.data[0] !== 1) throw new Error(`received ${big.data[0]}, expected 1`);
+      big.fill_(rank + 1);
+      return plan.transferBytes / median(seconds) / 1e9;
     };
-    await transfer(-1);
-    started = performance.now();
-    for (let i = 0; i < plan.transfers; i++) await transfer(i);
-    const seconds = (performance.now() - started) / 1000;
-    if (rank === 1 && big.data[0] !== 1) throw new Error(`received ${big.data[0]}, expected 1`);
+    const transferGBps = await transfers(store, 'arena');
+    const fileTransferGBps = await transfers(fileStore, 'file');
     return {
-      roundTripUs,
-      transferBytes: plan.transferBytes,
-      transferGBps: (plan.transfers * plan.transferBytes) / seconds / 1e9,
+      roundTripUs: median(blockUs),
+      roundTripCpuUs: (cpu.user + cpu.system) / (perBlock * plan.blocks),
+      transferGBps,
+      fileTransferGBps,
     };
   } finally {
     store.close();
+    fileStore.close();
   }
 }
 
-function runPeer(rank: number, dir: string, plan: Plan): Promise<Partial<FileStoreFigures>> {
+function runPeer(rank: number, dir: string, plan: Plan): Promise<PeerFigures> {
   const child = fork(fileURLToPath(import.meta.url), ['--peer', String(rank), dir, JSON.stringify(plan)], {
     execArgv: ['--import', 'tsx'],
   });
   return new Promise((resolve, reject) => {
-    let result: Partial<FileStoreFigures> | undefined;
-    child.on('message', (message) => (result = message as Partial<FileStoreFigures>));
+    let result: PeerFigures | undefined;
+    child.on('message', (message) => (result = message as PeerFigures));
     child.on('error', reject);
     child.on('exit', (code) =>
       result ? resolve(result) : reject(new Error(`bench peer ${rank} exited with code ${code}`)),
@@ -106,8 +158,15 @@ export async function runFileStoreBench(
   const dir = createJobDirectory({ jobId: `bench-${process.pid}` });
   let figures: FileStoreFigures;
   try {
-    const [first] = await Promise.all([runPeer(0, dir, plan), runPeer(1, dir, plan)]);
-    figures = first as FileStoreFigures;
+    // Rank 0 times the transfers from its srcSet to the consumer's finish; rank 1's clock starts later.
+    const [producer, consumer] = await Promise.all([runPeer(0, dir, plan), runPeer(1, dir, plan)]);
+    figures = {
+      roundTripUs: producer.roundTripUs,
+      roundTripCpuUs: producer.roundTripCpuUs + consumer.roundTripCpuUs,
+      transferBytes: plan.transferBytes,
+      transferGBps: producer.transferGBps,
+      fileTransferGBps: producer.fileTransferGBps,
+    };
   } finally {
     removeJobDirectory(dir);
   }
@@ -117,9 +176,15 @@ export async function runFileStoreBench(
   const anchor = (value: number | undefined, unit: string) =>
     value === undefined ? `gloo: ${gloo.skipped ?? 'no figure'}` : `gloo ${fixed(value)} ${unit}`;
   log(`# FileTensorStore between two processes in ${dir}${options.quick ? ' (--quick)' : ''}`);
-  log(`round trip 4 B         ${fixed(figures.roundTripUs)} us   (${anchor(figures.glooRoundTripUs, 'us')})`);
   log(
-    `transfer ${plan.transferBytes / MiB} MiB         ${fixed(figures.transferGBps, 3)} GB/s (${anchor(figures.glooGBps, 'GB/s')})`,
+    `round trip 4 B            ${fixed(figures.roundTripUs)} us   (${anchor(figures.glooRoundTripUs, 'us')}; ` +
+      `CPU ${fixed(figures.roundTripCpuUs)} us per round trip, both processes)`,
+  );
+  log(
+    `transfer ${plan.transferBytes / MiB} MiB, arena   ${fixed(figures.transferGBps, 3)} GB/s (${anchor(figures.glooGBps, 'GB/s')})`,
+  );
+  log(
+    `transfer ${plan.transferBytes / MiB} MiB, files   ${fixed(figures.fileTransferGBps, 3)} GB/s (arenas off)`,
   );
   return figures;
 }
