@@ -1,8 +1,11 @@
 /**
- * What the default-on debugging checks cost: a 1 KiB allReduce (goal: at
- * most 10% slower with the checks on) and a 1 KiB broadcast (a rooted call,
- * which also pays the fingerprint exchange), with checks on, on without call
- * sites, and off. Jobs of each setting alternate, in the same run.
+ * What the default-on debugging checks cost. The goal: a 1 KiB allReduce at
+ * most 10% slower with them on. Measured inside one job, batches on the world
+ * group (checks on) alternating with batches on a group that skips the
+ * debugging layer, so the loaded machine's noise hits both alike; then a
+ * 1 KiB broadcast (a rooted call: it also carries the fingerprint in its one
+ * exchange) in jobs with checks on and off, alternating; then the checks'
+ * per-call work timed in one thread.
  *
  *   npx tsx bench/debug-overhead.ts [--quick] [--json <file>]
  */
@@ -15,14 +18,7 @@ import { resolveDebugOptions } from '../src/debug/options.ts';
 import { ThreadStatusBoard } from '../src/debug/status-board.ts';
 import { type DebugOptions, spawnThreads } from '../src/index.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';
-import type { OverheadArgs } from './debug-overhead-rank.ts';
-
-const SETTINGS: Array<{ name: string; debug: DebugOptions }> = [
-  { name: 'checks off', debug: { checks: false, callSites: false, flightRecorderSize: 0 } },
-  { name: 'checks on (default)', debug: {} },
-  { name: 'checks on, no call sites', debug: { callSites: false } },
-];
-export const OVERHEAD_GOAL = 0.1;
+import type { OverheadArgs, OverheadResult } from './debug-overhead-rank.ts';
 
 /**
  * The checks' own per-call work, timed in one thread (steadier than two-rank
@@ -50,11 +46,16 @@ function perCallCosts(iters: number): { bookkeepingUs: number; siteUs: number } 
   return { bookkeepingUs, siteUs };
 }
 
+export const OVERHEAD_GOAL = 0.1;
+const ENTRY = new URL('./debug-overhead-rank.ts', import.meta.url);
+const OFF: DebugOptions = { checks: false, callSites: false, flightRecorderSize: 0 };
+
 export interface OverheadRow {
   op: OverheadArgs['op'];
   setting: string;
   us: number;
-  /** Relative to checks off: 0.05 is 5% slower. */
+  baselineUs: number;
+  /** us / baselineUs - 1: 0.05 is 5% slower. */
   overhead: number;
 }
 
@@ -64,51 +65,76 @@ export interface OverheadReport {
   siteUs: number;
 }
 
+async function job(args: OverheadArgs, debug: DebugOptions): Promise<OverheadResult> {
+  const [rank0] = await spawnThreads<OverheadResult>(ENTRY, {
+    worldSize: 2,
+    args,
+    debug,
+    collectiveTimeoutMs: 60_000,
+  });
+  return rank0;
+}
+
+function row(op: OverheadArgs['op'], setting: string, us: number[], baselineUs: number[]): OverheadRow {
+  const [a, b] = [median(us), median(baselineUs)];
+  return { op, setting, us: a, baselineUs: b, overhead: a / b - 1 };
+}
+
 export async function runDebugOverhead(options: { quick: boolean; log: Log }): Promise<OverheadReport> {
   const { quick, log } = options;
-  const rounds = quick ? 1 : 5;
+  const rounds = quick ? 1 : 3;
+  const base = {
+    bytes: 1024,
+    warmupIters: quick ? 500 : 3000,
+    iters: quick ? 300 : 1000,
+    batches: quick ? 4 : 9,
+  };
   const rows: OverheadRow[] = [];
-  for (const op of ['allReduce', 'broadcast'] as const) {
-    const args: OverheadArgs = {
-      op,
-      bytes: 1024,
-      warmupIters: quick ? 500 : 3000,
-      iters: quick ? 300 : 2000,
-      batches: quick ? 3 : 5,
-    };
-    const samples = SETTINGS.map(() => [] as number[]);
-    for (let round = 0; round < rounds; round++) {
-      for (const [i, setting] of SETTINGS.entries()) {
-        const [us] = await spawnThreads<number>(new URL('./debug-overhead-rank.ts', import.meta.url), {
-          worldSize: 2,
-          args,
-          debug: setting.debug,
-          collectiveTimeoutMs: 60_000,
-        });
-        samples[i].push(us);
-      }
-    }
-    const off = median(samples[0]);
-    SETTINGS.forEach((setting, i) => {
-      const us = median(samples[i]);
-      rows.push({ op, setting: setting.name, us, overhead: us / off - 1 });
-    });
+  const interleaved = { ...base, mode: 'interleaved', op: 'allReduce' } as const;
+  for (const [setting, debug] of [
+    ['checks on (default)', {}],
+    ['checks on, no call sites', { callSites: false }],
+  ] as Array<[string, DebugOptions]>) {
+    const results: OverheadResult[] = [];
+    for (let round = 0; round < rounds; round++) results.push(await job(interleaved, debug));
+    rows.push(
+      row(
+        'allReduce',
+        setting,
+        results.map((r) => r.us),
+        results.map((r) => r.bareUs!),
+      ),
+    );
   }
+  const single = { ...base, mode: 'single', op: 'broadcast' } as const;
+  const on: number[] = [];
+  const off: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    off.push((await job(single, OFF)).us);
+    on.push((await job(single, {})).us);
+  }
+  rows.push(row('broadcast', 'checks on (default)', on, off));
   const costs = perCallCosts(quick ? 20_000 : 200_000);
-  log('# debugging checks: 1 KiB calls, 2 ranks, median µs per call (jobs of each setting alternate)');
+
+  log('# debugging checks: 1 KiB calls, 2 ranks, median µs per call');
+  log(
+    '# allReduce: checks-on batches interleaved with batches on a group without the debugging layer, same job',
+  );
+  log('# broadcast: jobs with checks on and off ({ checks: false, flightRecorderSize: 0 }) alternating');
   const columns = [
     { title: 'op', width: 12, cell: (r: OverheadRow) => r.op },
     { title: 'setting', width: 28, cell: (r: OverheadRow) => r.setting },
     { title: 'time(us)', width: 11, cell: (r: OverheadRow) => fixed(r.us) },
-    { title: 'vs off', width: 9, cell: (r: OverheadRow) => `${(r.overhead * 100).toFixed(1)}%` },
+    { title: 'off(us)', width: 11, cell: (r: OverheadRow) => fixed(r.baselineUs) },
+    { title: 'overhead', width: 10, cell: (r: OverheadRow) => `${(r.overhead * 100).toFixed(1)}%` },
   ];
   for (const line of formatTable(columns, rows)) log(line);
-  const main = rows.find((r) => r.op === 'allReduce' && r.setting === 'checks on (default)')!;
-  const offUs = rows.find((r) => r.op === 'allReduce' && r.setting === 'checks off')!.us;
+  const main = rows[0];
   log(
     `# per call, one thread: bookkeeping ${fixed(costs.bookkeepingUs, 3)} µs ` +
-      `(${((costs.bookkeepingUs / offUs) * 100).toFixed(1)}% of the allReduce), one stack capture ` +
-      `${fixed(costs.siteUs, 3)} µs (${((costs.siteUs / offUs) * 100).toFixed(1)}%; budgeted to ≤ 3% of the rank's time)`,
+      `(${((costs.bookkeepingUs / main.baselineUs) * 100).toFixed(1)}% of the allReduce), one stack capture ` +
+      `${fixed(costs.siteUs, 3)} µs (${((costs.siteUs / main.baselineUs) * 100).toFixed(1)}%; ` +
+      "captures are budgeted to ≤ 3% of the rank's time)",
   );
   log(
     `# goal: default checks cost ≤ ${OVERHEAD_GOAL * 100}% on a 1 KiB allReduce: ` +

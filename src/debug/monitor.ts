@@ -54,6 +54,16 @@ export class RankMonitor {
     board.setState(rank, RankState.running);
   }
 
+  /**
+   * Whether groups report their calls here. With checks off, no flight
+   * recorder and no trace there is nothing to keep: calls skip the monitor
+   * (and so peer checks and hang reports) entirely.
+   */
+  get tracksCalls(): boolean {
+    const o = this.options;
+    return o.checks || o.flightRecorderSize > 0 || o.trace !== undefined;
+  }
+
   get worldSize(): number {
     return this.board.worldSize;
   }

@@ -12,6 +12,8 @@ export interface DebugOptions {
    * with an exchange that compares every rank's call, so a rank that disagrees
    * on op, root, shapes, dtypes or order fails every rank at once. allReduce,
    * allGather and reduceScatterTensor compare on their data exchange and pay nothing.
+   * Off, together with flightRecorderSize 0 and no trace, calls do no debugging
+   * work at all (no status, no hang report, no fast failure when a peer left).
    * Env: TENSORCOMM_CHECKS=0|1.
    */
   checks?: boolean;

@@ -74,9 +74,10 @@ export class ThreadGroup {
   constructor(info: GroupInfo, backend: Backend | undefined) {
     this.#info = info;
     this.#backend = backend;
-    this.#monitor = backend ? rankMonitor() : undefined;
+    const monitor = backend ? rankMonitor() : undefined;
+    this.#checks = monitor?.options.checks ?? true;
+    this.#monitor = monitor?.tracksCalls ? monitor : undefined;
     this.#groupCode = this.#monitor?.registerGroup(info.id, info.name) ?? -1;
-    this.#checks = this.#monitor?.options.checks ?? true;
     this.#others = Object.freeze(info.ranks.filter((r) => r !== info.globalRank));
   }
 
