@@ -1,8 +1,8 @@
 /**
- * Weight sync from 2 trainer ranks to 2 rollout ranks (threads): time per
- * sync and effective bandwidth of WeightSyncEngine with 1 and 2 senders,
- * beside the naive way measured in the same run (rank 0 broadcasts each
- * tensor on its own to the rollouts).
+ * Weight sync from 2 trainer ranks to 2 rollout ranks, as threads and then
+ * as processes: time per sync and effective bandwidth of WeightSyncEngine
+ * with 1 and 2 senders, beside the naive way measured in the same run (rank 0
+ * broadcasts each tensor on its own to the rollouts).
  *
  *   npx tsx bench/weight-sync.ts [--quick] [--json <file>]
  *
@@ -10,7 +10,7 @@
  * rollout gets the whole model.
  */
 import { availableParallelism } from 'node:os';
-import { spawnThreads } from '../src/index.ts';
+import { launchProcesses, spawnThreads } from '../src/index.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';
 import { fixed, formatTable } from './table.ts';
 import {
@@ -50,6 +50,8 @@ export interface WeightSyncReport {
   bytes: number;
   bucketBytes: number;
   rows: WeightSyncRow[];
+  /** The same syncs with the four ranks as processes. */
+  processRows: WeightSyncRow[];
 }
 
 export async function runWeightSyncBench(
@@ -58,12 +60,25 @@ export async function runWeightSyncBench(
   const quick = options.quick ?? false;
   const log = options.log ?? console.log;
   const args = quick ? QUICK : FULL;
-  const results = await spawnThreads<RankResult>(new URL('./weight-sync-rank.ts', import.meta.url), {
-    worldSize: 4,
-    args,
-    collectiveTimeoutMs: 120_000,
-  });
-  const { tensors, bytes } = results[0];
+  const entry = new URL('./weight-sync-rank.ts', import.meta.url);
+  const job = { args, collectiveTimeoutMs: 120_000 };
+  const threads = await spawnThreads<RankResult>(entry, { worldSize: 4, ...job });
+  const { tensors, bytes } = threads[0];
+  const dtypes = [...new Set(modelLayout(args.model).map(([, d]) => d))].join(', ');
+  const model = `${tensors} tensors (${dtypes}), ${(bytes / MiB).toFixed(0)} MiB, buckets of ${args.bucketBytes / MiB} MiB`;
+  log(
+    `# median of ${args.reps} syncs after a warm-up; naive = one broadcast per tensor from rank 0; engine rows load into the model (borrow + copy_), 'owned' keeps the yielded tensors`,
+  );
+  log(`# weight sync, 2 trainers -> 2 rollouts (threads, ${availableParallelism()} cores): ${model}`);
+  const rows = tabulate(threads, bytes, log);
+  // Processes pay per message what threads do not (files, wake-ups): where bucketing is meant to win.
+  const processes = await launchProcesses<RankResult>(entry, { nproc: 4, ...job });
+  log(`# the same as 4 processes (FileTensorStore)`);
+  const processRows = tabulate(processes, bytes, log);
+  return { quick, model: args.model, tensors, bytes, bucketBytes: args.bucketBytes, rows, processRows };
+}
+
+function tabulate(results: RankResult[], bytes: number, log: Log): WeightSyncRow[] {
   const naive = results[0].samples.find((s) => s.mode === 'naive')!;
   const rows = results[0].samples.map((s) => ({
     mode: s.mode,
@@ -73,14 +88,6 @@ export async function runWeightSyncBench(
     // Exact only if both rollouts hold the trainers' weights.
     exact: results.every((r) => r.samples.find((x) => x.mode === s.mode)!.exact),
   }));
-  const dtypes = [...new Set(modelLayout(args.model).map(([, d]) => d))].join(', ');
-  log(
-    `# weight sync, 2 trainers -> 2 rollouts (threads, ${availableParallelism()} cores): ${tensors} tensors (${dtypes}), ` +
-      `${(bytes / MiB).toFixed(0)} MiB, buckets of ${args.bucketBytes / MiB} MiB`,
-  );
-  log(
-    `# median of ${args.reps} syncs after a warm-up; naive = one broadcast per tensor from rank 0; engine rows load into the model (borrow + copy_), 'owned' keeps the yielded tensors`,
-  );
   const columns = [
     { title: 'mode', width: 18, cell: (r: WeightSyncRow) => r.mode },
     { title: 'time(ms)', width: 11, cell: (r: WeightSyncRow) => fixed(r.ms, 1) },
@@ -90,7 +97,7 @@ export async function runWeightSyncBench(
   ];
   for (const line of formatTable(columns, rows)) log(line);
   log('');
-  return { quick, model: args.model, tensors, bytes, bucketBytes: args.bucketBytes, rows };
+  return rows;
 }
 
 export const main = benchMain('bench/weight-sync', runWeightSyncBench);

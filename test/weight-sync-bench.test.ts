@@ -1,20 +1,24 @@
-/** Smoke test of the weight-sync bench (--quick): it runs, every mode delivers exact weights, the table is whole. No timing is asserted. */
+/** Smoke test of the weight-sync bench (--quick): it runs, every mode delivers exact weights in threads and in processes, the tables are whole. No timing is asserted. */
 import { describe, expect, it } from 'vitest';
 import { runWeightSyncBench } from '../bench/weight-sync.ts';
 import { SYNC_MODES } from '../bench/weight-sync-rank.ts';
 
 describe('weight-sync bench', () => {
-  it('prints one row per mode beside the naive baseline, all exact', async () => {
+  it('prints one row per mode beside the naive baseline, all exact, for threads and processes', async () => {
     const lines: string[] = [];
     const report = await runWeightSyncBench({ quick: true, log: (line) => lines.push(line) });
-    expect(report.rows.map((r) => r.mode)).toEqual(SYNC_MODES);
-    for (const row of report.rows) {
-      expect(row.exact).toBe(true);
-      expect(row.ms).toBeGreaterThan(0);
-      expect(row.gbps).toBeCloseTo(report.bytes / row.ms / 1e6, 9);
+    for (const rows of [report.rows, report.processRows]) {
+      expect(rows.map((r) => r.mode)).toEqual(SYNC_MODES);
+      for (const row of rows) {
+        expect(row.exact).toBe(true);
+        expect(row.ms).toBeGreaterThan(0);
+        expect(row.gbps).toBeCloseTo(report.bytes / row.ms / 1e6, 9);
+      }
+      expect(rows[0].speedup).toBe(1);
     }
-    expect(report.rows[0].speedup).toBe(1);
-    const header = lines.find((l) => l.startsWith('#') && l.includes('vs-naive'));
-    expect(header?.slice(1).trim().split(/\s+/)).toEqual(['mode', 'time(ms)', 'GB/s', 'vs-naive', 'exact']);
+    const headers = lines.filter((l) => l.startsWith('#') && l.includes('vs-naive'));
+    expect(headers).toHaveLength(2);
+    for (const header of headers)
+      expect(header.slice(1).trim().split(/\s+/)).toEqual(['mode', 'time(ms)', 'GB/s', 'vs-naive', 'exact']);
   }, 120_000);
 });
