@@ -53,9 +53,12 @@ function stores(dir: string, count: number, timeoutMs = 10_000): FileTensorStore
   return made;
 }
 
-/** Everything in the job directory except the (empty) tmp/ folder itself. */
+/** Folders every store keeps in the job directory, empty once it is idle. */
+const LAYOUT = /^(tmp|claims|done|done\/\d+)$/;
+
+/** Everything in the job directory except its (empty) layout folders. */
 function leftovers(dir: string): string[] {
-  return [...readdirSync(dir).filter((f) => f !== 'tmp'), ...readdirSync(join(dir, 'tmp'))];
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((path) => !LAYOUT.test(path));
 }
 
 function deadPid(): number {

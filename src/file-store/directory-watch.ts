@@ -1,7 +1,7 @@
 /**
- * Wakes waiters when files of their key change in the job directory, through
- * one inotify watch (fs.watch) per store. Events are routed by channel (see
- * file-names.ts). A waiter also wakes after a bounded poll interval, so a
+ * Wakes waiters when files of their key change, through inotify watches
+ * (fs.watch) on the job directory and the store's done directory. Events are
+ * routed by channel (see file-names.ts). A waiter also wakes after a bounded poll interval, so a
  * missed event (or a file system without inotify) costs latency, never a hang.
  * The watch itself does not keep the process alive; a waiter's timer does.
  */
@@ -12,17 +12,20 @@ type Wake = (byEvent: boolean) => void;
 
 export class DirectoryWatch {
   readonly #waiters = new Map<string, Set<Wake>>();
-  readonly #watcher: FSWatcher | undefined;
+  readonly #watchers: FSWatcher[] = [];
   readonly #onAbortFile: () => void;
 
-  constructor(dir: string, onAbortFile: () => void) {
+  constructor(dirs: readonly string[], onAbortFile: () => void) {
     this.#onAbortFile = onAbortFile;
-    try {
-      this.#watcher = watch(dir, { persistent: false }, (_event, name) => this.#event(name));
-      // Losing the watch (e.g. the directory was removed) leaves the poll to notice changes.
-      this.#watcher.on('error', () => this.#watcher?.close());
-    } catch {
-      this.#watcher = undefined;
+    for (const dir of dirs) {
+      try {
+        const watcher = watch(dir, { persistent: false }, (_event, name) => this.#event(name));
+        // Losing the watch (e.g. the directory was removed) leaves the poll to notice changes.
+        watcher.on('error', () => watcher.close());
+        this.#watchers.push(watcher);
+      } catch {
+        // Without a watch the bounded poll still notices every change.
+      }
     }
   }
 
@@ -63,7 +66,7 @@ export class DirectoryWatch {
   }
 
   close(): void {
-    this.#watcher?.close();
+    for (const watcher of this.#watchers) watcher.close();
     this.wakeAll();
   }
 }

@@ -1,13 +1,15 @@
 /**
  * Names of the files one key uses in a job directory. A key's files share its
- * "topic" (the encoded key between the first and second dot); a directory
- * event is routed by the file's "channel", its kind letter and topic, so a
- * consumer waiting for a value is not woken by claims and finish markers, nor
- * a producer waiting for finish markers by claims:
- *   v.<topic>                 the published value (header + payload)
- *   c.<topic>.<gen>.<slot>    a consumer's claim of one of the value's gets
- *   d.<topic>.<gen>.<slot>    that consumer's finish (empty, or its error)
+ * "topic" (the encoded key between the first and second dot):
+ *   v.<topic>                          the published value (header + payload)
+ *   claims/c.<topic>.<gen>.<slot>      a consumer's claim of one of the value's gets
+ *   done/<producer>/d.<topic>.<gen>.<slot>  that consumer's finish (empty, or its error)
  * `gen` names one publication, so files of a reused key never mix values.
+ * Every store watches the job directory (values, the abort flag) and its own
+ * done/<rank>/ (finishes of its values); claims/ is not watched. So a wake-up
+ * (a context switch, the dearest part of a small handshake on a loaded
+ * machine) comes only from a file its store may be waiting for. A directory
+ * event is routed by the file's "channel", its kind letter and topic.
  * Temporary files live in tmp/, which is not watched, and so do the
  * producers' shared arenas (tmp/arena.<rank>.<nonce>.<index>), which live as
  * long as their store.
@@ -16,6 +18,8 @@ import { createHash } from 'node:crypto';
 import { MAX_KEY_BYTES } from '../memory-store/slot-table.ts';
 
 export const TMP_DIR = 'tmp';
+export const CLAIMS_DIR = 'claims';
+export const DONE_DIR = 'done';
 export const ABORT_FILE = 'abort';
 /** Longer encodings are replaced by a digest; the header still carries the full key. */
 const MAX_TOPIC_CHARS = 160;
@@ -37,7 +41,7 @@ export function topicOf(key: string, where: () => string): string {
   return topic;
 }
 
-/** The channel ('v.<topic>', 'c.<topic>' or 'd.<topic>') of a directory entry, or undefined for files that are not a key's. */
+/** The channel ('v.<topic>' or 'd.<topic>') of a directory entry, or undefined for files that are not a key's. */
 export function channelOfFile(name: string): string | undefined {
   if (name.length < 3 || name[1] !== '.') return undefined;
   const end = name.indexOf('.', 2);
@@ -62,12 +66,17 @@ export class KeyFiles {
   }
 
   claim(gen: string, slot: number): string {
-    return `${this.dir}/c.${this.topic}.${gen}.${slot}`;
+    return `${this.dir}/${CLAIMS_DIR}/c.${this.topic}.${gen}.${slot}`;
   }
 
-  done(gen: string, slot: number): string {
-    return `${this.dir}/d.${this.topic}.${gen}.${slot}`;
+  done(producerRank: number, gen: string, slot: number): string {
+    return `${doneDir(this.dir, producerRank)}/d.${this.topic}.${gen}.${slot}`;
   }
+}
+
+/** Where consumers put their finish markers of `producerRank`'s values; only that producer watches it. */
+export function doneDir(dir: string, producerRank: number): string {
+  return `${dir}/${DONE_DIR}/${producerRank}`;
 }
 
 /** A producer's shared arena file: its rank, its store's nonce and the arena's number. */

@@ -47,7 +47,7 @@ import { assertCommTensor } from '../tensor/validate.ts';
 import { ArenaViews } from './arena-views.ts';
 import { DirectoryWatch } from './directory-watch.ts';
 import { FileStoreCorruptError } from './errors.ts';
-import { arenaFile, KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
+import { arenaFile, CLAIMS_DIR, doneDir, KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
 import { readJobAbort } from './job-abort.ts';
 import type { Mapping } from './mapped-file.ts';
 import { ProducerArenas } from './producer-arenas.ts';
@@ -92,6 +92,7 @@ interface Produced {
 
 interface Held {
   files: KeyFiles;
+  producerRank: number;
   generation: string;
   slot: number;
   /** Kept open until the finish: its link count says whether the value is still published. */
@@ -156,8 +157,11 @@ export class FileTensorStore implements TensorStore {
     this.#pollMs = pollMs;
     this.#tmp = join(this.dir, TMP_DIR);
     mkdirSync(this.#tmp, { recursive: true, mode: 0o700 });
+    mkdirSync(join(this.dir, CLAIMS_DIR), { recursive: true, mode: 0o700 });
+    const done = doneDir(this.dir, rank);
+    mkdirSync(done, { recursive: true, mode: 0o700 });
     this.#arenas = new ProducerArenas(this.dir, rank, this.#nonce, { arenaBytes, maxArenaBytes });
-    this.#watch = new DirectoryWatch(dir, () => this.#noticeAbort());
+    this.#watch = new DirectoryWatch([this.dir, done], () => this.#noticeAbort());
     this.#noticeAbort();
   }
 
@@ -276,7 +280,7 @@ export class FileTensorStore implements TensorStore {
   #collectFinished(p: Produced): boolean {
     for (let slot = 0; slot < p.consumers; slot++) {
       if (p.finished[slot]) continue;
-      const marker = statSync(p.files.done(p.generation, slot), { throwIfNoEntry: false });
+      const marker = statSync(p.files.done(this.rank, p.generation, slot), { throwIfNoEntry: false });
       if (!marker) continue;
       p.finished[slot] = true;
       p.finishedCount++;
@@ -302,14 +306,16 @@ export class FileTensorStore implements TensorStore {
   #release(key: string, p: Produced): void {
     this.#produced.delete(key);
     const failure =
-      p.failedSlots.length > 0 ? readMarker(p.files.done(p.generation, p.failedSlots[0])) : undefined;
+      p.failedSlots.length > 0
+        ? readMarker(p.files.done(this.rank, p.generation, p.failedSlots[0]))
+        : undefined;
     // The value goes first: a consumer that claims after this sees it gone and withdraws its claim.
     removeQuietly(p.files.value);
     // A consumer that claimed before may still be reading the region: then it is never reused.
     if (p.region && !this.#mayStillRead(p)) this.#arenas.free(p.region);
     for (let slot = 0; slot < p.consumers; slot++) {
       removeQuietly(p.files.claim(p.generation, slot), true);
-      removeQuietly(p.files.done(p.generation, slot));
+      removeQuietly(p.files.done(this.rank, p.generation, slot));
     }
     if (failure) throw failure;
   }
@@ -375,6 +381,7 @@ export class FileTensorStore implements TensorStore {
       if (slot < 0) return 'exhausted';
       const held: Held = {
         files,
+        producerRank: header.producerRank,
         generation: header.generation,
         slot,
         fd,
@@ -455,7 +462,7 @@ export class FileTensorStore implements TensorStore {
 
   #finish(held: Held, options: StoreFinishOptions): void {
     const { files, generation, slot } = held;
-    const marker = files.done(generation, slot);
+    const marker = files.done(held.producerRank, generation, slot);
     try {
       held.mapping?.unmap();
       if (options.error === undefined) closeSync(openSync(marker, 'w', 0o600));
