@@ -214,7 +214,7 @@ export class FileTensorStore implements TensorStore {
     const counter = ++this.#counter;
     const placement = tensor.nbytes >= ARENA_MIN_BYTES ? this.#arenas.place(tensor.nbytes) : undefined;
     const region = placement && { index: placement.index, offset: placement.offset };
-    placement?.target.set(tensor.bytes());
+    placement?.write(tensor.bytes());
     const header = encodeValueHeader({
       dtype: tensor.dtype,
       shape: tensor.shape,

@@ -19,6 +19,7 @@ const MAP_FAILED = 2n ** 64n - 1n;
 interface Libc {
   mmap: (addr: null, length: number, prot: number, flags: number, fd: number, offset: number) => bigint;
   munmap: (addr: bigint, length: number) => number;
+  memcpy: (target: Uint8Array, source: Uint8Array, length: number) => unknown;
 }
 
 let libc: Libc | undefined;
@@ -29,6 +30,7 @@ function bind(): Libc {
     libc = {
       mmap: lib.func('void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset)'),
       munmap: lib.func('int munmap(void *addr, size_t length)'),
+      memcpy: lib.func('void *memcpy(void *dest, const void *src, size_t n)'),
     };
   }
   return libc;
@@ -49,6 +51,18 @@ export function canMapFiles(): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Copies `source` into `target` (at least as long) with libc's memcpy: V8
+ * copies out of a SharedArrayBuffer, which tensors live in, with relaxed
+ * atomics, measured 15-25% slower for 64 MiB. Call only where canMapFiles().
+ */
+export function copyInto(target: Uint8Array, source: Uint8Array): void {
+  if (source.length > target.length) {
+    throw new RangeError(`copyInto: ${source.length} bytes do not fit in ${target.length}`);
+  }
+  bind().memcpy(target, source, source.length);
 }
 
 export function mapFile(fd: number, length: number, describe: string, shared = false): Mapping {

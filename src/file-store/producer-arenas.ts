@@ -9,7 +9,7 @@
  */
 import { closeSync, ftruncateSync, openSync, unlinkSync } from 'node:fs';
 import { arenaFile } from './file-names.ts';
-import { type Mapping, mapFile } from './mapped-file.ts';
+import { canMapFiles, copyInto, type Mapping, mapFile } from './mapped-file.ts';
 import { RegionAllocator } from './region-allocator.ts';
 import type { ArenaRef } from './value-header.ts';
 
@@ -30,12 +30,14 @@ interface Arena {
 }
 
 export interface Placement extends ArenaRef {
-  /** Where to copy the payload: valid until the region is freed. */
-  target: Uint8Array;
+  /** Copies the payload into the region (valid until the region is freed). */
+  write(payload: Uint8Array): void;
 }
 
 export class ProducerArenas {
   readonly #arenas: Arena[] = [];
+  /** Arenas need shared mappings; without them every value travels in its file. */
+  readonly #usable = canMapFiles();
   #totalBytes = 0;
 
   constructor(
@@ -47,6 +49,7 @@ export class ProducerArenas {
 
   /** A region for `bytes`, or undefined when the budget has no room for it. */
   place(bytes: number): Placement | undefined {
+    if (!this.#usable) return undefined;
     for (const [index, arena] of this.#arenas.entries()) {
       const offset = arena.regions.allocate(bytes);
       if (offset !== undefined) return this.#placement(index, offset, bytes);
@@ -60,7 +63,8 @@ export class ProducerArenas {
   }
 
   #placement(index: number, offset: number, bytes: number): Placement {
-    return { index, offset, target: new Uint8Array(this.#arenas[index].mapping.buffer, offset, bytes) };
+    const target = new Uint8Array(this.#arenas[index].mapping.buffer, offset, bytes);
+    return { index, offset, write: (payload) => copyInto(target, payload) };
   }
 
   #create(index: number, size: number): Arena {
