@@ -1,0 +1,29 @@
+/**
+ * The seam for process ranks (launchProcesses / initProcess): what a launched
+ * rank calls before building its context so its calls are monitored like a
+ * thread rank's, with the status rows as files in the job's directory.
+ *
+ * The launcher's side: resolve the options once with `resolveJobDebug` and
+ * pass `trace` to the ranks as TENSORCOMM_TRACE (a .json file, so every rank
+ * writes its part beside the same path); after every rank exited, call
+ * `mergeTraceParts(trace, worldSize)`.
+ */
+import { FileStatusBoard } from './file-status-board.ts';
+import { RankMonitor, setRankMonitor } from './monitor.ts';
+import { type DebugOptions, resolveDebugOptions } from './options.ts';
+
+/** Installs this process's rank monitor; hang reports also go to `jobDir` unless the options say elsewhere. */
+export function installProcessMonitor(
+  rank: number,
+  worldSize: number,
+  jobDir: string,
+  given?: DebugOptions,
+): RankMonitor {
+  const options = resolveDebugOptions(given, process.env, 'initProcess: debug');
+  const monitor = new RankMonitor(rank, new FileStatusBoard(jobDir, worldSize, rank), {
+    ...options,
+    hangReportDir: options.hangReportDir ?? jobDir,
+  });
+  setRankMonitor(monitor);
+  return monitor;
+}
