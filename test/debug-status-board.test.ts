@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FileStatusBoard } from '../src/debug/file-status-board.ts';
 import { describeRanks } from '../src/debug/hang-report.ts';
-import { RankMonitor } from '../src/debug/monitor.ts';
+import { RankMonitor, rankMonitor, setRankMonitor } from '../src/debug/monitor.ts';
 import { resolveDebugOptions } from '../src/debug/options.ts';
+import { installProcessMonitor } from '../src/debug/process-monitor.ts';
 import { type StatusBoard, ThreadStatusBoard } from '../src/debug/status-board.ts';
 
 const dirs: string[] = [];
@@ -66,5 +67,23 @@ describe('file status board', () => {
     expect(b0.read(1).state).toBe(0);
     expect(describeRanks(b0)).toContain('rank 1: not started');
     expect(() => b0.callStarted(1, 0, 0, 0)).toThrow(/FileStatusBoard of rank 0: cannot write rank 1's row/);
+  });
+
+  it('installProcessMonitor: a process rank monitored over the job directory, its hang reports written there', () => {
+    const [b0] = boards('file');
+    const dir = (b0 as FileStatusBoard).dir;
+    try {
+      const monitor = installProcessMonitor(1, 2, dir, { flightRecorderSize: 5 });
+      expect(rankMonitor()).toBe(monitor);
+      expect(monitor.board).toBeInstanceOf(FileStatusBoard);
+      expect(monitor.options).toMatchObject({ checks: true, flightRecorderSize: 5, hangReportDir: dir });
+      expect(readdirSync(dir)).toEqual(['status-rank1.json']);
+      expect(monitor.saveHangReport('report')).toMatch(/hang-rank1-\d+\.txt$/);
+      expect(() => installProcessMonitor(1, 2, dir, { flightRecorderSize: -2 })).toThrow(
+        /initProcess: debug: flightRecorderSize must be an integer/,
+      );
+    } finally {
+      setRankMonitor(undefined);
+    }
   });
 });
