@@ -530,6 +530,14 @@ describe('FileTensorStore across processes', () => {
     expect(leftovers(dir)).toEqual([]);
   });
 
+  it('keeps several large values intact in a reused arena between two processes', async () => {
+    const dir = newJob();
+    const [producer, consumer] = await runPeers(dir, 'arena', 2);
+    expect(producer).toBe('sent');
+    expect(consumer).toEqual({ rounds: 8, wrongWords: 0 });
+    expect(leftovers(dir)).toEqual([]);
+  });
+
   it('broadcasts a 1 MiB value from one process to three others', async () => {
     const dir = newJob();
     const results = await runPeers(dir, 'broadcast', 4);
