@@ -4,6 +4,10 @@
  * and, once its pages were touched, no page fault. An arena file never
  * changes size or identity under its name (a producer adds arenas under new
  * names), so a cached mapping stays right for every later value in it.
+ * The mapping is writable, so a consumer that writes into a view it was
+ * handed does not crash; like a view from the in-memory store, such a write is
+ * seen by the value's other consumers (unlike a private mapping, which would
+ * keep its copied page and show stale bytes for every later value there).
  */
 import { closeSync, fstatSync, openSync } from 'node:fs';
 import { FileStoreCorruptError } from './errors.ts';
