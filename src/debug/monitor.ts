@@ -175,7 +175,8 @@ export class RankMonitor {
     for (;;) {
       const snapshot = this.board.read(globalRank).snapshot;
       const calls = [...(snapshot?.failed ?? []), ...(snapshot?.pending ?? [])];
-      const match = calls.find((c) => c.seq === seq && snapshot?.groups[c.group]?.id === groupId);
+      // The newest match: point-to-point calls (seq -1) of a group all share the number.
+      const match = calls.findLast((c) => c.seq === seq && snapshot?.groups[c.group]?.id === groupId);
       if (match) return match.site ?? 'no call site (callSites off, or its time budget spent)';
       if (Date.now() >= deadline || this.board.read(globalRank).state === RankState.exited) return undefined;
       await new Promise((resolve) => setTimeout(resolve, 10));

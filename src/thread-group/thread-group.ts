@@ -192,9 +192,12 @@ export class ThreadGroup {
     monitor.end(record, error);
     if (error instanceof CollectiveMismatchError) {
       const sites = [siteLine(monitor.rank, record)];
-      if (error instanceof CallMismatchError) {
-        const peerSite = await monitor.peerSite(error.peerRank, this.#info.id, record.seq);
-        if (peerSite) sites.push(`  rank ${error.peerRank} called it at ${peerSite}`);
+      // The peer is known when this rank saw the mismatch, or when a point-to-point peer reported it.
+      const peer =
+        error instanceof CallMismatchError ? error.peerRank : record.seq < 0 ? record.peers[0] : undefined;
+      if (peer !== undefined) {
+        const peerSite = await monitor.peerSite(peer, this.#info.id, record.seq);
+        if (peerSite) sites.push(`  rank ${peer} called it at ${peerSite}`);
       }
       error.message += `\n${sites.join('\n')}`;
     }

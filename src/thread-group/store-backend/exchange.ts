@@ -228,9 +228,10 @@ export class Exchange {
   ): void {
     const want = `${expected.dtype}[${expected.shape.join(',')}]`;
     if (received.describe() !== want) {
-      throw new CollectiveMismatchError(
+      throw new CallMismatchError(
         `${this.#where()}: rank ${this.#group.ranks[this.rank]} expects ${want} from rank ` +
           `${this.#group.ranks[producer]}, which sent ${received.describe()}`,
+        this.#group.ranks[producer],
       );
     }
   }
