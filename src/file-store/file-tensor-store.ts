@@ -427,9 +427,16 @@ export class FileTensorStore implements TensorStore {
     return { tensor: Tensor.fromBuffer(buffer, ref.offset, header.shape, header.dtype), mapping: undefined };
   }
 
-  /** Takes the first free get of the value; -1 when every consumer already has it. */
+  /**
+   * Takes a free get of the value; -1 when every consumer already has it.
+   * Consumers start at different slots (by rank), so in a broadcast most take
+   * their first try instead of each paying a failed mkdir (a thrown error) per
+   * consumer ahead of it.
+   */
   #claim(files: KeyFiles, header: ValueHeader): number {
-    for (let slot = 0; slot < header.consumers; slot++) {
+    const { consumers } = header;
+    for (let tried = 0; tried < consumers; tried++) {
+      const slot = (this.rank + tried) % consumers;
       try {
         mkdirSync(files.claim(header.generation, slot));
         return slot;
