@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type CallEntry, spawnThreads } from '../src/index.ts';
 import type { Outcome } from './fixtures/debug-rank.ts';
+import { MEDIA } from './fixtures/media.ts';
 
 const entry = new URL('./fixtures/debug-rank.ts', import.meta.url);
 type Failed = Extract<Outcome, { ok: false }>;
@@ -42,20 +43,22 @@ describe('hang report', () => {
     }
   });
 
-  it('hangReportDir: the report also goes to a file, whose path the error gives', async () => {
-    const dir = tempDir();
-    const outcomes = await spawnThreads<Outcome>(entry, {
-      worldSize: 2,
-      args: { scenario: 'hang-file' },
-      debug: { hangReportDir: dir },
-    });
-    const message = (outcomes[0] as Failed).message;
-    const file = /hang report written to ([^)]+)\)/.exec(message)?.[1];
-    expect(file).toBeDefined();
-    expect(readdirSync(dir)).toEqual([expect.stringMatching(/^hang-rank0-\d+\.txt$/)]);
-    const text = readFileSync(file!, 'utf8');
-    expect(text).toContain('ranks that have not arrived at call #1 on group "world": 1');
-  });
+  it.each(MEDIA)(
+    'hangReportDir, %s: the report also goes to a file, whose path the error gives',
+    async (_medium, launch) => {
+      const dir = tempDir();
+      const outcomes = await launch<Outcome>(entry, 2, {
+        args: { scenario: 'hang-file' },
+        debug: { hangReportDir: dir },
+      });
+      const message = (outcomes[0] as Failed).message;
+      const file = /hang report written to ([^)]+)\)/.exec(message)?.[1];
+      expect(file).toBeDefined();
+      expect(readdirSync(dir)).toEqual([expect.stringMatching(/^hang-rank0-\d+\.txt$/)]);
+      const text = readFileSync(file!, 'utf8');
+      expect(text).toContain('ranks that have not arrived at call #1 on group "world": 1');
+    },
+  );
 
   it('writeHangReport on demand', async () => {
     const dir = tempDir();

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { traceCommand } from '../src/cli/trace.ts';
 import { type ChromeTrace, type ChromeTraceEvent, spawnThreads } from '../src/index.ts';
+import { MEDIA } from './fixtures/media.ts';
 
 const entry = new URL('./fixtures/debug-rank.ts', import.meta.url);
 const dirs: string[] = [];
@@ -55,13 +56,16 @@ function checkTrace(trace: ChromeTrace, worldSize: number): void {
 }
 
 describe('traces', () => {
-  it('DebugOptions.trace (a .json path): one file, one track per rank with its calls, and a summary', async () => {
-    const file = join(tempDir(), 'nested', 'job.json');
-    await spawnThreads(entry, { worldSize: 3, args: { scenario: 'traced' }, debug: { trace: file } });
-    checkTrace(JSON.parse(readFileSync(file, 'utf8')) as ChromeTrace, 3);
-    // The ranks' parts were merged and removed.
-    expect(readdirSync(join(file, '..'))).toEqual(['job.json']);
-  });
+  it.each(MEDIA)(
+    'DebugOptions.trace (a .json path), %s: one file, one track per rank with its calls, and a summary',
+    async (_medium, launch) => {
+      const file = join(tempDir(), 'nested', 'job.json');
+      await launch(entry, 3, { args: { scenario: 'traced' }, debug: { trace: file } });
+      checkTrace(JSON.parse(readFileSync(file, 'utf8')) as ChromeTrace, 3);
+      // The ranks' parts were merged and removed.
+      expect(readdirSync(join(file, '..'))).toEqual(['job.json']);
+    },
+  );
 
   it('TENSORCOMM_TRACE=<dir>: a new file in that directory; `tensorcomm trace` prints its summary table', async () => {
     const dir = tempDir();

@@ -9,6 +9,8 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
+import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
+import { mergeTraceParts } from '../debug/trace.ts';
 import type { ClusterConfig } from './config/cluster-config.ts';
 import { checkClusterConfig } from './config/load.ts';
 import { JobFailedError } from './errors.ts';
@@ -37,6 +39,8 @@ export interface LaunchOptions extends JobShapeOptions {
   /** Address the rendezvous store binds to (default 127.0.0.1; anything else needs a shared secret). */
   masterAddr?: string;
   masterPort?: number;
+  /** Fingerprint checks, call sites, flight recorder, trace file, hang reports (env TENSORCOMM_*; README, Debugging). */
+  debug?: DebugOptions;
   /** Aborting it stops the job as if a rank had failed (the CLI wires SIGINT/SIGTERM here). */
   signal?: AbortSignal;
 }
@@ -83,6 +87,7 @@ export async function launchProcesses<R = unknown>(
   );
   const entryUrl = resolveEntry(script, 'launchProcesses').href;
   const config = options.config === undefined ? undefined : checkClusterConfig(options.config);
+  const debug = resolveJobDebug(options.debug, 'launchProcesses');
   const setupUrl = processSetupUrl();
   const setup = (await import(setupUrl)) as ProcessSetupModule;
   const bootstrap = new URL(
@@ -98,7 +103,7 @@ export async function launchProcesses<R = unknown>(
   const children: ChildProcess[] = [];
   try {
     server = await RendezvousServer.start({ host: options.masterAddr, port: options.masterPort ?? 0 });
-    const job: ProcessJobInfo = { jobId, storeDir, names, devices, collectiveTimeoutMs, config };
+    const job: ProcessJobInfo = { jobId, storeDir, names, devices, collectiveTimeoutMs, config, debug };
     await publishJob(server, job, collectiveTimeoutMs);
 
     const results: unknown[] = new Array(worldSize);
@@ -203,6 +208,7 @@ export async function launchProcesses<R = unknown>(
     );
     for (const timer of timers) clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbortSignal);
+    if (debug.trace) mergeTraceParts(debug.trace, worldSize);
     if (failures.length > 0) throw new JobFailedError(describeFailures(failures, names), failures);
     return results as R[];
   } finally {

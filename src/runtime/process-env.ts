@@ -3,6 +3,7 @@
  * (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
  * and the job description every rank reads from the rendezvous store.
  */
+import type { ResolvedDebugOptions } from '../debug/options.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { ClusterConfig } from './config/cluster-config.ts';
 
@@ -29,6 +30,8 @@ export interface ProcessJobInfo {
   devices: Device[];
   collectiveTimeoutMs: number;
   config?: ClusterConfig;
+  /** The launcher's resolved debugging options, so options given in code reach every rank. */
+  debug?: ResolvedDebugOptions;
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number {

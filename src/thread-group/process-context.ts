@@ -5,6 +5,9 @@
  * (`tensorcomm run`, launchProcesses) or, when the processes were started some
  * other way with torchrun's environment, by rank 0.
  */
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { installProcessMonitor } from '../debug/process-monitor.ts';
 import {
   abortJob,
   cleanupStaleJobDirectories,
@@ -93,6 +96,11 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
     dir: job.storeDir,
     rank: env.rank,
     timeoutMs: job.collectiveTimeoutMs,
+  });
+  // The job directory goes with the job: hang reports must outlive it.
+  installProcessMonitor(env.rank, env.worldSize, job.storeDir, {
+    ...job.debug,
+    hangReportDir: job.debug?.hangReportDir ?? join(tmpdir(), 'tensorcomm-hang-reports'),
   });
   await client.barrier('tensorcomm/start', env.worldSize, { timeoutMs });
   const identity = {
