@@ -65,7 +65,13 @@ const P2P_COLUMNS: readonly Column<SizeLine>[] = [
   { title: 'node set GB/s', width: 15, cell: (l) => fixed(l.node?.[`copy_GBps_${l.bytes}`], 3) },
 ];
 
-export function printComparison(collectives: CollectivesReport, anchors: AnchorsReport, log: Log): void {
+/** `ranks` says how tensorcomm's ranks ran, e.g. "threads" or "processes (FileTensorStore)". */
+export function printComparison(
+  collectives: CollectivesReport,
+  anchors: AnchorsReport,
+  log: Log,
+  ranks = 'threads',
+): void {
   const lines = (op: CollectiveOp) =>
     ANCHOR_SIZES.map((bytes) => ({
       bytes,
@@ -74,11 +80,11 @@ export function printComparison(collectives: CollectivesReport, anchors: Anchors
       mpi: anchors.mpi.figures,
       node: anchors.node.figures,
     })).filter((l) => l.ours);
-  log('# allReduce float32, 2 ranks, beside the anchors (busbw in GB/s)');
+  log(`# allReduce float32, 2 ranks as ${ranks}, beside the anchors (busbw in GB/s)`);
   for (const line of formatTable(ALL_REDUCE_COLUMNS, lines('allReduce'))) log(line);
   log('');
   log(
-    '# point to point, 2 ranks, GB/s: tensorcomm one way (ping-pong rtt / 2), gloo and MPI streaming one way,',
+    `# point to point, 2 ranks as ${ranks}, GB/s: tensorcomm one way (ping-pong rtt / 2), gloo and MPI streaming one way,`,
   );
   log('# node: TypedArray.set between SharedArrayBuffers (the copy a receiver makes)');
   for (const line of formatTable(P2P_COLUMNS, lines('sendRecv'))) log(line);
@@ -100,7 +106,12 @@ function goal({ meets, anchorMissing, ...g }: GoalInput, notMeasured: string): G
 
 const skipped = (anchor: Anchor) => `skipped: ${anchor.skipped ?? 'no such figure'}`;
 
-export function evaluateGoals(collectives: CollectivesReport, anchors: AnchorsReport): Goal[] {
+/** `processes`: the same bench with ranks as processes over FileTensorStore, for the multi-process goals. */
+export function evaluateGoals(
+  collectives: CollectivesReport,
+  anchors: AnchorsReport,
+  processes?: CollectivesReport,
+): Goal[] {
   const notMeasured = collectives.quick ? 'not measured with --quick' : 'not measured';
   const small = collectives.zeroCopy.find((z) => z.bytes === 4096);
   const big = collectives.zeroCopy.find((z) => z.bytes === 64 * MiB);
@@ -136,6 +147,26 @@ export function evaluateGoals(collectives: CollectivesReport, anchors: AnchorsRe
       meets: (r) => r <= 2,
       anchorMissing: 'not measured',
       note: big && `a TypedArray.set copy of the 64 MiB takes ${fixed(big.copyUs)} us`,
+    },
+    {
+      figure: 'send/recv 64 MiB one way, 2 processes',
+      unit: 'GB/s',
+      tensorcomm: processes && row(processes, 'sendRecv', 64 * MiB)?.algbw,
+      against: 'gloo',
+      anchor: figure(anchors.gloo, 'p2p_GBps_67108864'),
+      goal: '>= 1.5x',
+      meets: (r) => r >= 1.5,
+      anchorMissing: skipped(anchors.gloo),
+    },
+    {
+      figure: 'send/recv 4 B round trip, 2 processes',
+      unit: 'us',
+      tensorcomm: processes && row(processes, 'sendRecv', 4)?.rttUs,
+      against: 'gloo',
+      anchor: figure(anchors.gloo, 'p2p_rtt_us'),
+      goal: '< 1x',
+      meets: (r) => r < 1,
+      anchorMissing: skipped(anchors.gloo),
     },
   ];
   return goals.map((g) => goal(g, notMeasured));

@@ -42,11 +42,22 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
   };
   const kernels = await timed('kernels', () => runKernels(args.quick ? ['--quick'] : [], log));
   const collectives = await timed('collectives', () => runCollectivesBench({ quick: args.quick, log }));
+  const processes = await timed('collectives in processes', () =>
+    runCollectivesBench({
+      store: 'file',
+      quick: args.quick,
+      worldSizes: [2],
+      ops: ['allReduce', 'sendRecv'],
+      zeroCopy: false,
+      log,
+    }),
+  );
   const anchors = await timed('anchors', () => runAnchors({ quick: args.quick, log }));
   const compression = await timed('compression', () => runCompressionBench({ quick: args.quick, log }));
   const debugChecks = await timed('debug checks', () => runDebugOverhead({ quick: args.quick, log }));
   printComparison(collectives, anchors, log);
-  const goals = evaluateGoals(collectives, anchors);
+  printComparison(processes, anchors, log, 'processes (FileTensorStore)');
+  const goals = evaluateGoals(collectives, anchors, processes);
   printGoals(goals, log);
   seconds.total = (performance.now() - started) / 1000;
   log(`# bench took ${seconds.total.toFixed(1)} s`);
@@ -56,6 +67,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
     seconds,
     kernels,
     collectives,
+    processes,
     anchors,
     goals,
     compression,

@@ -42,8 +42,32 @@ describe('tensorcomm bench', () => {
     expect(chart).toContain('busbw (GB/s)');
   });
 
+  it('--store file runs the ranks as processes over the file store', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-bench-'));
+    dirs.push(dir);
+    const json = join(dir, 'figures.json');
+    const lines: string[] = [];
+    const argv = ['--store', 'file', '-n', '2', '--ops', 'allReduce,sendRecv', '-b', '4', '-e', '64K'];
+    expect(await benchCommand([...argv, '-f', '128', '--quick', '--json', json], (l) => lines.push(l))).toBe(
+      0,
+    );
+    expect(lines).toContain('# 2 ranks as processes over FileTensorStore');
+    const figures = JSON.parse(readFileSync(json, 'utf8'));
+    expect(figures.store).toBe('file');
+    expect(figures.rows.map((r: { op: string; bytes: number }) => [r.op, r.bytes])).toEqual([
+      ['allReduce', 4],
+      ['allReduce', 512],
+      ['allReduce', 65536],
+      ['sendRecv', 4],
+      ['sendRecv', 512],
+      ['sendRecv', 65536],
+    ]);
+    for (const row of figures.rows) expect(row.timeUs).toBeGreaterThan(0);
+  });
+
   it('bad flags are usage errors naming them', async () => {
     expect(() => parseBenchCommand(['--store', 'nccl'])).toThrow(/--store: unknown value "nccl"/);
+    expect(() => parseBenchCommand(['--store', 'memory,file'])).toThrow(/--store: one store/);
     expect(() => parseBenchCommand(['--ops', 'allreduce'])).toThrow(/--ops: unknown value "allreduce"/);
     expect(() => parseBenchCommand(['-n', '1'])).toThrow(
       /--world-size: each size must be an integer in 2\.\.512/,

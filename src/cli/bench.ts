@@ -7,14 +7,22 @@ import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { busbwChart } from './bench/chart.ts';
-import { COLLECTIVE_OPS, type CollectiveOp, type Log, runCollectivesBench } from './bench/collectives.ts';
+import {
+  BENCH_STORES,
+  type BenchStore,
+  COLLECTIVE_OPS,
+  type CollectiveOp,
+  type Log,
+  runCollectivesBench,
+} from './bench/collectives.ts';
 
 export const BENCH_USAGE = `usage: tensorcomm bench [options]
 
-Runs collectives between rank threads and prints one nccl-tests table per op.
+Runs collectives between ranks and prints one nccl-tests table per op.
 
 options:
-  --store <name>         store the ranks exchange through: memory (threads; the default)
+  --store <name>         memory: ranks as threads over MemoryTensorStore (the default);
+                         file: ranks as processes over FileTensorStore
   -n, --world-size <n,…> world sizes, e.g. 2,4 (default 2,4)
   --ops <op,…>           ${COLLECTIVE_OPS.join(', ')} (default all)
   -b, --min-bytes <n>    smallest message, with an optional K/M/G suffix (default 4)
@@ -25,8 +33,6 @@ options:
   --json <file>          also write the figures as JSON
   --svg <file>           also write a chart of busbw against message size
   -h, --help             this text`;
-
-const STORES = ['memory'] as const;
 
 function bytes(text: string, flag: string): number {
   const match = /^(\d+)([KMG]?)$/i.exec(text.trim());
@@ -48,6 +54,7 @@ function list<T extends string>(text: string, allowed: readonly T[], flag: strin
 }
 
 export interface BenchCommandOptions {
+  store: BenchStore;
   worldSizes: number[];
   ops: CollectiveOp[];
   sizes: number[];
@@ -78,7 +85,8 @@ export function parseBenchCommand(argv: readonly string[]): BenchCommandOptions 
     allowPositionals: false,
   });
   if (values.help) return 'help';
-  list(values.store, STORES, 'store');
+  const [store, ...more] = list(values.store, BENCH_STORES, 'store');
+  if (more.length > 0) throw new RangeError(`--store: one store, got "${values.store}"`);
   const worldSizes = values['world-size'].split(',').map((s) => Number(s.trim()));
   for (const n of worldSizes) {
     if (!Number.isSafeInteger(n) || n < 2 || n > 512) {
@@ -97,6 +105,7 @@ export function parseBenchCommand(argv: readonly string[]): BenchCommandOptions 
   const sizes: number[] = [];
   for (let size = min; size <= max; size *= factor) sizes.push(size);
   return {
+    store,
     worldSizes,
     ops: list(values.ops, COLLECTIVE_OPS, 'ops'),
     sizes,
@@ -120,6 +129,7 @@ export async function benchCommand(argv: string[], log: Log = console.log): Prom
     return 0;
   }
   const report = await runCollectivesBench({
+    store: options.store,
     quick: options.quick,
     ops: options.ops,
     worldSizes: options.worldSizes,
@@ -131,7 +141,7 @@ export async function benchCommand(argv: string[], log: Log = console.log): Prom
   if (options.json) {
     writeFileSync(
       options.json,
-      `${JSON.stringify({ store: 'memory', checks: options.checks, ...report }, null, 1)}\n`,
+      `${JSON.stringify({ store: options.store, checks: options.checks, ...report }, null, 1)}\n`,
     );
     log(`# figures written to ${resolve(options.json)}`);
   }

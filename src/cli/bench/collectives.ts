@@ -8,7 +8,7 @@
  */
 import { busFactor } from '../../debug/bus-factor.ts';
 import type { DebugOptions } from '../../debug/options.ts';
-import { spawnThreads } from '../../index.ts';
+import { launchProcesses, spawnThreads } from '../../index.ts';
 import {
   COLLECTIVE_OPS,
   type CollectiveOp,
@@ -38,6 +38,9 @@ export interface CollectiveRow {
   batches: number;
 }
 
+export const BENCH_STORES = ['memory', 'file'] as const;
+export type BenchStore = (typeof BENCH_STORES)[number];
+
 export interface CollectivesOptions {
   quick?: boolean;
   ops?: readonly CollectiveOp[];
@@ -46,6 +49,8 @@ export interface CollectivesOptions {
   zeroCopy?: boolean;
   /** Message sizes in bytes (default: 4 B to 64 MiB in ×4 steps; quick: four sizes up to 1 MiB). */
   sizes?: readonly number[];
+  /** memory: ranks as threads over MemoryTensorStore (default); file: ranks as processes over FileTensorStore. */
+  store?: BenchStore;
   /** Debugging options of the bench's jobs (e.g. `{ checks: false }` to measure what the checks cost). */
   debug?: DebugOptions;
   log?: Log;
@@ -172,13 +177,13 @@ export async function runCollectivesBench(options: CollectivesOptions = {}): Pro
       batches: config.batches,
       zeroCopy: worldSize === zeroCopyWorld ? config.zeroCopy : undefined,
     };
-    const results = await spawnThreads<RankResult>(RANK_ENTRY, {
-      worldSize,
-      args,
-      debug: options.debug,
-      // A stuck collective should fail the bench with a message, not hang it.
-      collectiveTimeoutMs: 120_000,
-    });
+    // A stuck collective should fail the bench with a message, not hang it.
+    const job = { args, debug: options.debug, collectiveTimeoutMs: 120_000 };
+    if (options.store === 'file') log(`# ${worldSize} ranks as processes over FileTensorStore`);
+    const results =
+      options.store === 'file'
+        ? await launchProcesses<RankResult>(RANK_ENTRY, { nproc: worldSize, ...job })
+        : await spawnThreads<RankResult>(RANK_ENTRY, { worldSize, ...job });
     const rows = results[0].samples.map((s) => toRow(s, worldSize));
     for (const op of ops)
       printCollectiveTable(
