@@ -20,16 +20,11 @@ const KEPT_FAILURES = 4;
 const PEER_SITE_WAIT_MS = 300;
 const MAX_TRACE_EVENTS = 1_000_000;
 
-export interface CallStart {
-  group: string;
-  groupCode: number;
-  groupSize: number;
-  seq: number;
-  op: string;
-  call: string;
-  bytes: number;
-  peers: readonly number[];
-}
+/** What ThreadGroup knows of a call when it starts. */
+export type CallStart = Pick<
+  CallRecord,
+  'group' | 'groupCode' | 'groupSize' | 'seq' | 'op' | 'call' | 'bytes' | 'peers'
+>;
 
 export class RankMonitor {
   readonly recorder: FlightRecorder;
