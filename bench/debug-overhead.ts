@@ -110,7 +110,7 @@ export async function runDebugOverhead(options: { quick: boolean; log: Log }): P
   const main = rows[0];
   log(
     `# one stack capture (call site): ${fixed(siteUs)} µs, ${((siteUs / main.baselineUs) * 100).toFixed(1)}% ` +
-      "of the allReduce; SiteBudget holds captures to 2% of a rank's time",
+      "of the allReduce; SiteBudget holds captures to 0.5% of a rank's time",
   );
   log(
     `# goal: default checks cost ≤ ${OVERHEAD_GOAL * 100}% on a 1 KiB allReduce: ` +

@@ -38,7 +38,7 @@ export class SiteBudget {
   #last = performance.now();
 
   constructor(
-    readonly share = 0.02,
+    readonly share = 0.005,
     readonly creditMs = 2,
   ) {
     this.#tokensMs = creditMs;

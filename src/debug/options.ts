@@ -19,7 +19,7 @@ export interface DebugOptions {
   checks?: boolean;
   /**
    * Capture the user's call site of each call, for mismatch errors and hang
-   * reports (default true). Capturing costs microseconds, so it is held to 2%
+   * reports (default true). Capturing costs microseconds, so it is held to 0.5%
    * of the rank's time: in hot loops of tiny calls some calls have no site.
    * Env: TENSORCOMM_CALL_SITES=0|1.
    */
