@@ -11,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 const OWN_FOLDER = fileURLToPath(new URL('../', import.meta.url));
 const CAPTURED_FRAMES = 12;
 const SHOWN_FRAMES = 3;
+/** Far above a warm capture (a few µs), far below a cold one. */
+const MAX_CHARGE_MS = 0.1;
 
 export interface CapturedSite {
   stack?: string;
@@ -51,7 +53,9 @@ export class SiteBudget {
     if (this.#tokensMs <= 0) return undefined;
     const site = captureSite();
     const after = performance.now();
-    this.#tokensMs -= after - now;
+    // A process's first captures pay for warming V8's stack machinery (and a source-map loader's):
+    // milliseconds, once. Charged in full, that debt would leave the next calls without a site.
+    this.#tokensMs -= Math.min(after - now, MAX_CHARGE_MS);
     this.#last = after;
     return site;
   }
