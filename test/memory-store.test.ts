@@ -11,9 +11,9 @@ describe('MemoryTensorStore', () => {
       Record<string, number | boolean>,
     ];
     expect(consumer).toMatchObject({ first: 42, shared: true, numel: 16 << 20 });
+    // The consumer's write reached the producer's tensor: the view is its memory, not a copy.
+    // (That destGet costs the same at any size is a bench figure, not a timed test.)
     expect(producer.after).toBe(7);
-    // O(1): far less than copying 64 MiB would take (tens of ms).
-    expect(consumer.getMs).toBeLessThan(50);
   });
 
   it('stages a tensor that is not backed by a SharedArrayBuffer', async () => {

@@ -203,7 +203,7 @@ describe('factories', () => {
     const tooManyBytes = Math.floor(constants.MAX_LENGTH / 8) + 1;
     expect(() => Tensor.empty([tooManyBytes], 'float64')).toThrow(new RegExp(`float64\\[${tooManyBytes}\\]`));
     expect(() => Tensor.fromBuffer(new ArrayBuffer(4), 0, [2 ** 33], 'float32', [0])).toThrow(RangeError);
-    expect(Date.now() - started).toBeLessThan(1000);
+    expect(Date.now() - started).toBeLessThan(5000);
   });
 });
 
