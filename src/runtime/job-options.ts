@@ -54,11 +54,24 @@ export function checkJobOptions(worldSize: number, options: JobShapeOptions, whe
   };
 }
 
+export type RankFailure = { rank: number; error: Error };
+
+/** Ends every rank still running with `message` (job timeout, launcher stopped): marks it settled, records why. */
+export function failRunning(settled: boolean[], failures: RankFailure[], message: string): void {
+  settled.forEach((done, rank) => {
+    if (done) return;
+    settled[rank] = true;
+    failures.push({ rank, error: new Error(`rank ${rank}: ${message}`) });
+  });
+}
+
+export function jobTimeoutMessage(timeoutMs: number, settled: readonly boolean[]): string {
+  const running = settled.flatMap((done, rank) => (done ? [] : [rank]));
+  return `job timed out after ${timeoutMs} ms; ranks still running: ${running.join(', ')}`;
+}
+
 /** The first failure is the root cause; the others are usually its echoes. */
-export function describeFailures(
-  failures: ReadonlyArray<{ rank: number; error: Error }>,
-  names: readonly string[],
-): string {
+export function describeFailures(failures: readonly RankFailure[], names: readonly string[]): string {
   const lines = failures.map(
     ({ rank, error }) => `  rank ${rank} (${names[rank]}): ${error.name}: ${error.message}`,
   );

@@ -14,9 +14,16 @@ import { mergeTraceParts } from '../debug/trace.ts';
 import type { ClusterConfig } from './config/cluster-config.ts';
 import { checkClusterConfig } from './config/load.ts';
 import { JobFailedError } from './errors.ts';
-import { checkJobOptions, describeFailures, type JobShapeOptions } from './job-options.ts';
+import {
+  checkJobOptions,
+  describeFailures,
+  failRunning,
+  type JobShapeOptions,
+  jobTimeoutMessage,
+  type RankFailure,
+} from './job-options.ts';
 import { resolveEntry, typeScriptLoaderUrl } from './module-url.ts';
-import { JOB_KEY, type ProcessJobInfo, processEnvFor } from './process-env.ts';
+import { type ProcessJobInfo, processEnvFor, publishJob } from './process-env.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { type ProcessSetupModule, processSetupUrl } from './rank-setup.ts';
 import { RendezvousClient } from './rendezvous-client.ts';
@@ -61,15 +68,6 @@ function prefixOutput(child: ChildProcess, rank: number, sink: OutputSink): void
   }
 }
 
-async function publishJob(server: RendezvousServer, job: ProcessJobInfo, timeoutMs: number): Promise<void> {
-  const client = await RendezvousClient.connect({ host: server.host, port: server.port, timeoutMs });
-  try {
-    await client.set(JOB_KEY, JSON.stringify(job));
-  } finally {
-    client.close();
-  }
-}
-
 const printPrefixed: OutputSink = (rank, line, stream) => {
   (stream === 'stdout' ? process.stdout : process.stderr).write(`[rank ${rank}] ${line}\n`);
 };
@@ -104,10 +102,15 @@ export async function launchProcesses<R = unknown>(
   try {
     server = await RendezvousServer.start({ host: options.masterAddr, port: options.masterPort ?? 0 });
     const job: ProcessJobInfo = { jobId, storeDir, names, devices, collectiveTimeoutMs, config, debug };
-    await publishJob(server, job, collectiveTimeoutMs);
+    const client = await RendezvousClient.connect({ host: server.host, port: server.port });
+    try {
+      await publishJob(client, job);
+    } finally {
+      client.close();
+    }
 
     const results: unknown[] = new Array(worldSize);
-    const failures: Array<{ rank: number; error: Error }> = [];
+    const failures: RankFailure[] = [];
     const settled = new Array<boolean>(worldSize).fill(false);
     const exited = new Array<boolean>(worldSize).fill(false);
     let aborted = false;
@@ -149,12 +152,7 @@ export async function launchProcesses<R = unknown>(
 
     const onAbortSignal = () => {
       const message = `job stopped by the launcher (${String(options.signal?.reason ?? 'aborted')})`;
-      children.forEach((_, rank) => {
-        if (!settled[rank]) {
-          settled[rank] = true;
-          failures.push({ rank, error: new Error(message) });
-        }
-      });
+      failRunning(settled, failures, message);
       abortJob(message, undefined);
     };
     options.signal?.addEventListener('abort', onAbortSignal, { once: true });
@@ -164,12 +162,8 @@ export async function launchProcesses<R = unknown>(
       const timeoutMs = options.timeoutMs;
       timers.push(
         setTimeout(() => {
-          const running = children.map((_, r) => r).filter((r) => !settled[r]);
-          const message = `job timed out after ${timeoutMs} ms; ranks still running: ${running.join(', ')}`;
-          for (const r of running) {
-            settled[r] = true;
-            failures.push({ rank: r, error: new Error(`rank ${r}: ${message}`) });
-          }
+          const message = jobTimeoutMessage(timeoutMs, settled);
+          failRunning(settled, failures, message);
           abortJob(message, undefined);
         }, timeoutMs),
       );

@@ -6,6 +6,7 @@
 import type { ResolvedDebugOptions } from '../debug/options.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { ClusterConfig } from './config/cluster-config.ts';
+import type { RendezvousClient } from './rendezvous-client.ts';
 
 export interface ProcessEnv {
   rank: number;
@@ -32,6 +33,15 @@ export interface ProcessJobInfo {
   config?: ClusterConfig;
   /** The launcher's resolved debugging options, so options given in code reach every rank. */
   debug?: ResolvedDebugOptions;
+}
+
+/** Whoever serves the rendezvous publishes the job; every rank reads it. */
+export function publishJob(client: RendezvousClient, job: ProcessJobInfo): Promise<void> {
+  return client.set(JOB_KEY, JSON.stringify(job));
+}
+
+export async function fetchJob(client: RendezvousClient): Promise<ProcessJobInfo> {
+  return JSON.parse(new TextDecoder().decode(await client.get(JOB_KEY))) as ProcessJobInfo;
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number {

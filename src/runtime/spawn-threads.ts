@@ -13,7 +13,14 @@ import { AbortWord, NO_RANK } from './abort-word.ts';
 import type { ClusterConfig } from './config/cluster-config.ts';
 import { checkClusterConfig } from './config/load.ts';
 import { JobFailedError } from './errors.ts';
-import { checkJobOptions, describeFailures, type JobShapeOptions } from './job-options.ts';
+import {
+  checkJobOptions,
+  describeFailures,
+  failRunning,
+  type JobShapeOptions,
+  jobTimeoutMessage,
+  type RankFailure,
+} from './job-options.ts';
 import { needsTypeScriptLoader, resolveEntry, typeScriptBootstrap } from './module-url.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { type JobOptions, type RankIdentity, type RankSetupModule, rankSetupUrl } from './rank-setup.ts';
@@ -69,7 +76,7 @@ export async function spawnThreads<R = unknown>(
   const typeScript = needsTypeScriptLoader(entryUrl, bootstrapUrl.href);
 
   const results: unknown[] = new Array(worldSize);
-  const failures: Array<{ rank: number; error: Error }> = [];
+  const failures: RankFailure[] = [];
   const settled = new Array<boolean>(worldSize).fill(false);
   let graceTimer: NodeJS.Timeout | undefined;
 
@@ -100,19 +107,16 @@ export async function spawnThreads<R = unknown>(
     for (const w of workers) void w.terminate();
   }
 
+  const { timeoutMs } = options;
   const jobTimer =
-    options.timeoutMs === undefined
+    timeoutMs === undefined
       ? undefined
       : setTimeout(() => {
-          const running = workers.map((_, r) => r).filter((r) => !settled[r]);
-          const message = `job timed out after ${options.timeoutMs} ms; ranks still running: ${running.join(', ')}`;
-          for (const r of running) failures.push({ rank: r, error: new Error(`rank ${r}: ${message}`) });
-          running.forEach((r) => {
-            settled[r] = true;
-          });
+          const message = jobTimeoutMessage(timeoutMs, settled);
+          failRunning(settled, failures, message);
           if (abort.abort(NO_RANK, message)) setup.wakeJob(shared);
           graceTimer ??= setTimeout(terminateAll, graceMs);
-        }, options.timeoutMs);
+        }, timeoutMs);
 
   await Promise.all(
     workers.map(
@@ -153,9 +157,6 @@ export async function spawnThreads<R = unknown>(
   return results as R[];
 }
 
-function jobFailure(
-  failures: Array<{ rank: number; error: Error }>,
-  names: readonly string[],
-): JobFailedError {
+function jobFailure(failures: RankFailure[], names: readonly string[]): JobFailedError {
   return new JobFailedError(describeFailures(failures, names), failures);
 }

@@ -16,8 +16,14 @@ import {
   removeJobDirectory,
 } from '../file-store/index.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
-import { DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../runtime/job-options.ts';
-import { JOB_KEY, type ProcessEnv, type ProcessJobInfo, readProcessEnv } from '../runtime/process-env.ts';
+import { checkJobOptions, DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../runtime/job-options.ts';
+import {
+  fetchJob,
+  type ProcessEnv,
+  type ProcessJobInfo,
+  publishJob,
+  readProcessEnv,
+} from '../runtime/process-env.ts';
 import { registerProcessSetup } from '../runtime/rank-setup.ts';
 import { RendezvousClient } from '../runtime/rendezvous-client.ts';
 import { RendezvousServer } from '../runtime/rendezvous-server.ts';
@@ -58,40 +64,28 @@ function checkJob(job: ProcessJobInfo, env: ProcessEnv): ProcessJobInfo {
   return { ...job, devices: job.devices.map((d) => parseDevice(d, 'initProcess')) };
 }
 
-/** Without a launcher, rank 0 serves the rendezvous and creates the job directory. */
-async function hostJob(env: ProcessEnv, collectiveTimeoutMs: number): Promise<RendezvousServer> {
-  const server = await RendezvousServer.start({ host: env.masterAddr, port: env.masterPort });
+/** Without a launcher, rank 0 describes the job itself: default names and devices, a new job directory. */
+function hostedJob(env: ProcessEnv, collectiveTimeoutMs: number): ProcessJobInfo {
   const jobId = `${process.pid}`;
-  const job: ProcessJobInfo = {
-    jobId,
-    storeDir: createProcessJob(jobId),
-    names: Array.from({ length: env.worldSize }, (_, r) => `rank-${r}`),
-    devices: Array.from({ length: env.worldSize }, () => 'cpu' as const),
-    collectiveTimeoutMs,
-  };
-  const client = await RendezvousClient.connect({ host: server.host, port: server.port, rank: 0 });
-  try {
-    await client.set(JOB_KEY, JSON.stringify(job));
-  } finally {
-    client.close();
-  }
-  return server;
+  const { names, devices } = checkJobOptions(env.worldSize, {}, 'initProcess');
+  return { jobId, storeDir: createProcessJob(jobId), names, devices, collectiveTimeoutMs };
 }
 
 async function connect(options: InitProcessOptions): Promise<RankContext> {
   const env = readProcessEnv();
   const timeoutMs = options.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS;
-  const server = !env.launched && env.rank === 0 ? await hostJob(env, timeoutMs) : undefined;
+  const hosting = !env.launched && env.rank === 0;
+  const server = hosting
+    ? await RendezvousServer.start({ host: env.masterAddr, port: env.masterPort })
+    : undefined;
   const client = await RendezvousClient.connect({
     host: env.masterAddr,
     port: env.masterPort,
     timeoutMs,
     rank: env.rank,
   });
-  const job = checkJob(
-    JSON.parse(new TextDecoder().decode(await client.get(JOB_KEY))) as ProcessJobInfo,
-    env,
-  );
+  if (hosting) await publishJob(client, hostedJob(env, timeoutMs));
+  const job = checkJob(await fetchJob(client), env);
   const store = new FileTensorStore({
     dir: job.storeDir,
     rank: env.rank,
