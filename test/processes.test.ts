@@ -83,6 +83,22 @@ describe('launchProcesses', { timeout: 120_000 }, () => {
     expect(failures[0].error.message).toMatch(/boom from rank 1/);
   });
 
+  it('a job past its timeout is stopped, naming the ranks still running', async () => {
+    const error = await launchProcesses(fixture('failing-rank.ts'), {
+      nproc: 2,
+      args: { failRank: 1, how: 'hang' },
+      timeoutMs: 2_000,
+      graceMs: 500,
+      output: quiet,
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(JobFailedError);
+    const { failures } = error as JobFailedError;
+    expect(failures.map((f) => f.rank).sort()).toEqual([0, 1]);
+    for (const { rank, error: e } of failures) {
+      expect(e.message).toBe(`rank ${rank}: job timed out after 2000 ms; ranks still running: 0, 1`);
+    }
+  });
+
   it('keeps two jobs on one machine apart', async () => {
     const job = (salt: number) =>
       launchProcesses<number[]>(fixture('process-salt-rank.ts'), {
