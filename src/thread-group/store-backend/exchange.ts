@@ -89,33 +89,33 @@ export class Exchange {
   }
 
   /**
-   * The fingerprint exchange of a call whose data does not go to every rank:
-   * an empty value under phase 0 for every peer, every peer's read and compared.
-   * Our value's readers are awaited at the end of the call (settle), not here.
-   */
-  /**
    * One exchange in which every rank publishes `mine` for all others and
    * hands every peer's value to `read` (in group-rank order) before finishing it.
    */
   async readAll(phase: number, mine: Tensor, read: (producer: number, value: Tensor) => void): Promise<void> {
+    await this.#publishAndRead(phase, mine, read);
+    await this.consumed(phase);
+  }
+
+  /**
+   * The fingerprint exchange of a call whose data does not go to every rank:
+   * an empty value under phase 0 for every peer, every peer's read and compared.
+   * Our value's readers are awaited at the end of the call (settle), not here.
+   */
+  async compareCalls(): Promise<void> {
+    if (this.size > 1) {
+      await this.#publishAndRead(0, FINGERPRINT, () => {});
+      this.#deferred.push(this.key(0, this.rank));
+    }
+    this.#phaseBase = 1;
+  }
+
+  async #publishAndRead(phase: number, mine: Tensor, read: (producer: number, value: Tensor) => void) {
     await this.publish(phase, mine, this.size - 1);
     for (const p of this.peers()) {
       read(p, await this.get(phase, p));
       await this.finish(phase, p);
     }
-    await this.consumed(phase);
-  }
-
-  async compareCalls(): Promise<void> {
-    if (this.size > 1) {
-      await this.publish(0, FINGERPRINT, this.size - 1);
-      for (const p of this.peers()) {
-        await this.get(0, p);
-        await this.finish(0, p);
-      }
-      this.#deferred.push(this.key(0, this.rank));
-    }
-    this.#phaseBase = 1;
   }
 
   /** Waits for the readers of deferred values; called once the algorithm succeeded. */
