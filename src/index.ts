@@ -1,5 +1,8 @@
 /** tensorcomm: distributed tensor communication for Node.js. Everything public is exported here. */
 import './thread-group/rank-context.ts';
+// The GPU layer registers itself with the tensor and store layers; no CUDA library loads until a GPU is asked for.
+import './nccl/device-backend.ts';
+import './nccl/device-ipc.ts';
 
 export {
   describeRanks,

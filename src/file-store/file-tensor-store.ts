@@ -45,14 +45,27 @@ import { deadlineAfter } from '../runtime/wait.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor } from '../tensor/validate.ts';
 import { ArenaViews } from './arena-views.ts';
+import { deviceIpc } from './device-ipc.ts';
 import { DirectoryWatch } from './directory-watch.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { arenaFile, CLAIMS_DIR, doneDir, KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
 import { readJobAbort } from './job-abort.ts';
-import type { Mapping } from './mapped-file.ts';
 import { ProducerArenas } from './producer-arenas.ts';
-import { type ArenaRef, encodeValueHeader, generationName, type ValueHeader } from './value-header.ts';
-import { type ReadValue, readValueHeader, readValuePayload, SMALL_FILE_BYTES } from './value-reader.ts';
+import {
+  type ArenaRef,
+  encodeValueHeader,
+  generationName,
+  type IpcRef,
+  type ValueHeader,
+} from './value-header.ts';
+import {
+  type OpenedValue,
+  type ReadValue,
+  readIpcHandle,
+  readValueHeader,
+  readValuePayload,
+  SMALL_FILE_BYTES,
+} from './value-reader.ts';
 
 export interface FileStoreOptions {
   /** The job directory (createJobDirectory); every rank of the job uses the same one. */
@@ -88,6 +101,8 @@ interface Produced {
   failedSlots: number[];
   /** The arena region holding the payload, if it is in one. */
   region: ArenaRef | undefined;
+  /** A GPU tensor consumers open by IPC: its memory must outlive their gets. */
+  exported: Tensor | undefined;
 }
 
 interface Held {
@@ -97,7 +112,7 @@ interface Held {
   slot: number;
   /** Kept open until the finish: its link count says whether the value is still published. */
   fd: number;
-  mapping: Mapping | undefined;
+  mapping: ReadValue['mapping'];
 }
 
 type Attempt = StoreEntry | 'absent' | 'exhausted' | 'stale';
@@ -212,7 +227,10 @@ export class FileTensorStore implements TensorStore {
     if (this.#produced.has(key))
       throw new Error(`${where()}: key is already set by this rank and not yet finished`);
     const counter = ++this.#counter;
-    const placement = tensor.nbytes >= ARENA_MIN_BYTES ? this.#arenas.place(tensor.nbytes) : undefined;
+    // A GPU tensor stays where it is: consumers open its allocation by CUDA IPC.
+    const exported = tensor.device === 'cpu' ? undefined : deviceIpc(where()).exportTensor(tensor);
+    const placement =
+      !exported && tensor.nbytes >= ARENA_MIN_BYTES ? this.#arenas.place(tensor.nbytes) : undefined;
     const region = placement && { index: placement.index, offset: placement.offset };
     placement?.write(tensor.bytes());
     const header = encodeValueHeader({
@@ -226,12 +244,13 @@ export class FileTensorStore implements TensorStore {
       tag: encodeBounded(options.tag ?? '', MAX_TAG_BYTES),
       payloadBytes: tensor.nbytes,
       arena: region,
+      ipc: exported && { device: exported.device, offset: exported.offset },
     });
     const temp = `${this.#tmp}/${this.rank}.${generationName(this.#nonce, counter)}`;
     try {
       const fd = openSync(temp, 'wx', 0o600);
       try {
-        writeAll(fd, region ? [header] : [header, tensor.bytes()]);
+        writeAll(fd, region ? [header] : [header, exported ? exported.handle : tensor.bytes()]);
       } finally {
         closeSync(fd);
       }
@@ -255,6 +274,7 @@ export class FileTensorStore implements TensorStore {
       finishedCount: 0,
       failedSlots: [],
       region,
+      exported: exported && tensor,
     });
   }
 
@@ -396,7 +416,9 @@ export class FileTensorStore implements TensorStore {
       try {
         read = header.arena
           ? this.#readArenaPayload(held, header, header.arena, describe)
-          : readValuePayload(fd, opened, describe);
+          : header.ipc
+            ? openIpcPayload(opened, header.ipc, describe)
+            : readValuePayload(fd, opened, describe);
       } catch (error) {
         // This get was claimed: finish it, so the producer fails now instead of waiting for us.
         handedOver = true;
@@ -554,4 +576,16 @@ function readMarker(path: string): Error {
   }
   const text = content.toString('utf8', 1, Math.min(content.length, 1 + MAX_ERROR_BYTES));
   return content[0] === MARKER_MISMATCH ? new CollectiveMismatchError(text) : new Error(text);
+}
+
+/** Opens a GPU value's allocation in this process; closed when the get finishes. */
+function openIpcPayload(opened: OpenedValue, ref: IpcRef, describe: string): ReadValue {
+  const { header } = opened;
+  const ipc = deviceIpc(`destGet of ${describe}`);
+  const { tensor, close } = ipc.openTensor(
+    { device: ref.device, handle: readIpcHandle(opened), offset: ref.offset },
+    header.shape,
+    header.dtype,
+  );
+  return { tensor, mapping: { unmap: close } };
 }

@@ -6,12 +6,15 @@
  *  14  reserved u16       16  header bytes u32 20  producer rank u32
  *  24  consumers u32      28  generation nonce u32  32  generation counter u32
  *  36  CRC-32 of the header with this field zeroed   40  payload bytes u64
- *  48  arena index u32    52  reserved u32    56  arena offset u64   (kind arena only, else 0)
+ *  48  arena index u32    52  reserved u32    56  arena offset u64   (kind arena)
+ *  48  CUDA device u32    52  reserved u32    56  offset in the allocation u64   (kind cudaIpc)
  *  64  shape: ndim × u64, then the key, then the tag, zero-padded to a multiple of 64
  *
  * A host value's payload follows the header in the file; an arena value's
  * payload lies in its producer's arena file (arenaFile in file-names.ts) at
- * the given offset, and the file holds the header alone.
+ * the given offset, and the file holds the header alone. A GPU value stays in
+ * its producer's device memory: the file holds the header and the 64-byte
+ * cudaIpcMemHandle of the allocation, which consumers open.
  * The padding keeps the payload aligned for every dtype (and for a mapping).
  * Every field is bounds-checked before use, so a corrupt file is an error,
  * never a wrong tensor or an unbounded allocation.
@@ -34,7 +37,7 @@ const CRC_OFFSET = 36;
 export const PayloadKind = {
   /** In the value file, after the header. */
   host: 1,
-  /** Reserved: a 64-byte cudaIpcMemHandle plus offset, for GPU tensors (NCCL issue). */
+  /** In the producer's GPU memory: a 64-byte cudaIpcMemHandle follows the header. */
   cudaIpc: 2,
   /** In a region of the producer's shared arena file. */
   arena: 3,
@@ -43,6 +46,15 @@ export const PayloadKind = {
 /** Where an arena value's payload lies: the producer's arena number and the byte offset in it. */
 export interface ArenaRef {
   index: number;
+  offset: number;
+}
+
+/** Bytes of the cudaIpcMemHandle_t after a cudaIpc header. */
+export const IPC_HANDLE_BYTES = 64;
+
+/** Where a GPU value lies: the producer's device, and the tensor's offset in the allocation the handle names. */
+export interface IpcRef {
+  device: number;
   offset: number;
 }
 
@@ -62,7 +74,9 @@ export interface ValueHeader {
   payloadBytes: number;
   /** Set for kind arena. */
   arena: ArenaRef | undefined;
-  /** What the value file holds: the header, plus the payload unless it lies in an arena. */
+  /** Set for kind cudaIpc. */
+  ipc: IpcRef | undefined;
+  /** What the value file holds: the header, plus the payload (host), or the IPC handle (cudaIpc). */
   fileBytes: number;
 }
 
@@ -77,6 +91,7 @@ export interface HeaderFields {
   tag: Uint8Array;
   payloadBytes: number;
   arena?: ArenaRef;
+  ipc?: IpcRef;
 }
 
 export function generationName(nonce: number, counter: number): string {
@@ -90,7 +105,7 @@ export function encodeValueHeader(fields: HeaderFields): Buffer {
   const header = Buffer.alloc(size);
   header.writeUInt32LE(MAGIC, 0);
   header.writeUInt16LE(HEADER_VERSION, 4);
-  header[6] = fields.arena ? PayloadKind.arena : PayloadKind.host;
+  header[6] = fields.arena ? PayloadKind.arena : fields.ipc ? PayloadKind.cudaIpc : PayloadKind.host;
   header[7] = dtypeCode(fields.dtype);
   header[8] = ndim;
   header.writeUInt16LE(fields.key.length, 10);
@@ -101,9 +116,11 @@ export function encodeValueHeader(fields: HeaderFields): Buffer {
   header.writeUInt32LE(fields.nonce >>> 0, 28);
   header.writeUInt32LE(fields.counter >>> 0, 32);
   header.writeBigUInt64LE(BigInt(fields.payloadBytes), 40);
-  if (fields.arena) {
-    header.writeUInt32LE(fields.arena.index, 48);
-    header.writeBigUInt64LE(BigInt(fields.arena.offset), 56);
+  const ref = fields.arena ? { first: fields.arena.index, second: fields.arena.offset } : undefined;
+  const place = ref ?? (fields.ipc && { first: fields.ipc.device, second: fields.ipc.offset });
+  if (place) {
+    header.writeUInt32LE(place.first, 48);
+    header.writeBigUInt64LE(BigInt(place.second), 56);
   }
   fields.shape.forEach((n, d) => {
     header.writeBigUInt64LE(BigInt(n), FIXED_BYTES + 8 * d);
@@ -136,8 +153,9 @@ export function decodeValueHeader(bytes: Buffer, length: number, describe: strin
   header.writeUInt32LE(0, CRC_OFFSET);
   if (crc32(header) !== stored) throw fail('header checksum mismatch');
   const kind = header[6];
-  if (kind === PayloadKind.cudaIpc) throw fail('CUDA IPC payloads are not supported by this version');
-  if (kind !== PayloadKind.host && kind !== PayloadKind.arena) throw fail(`unknown payload kind ${kind}`);
+  if (kind !== PayloadKind.host && kind !== PayloadKind.arena && kind !== PayloadKind.cudaIpc) {
+    throw fail(`unknown payload kind ${kind}`);
+  }
   let dtype: DType;
   try {
     dtype = dtypeFromCode(header[7]);
@@ -166,12 +184,18 @@ export function decodeValueHeader(bytes: Buffer, length: number, describe: strin
     throw fail(`payload length ${payload} does not match ${dtype}[${shape.join(',')}] (${expected} bytes)`);
   }
   let arena: ArenaRef | undefined;
+  let ipc: IpcRef | undefined;
+  const offset = header.readBigUInt64LE(56);
   if (kind === PayloadKind.arena) {
-    const offset = header.readBigUInt64LE(56);
     if (offset > BigInt(Number.MAX_SAFE_INTEGER) || offset % BigInt(ALIGN) !== 0n) {
       throw fail(`arena offset ${offset} is not a multiple of ${ALIGN} below 2^53`);
     }
     arena = { index: header.readUInt32LE(48), offset: Number(offset) };
+  } else if (kind === PayloadKind.cudaIpc) {
+    if (offset > BigInt(Number.MAX_SAFE_INTEGER) || offset % BigInt(itemSize(dtype)) !== 0n) {
+      throw fail(`device offset ${offset} is not a multiple of the ${dtype} item size below 2^53`);
+    }
+    ipc = { device: header.readUInt32LE(48), offset: Number(offset) };
   }
   const nonce = header.readUInt32LE(28);
   return {
@@ -187,6 +211,7 @@ export function decodeValueHeader(bytes: Buffer, length: number, describe: strin
     headerBytes,
     payloadBytes: expected,
     arena,
-    fileBytes: arena ? headerBytes : headerBytes + expected,
+    ipc,
+    fileBytes: headerBytes + (arena ? 0 : ipc ? IPC_HANDLE_BYTES : expected),
   };
 }

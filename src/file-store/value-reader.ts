@@ -10,7 +10,7 @@ import { fstatSync, readSync } from 'node:fs';
 import { Tensor } from '../tensor/tensor.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { canMapFiles, type Mapping, mapFile } from './mapped-file.ts';
-import { decodeValueHeader, type ValueHeader } from './value-header.ts';
+import { decodeValueHeader, IPC_HANDLE_BYTES, type ValueHeader } from './value-header.ts';
 
 /** Files up to this size are read whole in one call. */
 export const SMALL_FILE_BYTES = 64 << 10;
@@ -25,7 +25,8 @@ export interface OpenedValue {
 
 export interface ReadValue {
   tensor: Tensor;
-  mapping: Mapping | undefined;
+  /** What to release when the get finishes: a file mapping or an opened IPC handle. */
+  mapping: Pick<Mapping, 'unmap'> | undefined;
 }
 
 /**
@@ -68,6 +69,12 @@ export function readValuePayload(fd: number, opened: OpenedValue, describe: stri
     );
   }
   return { tensor: Tensor.fromBuffer(own, 0, header.shape, header.dtype), mapping: undefined };
+}
+
+/** The cudaIpcMemHandle after a cudaIpc header; call right after readValueHeader. */
+export function readIpcHandle(opened: OpenedValue): Uint8Array {
+  const start = opened.header.headerBytes;
+  return Uint8Array.from(scratch.subarray(start, start + IPC_HANDLE_BYTES));
 }
 
 function readFully(fd: number, into: Uint8Array, length: number, position: number): number {

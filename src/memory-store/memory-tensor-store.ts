@@ -16,7 +16,8 @@ import type {
   TensorStore,
 } from '../runtime/tensor-store.ts';
 import { deadlineAfter, waitForWord } from '../runtime/wait.ts';
-import { dtypeCode, dtypeFromCode } from '../tensor/dtype.ts';
+import { deviceIndex } from '../tensor/device.ts';
+import { type Device, dtypeCode, dtypeFromCode } from '../tensor/dtype.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor } from '../tensor/validate.ts';
 import { SharedBufferRegistry } from './buffer-registry.ts';
@@ -29,6 +30,7 @@ import {
   MAX_DIMS,
   MAX_ERROR_BYTES,
   MAX_TAG_BYTES,
+  PLACEMENT,
   type SharedSlotTable,
   SlotTable,
   type SlotTableSpec,
@@ -121,15 +123,22 @@ export class MemoryTensorStore implements TensorStore {
     const t = this.#table;
     const keyBytes = t.keyBytes(key, where);
     const { bucket, hash } = t.bucketOf(keyBytes);
-    const inline = tensor.nbytes <= t.spec.inlineBytes;
+    // A GPU tensor travels as its device pointer: ranks sharing a GPU are threads of one process.
+    const onDevice = tensor.device !== 'cpu';
+    const inline = !onDevice && tensor.nbytes <= t.spec.inlineBytes;
     let staging: SharedArrayBuffer | undefined;
     let source = tensor;
-    if (!inline && !tensor.isShared()) {
+    if (!onDevice && !inline && !tensor.isShared()) {
       staging = this.#staging.lease(tensor.nbytes);
       source = Tensor.fromBuffer(staging, 0, tensor.shape, tensor.dtype);
       source.bytes().set(tensor.bytes());
     }
-    const bufferId = inline ? 0 : this.#registry.idOf(source.buffer as SharedArrayBuffer);
+    const bufferId = onDevice
+      ? deviceIndex(tensor.device)
+      : inline
+        ? 0
+        : this.#registry.idOf(source.buffer as SharedArrayBuffer);
+    const placement = onDevice ? PLACEMENT.device : inline ? PLACEMENT.inline : PLACEMENT.buffer;
     const tag = encodeBounded(options.tag ?? '', MAX_TAG_BYTES);
     const deadline = deadlineAfter(this.#timeoutMs);
     for (;;) {
@@ -143,7 +152,7 @@ export class MemoryTensorStore implements TensorStore {
           );
         }
         slot = t.insert(keyBytes, bucket, hash);
-        if (slot >= 0) this.#describe(slot, source, consumers, inline, bufferId, tag);
+        if (slot >= 0) this.#describe(slot, source, consumers, placement, bufferId, tag);
       } finally {
         t.unlock();
       }
@@ -165,7 +174,7 @@ export class MemoryTensorStore implements TensorStore {
     slot: number,
     tensor: Tensor,
     consumers: number,
-    inline: boolean,
+    placement: number,
     bufferId: number,
     tag: Uint8Array,
   ) {
@@ -175,16 +184,18 @@ export class MemoryTensorStore implements TensorStore {
     w[t.word(slot, W.producerRank)] = this.rank;
     w[t.word(slot, W.dtype)] = dtypeCode(tensor.dtype);
     w[t.word(slot, W.ndim)] = tensor.shape.length;
-    w[t.word(slot, W.inline)] = inline ? 1 : 0;
+    w[t.word(slot, W.placement)] = placement;
     w[t.word(slot, W.bufferOwner)] = this.rank;
     w[t.word(slot, W.bufferId)] = bufferId;
-    t.f64[t.f64Index(slot, F.byteOffset)] = tensor.byteOffset;
+    // Device addresses stay below 2^53, so a float64 holds them exactly.
+    t.f64[t.f64Index(slot, F.byteOffset)] =
+      placement === PLACEMENT.device ? Number(tensor.devicePointer) : tensor.byteOffset;
     t.f64[t.f64Index(slot, F.nbytes)] = tensor.nbytes;
     tensor.shape.forEach((size, d) => {
       t.f64[t.f64Index(slot, F.shape + d)] = size;
     });
     t.writeText(slot, 'tag', tag);
-    if (inline) t.bytes.set(tensor.bytes(), t.inlineOffset(slot));
+    if (placement === PLACEMENT.inline) t.bytes.set(tensor.bytes(), t.inlineOffset(slot));
   }
 
   async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
@@ -252,8 +263,13 @@ export class MemoryTensorStore implements TensorStore {
       exhausted = found === 'exhausted';
       if (found && found !== 'exhausted') {
         this.#consuming.set(key, (this.#consuming.get(key) ?? 0) + 1);
-        if (found.inline) {
+        if (found.placement === PLACEMENT.inline) {
           const tensor = Tensor.fromBuffer(t.buffer, t.inlineOffset(found.slot), found.shape, found.dtype);
+          return { tensor, tag: found.tag, producerRank: found.producerRank };
+        }
+        if (found.placement === PLACEMENT.device) {
+          const device: Device = `cuda:${found.bufferId}`;
+          const tensor = Tensor.fromDevicePointer(BigInt(found.byteOffset), device, found.shape, found.dtype);
           return { tensor, tag: found.tag, producerRank: found.producerRank };
         }
         let buffer: SharedArrayBuffer;
@@ -302,7 +318,7 @@ export class MemoryTensorStore implements TensorStore {
         producerRank: w[t.word(slot, W.producerRank)],
         dtype: dtypeFromCode(w[t.word(slot, W.dtype)]),
         shape: Array.from({ length: ndim }, (_, d) => t.f64[t.f64Index(slot, F.shape + d)]),
-        inline: w[t.word(slot, W.inline)] === 1,
+        placement: w[t.word(slot, W.placement)],
         owner: w[t.word(slot, W.bufferOwner)],
         bufferId: w[t.word(slot, W.bufferId)],
         byteOffset: t.f64[t.f64Index(slot, F.byteOffset)],

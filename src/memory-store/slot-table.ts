@@ -24,7 +24,7 @@ export const W = {
   producerRank: 7,
   dtype: 8,
   ndim: 9,
-  inline: 10,
+  placement: 10,
   bufferOwner: 11,
   bufferId: 12,
   tagLength: 13,
@@ -39,6 +39,9 @@ const KEY_OFFSET = 256;
 const TAG_OFFSET = KEY_OFFSET + MAX_KEY_BYTES;
 const ERROR_OFFSET = TAG_OFFSET + MAX_TAG_BYTES;
 const HEADER_BYTES = ERROR_OFFSET + MAX_ERROR_BYTES;
+
+/** Where a value's bytes are (W.placement): a peer's shared buffer, the slot itself, or a GPU. */
+export const PLACEMENT = { buffer: 0, inline: 1, device: 2 } as const;
 
 export const ERROR_NONE = 0;
 export const ERROR_LOCAL = 1;

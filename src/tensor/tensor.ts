@@ -1,10 +1,14 @@
 /**
- * Tensor: a dtype, a shape and element strides over host memory. Storage that
- * tensorcomm allocates is a zero-filled SharedArrayBuffer, so worker threads
- * can share it without copies; views (narrow, transpose, reshape) share it too.
+ * Tensor: a dtype, a shape and element strides over host or device memory.
+ * Host storage that tensorcomm allocates is a zero-filled SharedArrayBuffer,
+ * so worker threads can share it without copies; device storage comes from the
+ * registered GPU backend (tensor/device.ts). Views (narrow, transpose, reshape)
+ * share their tensor's storage. Device operations are synchronous for the
+ * caller or ordered on the legacy default stream; whatever needs host values
+ * (equal, toArray, strided copies) works on a host copy.
  */
 import { castBetween, encodeScalar, type Raw, rawToNumber, type Scalar, scalarToRaw } from './convert.ts';
-import { requireHostDevice } from './device.ts';
+import { type DeviceStorage, deviceBackend, deviceIndex } from './device.ts';
 import {
   arrayConstructor,
   assertDType,
@@ -59,20 +63,21 @@ export class Tensor {
   readonly shape: readonly number[];
   /** In elements. */
   readonly strides: readonly number[];
-  readonly device: Device = 'cpu';
-  /** Host storage; a SharedArrayBuffer when tensorcomm allocated it. */
-  readonly buffer: ArrayBufferLike;
-  /** Byte offset in `buffer` of element [0,...,0]. */
+  readonly device: Device;
+  /** Byte offset in the storage (host buffer or device allocation) of element [0,...,0]. */
   readonly byteOffset: number;
+  readonly #storage: ArrayBufferLike | DeviceStorage;
 
   private constructor(
-    buffer: ArrayBufferLike,
+    storage: ArrayBufferLike | DeviceStorage,
+    device: Device,
     byteOffset: number,
     shape: number[],
     strides: number[],
     dtype: DType,
   ) {
-    this.buffer = buffer;
+    this.#storage = storage;
+    this.device = device;
     this.byteOffset = byteOffset;
     this.shape = Object.freeze(shape);
     this.strides = Object.freeze(strides);
@@ -93,8 +98,7 @@ export class Tensor {
         `${where}: buffer must be an ArrayBuffer or SharedArrayBuffer, got ${typeof buffer}`,
       );
     }
-    assertDType(dtype, where);
-    const dims = checkShape(shape, where);
+    const { dims, steps } = checkLayout(shape, dtype, strides, where);
     checkIndex(byteOffset, where, 'byteOffset');
     const size = itemSize(dtype);
     if (byteOffset % size !== 0) {
@@ -102,11 +106,6 @@ export class Tensor {
         `${where}: byteOffset ${byteOffset} is not a multiple of the ${dtype} item size ${size}`,
       );
     }
-    const steps = strides === undefined ? contiguousStrides(dims) : checkShape(strides, where, 'strides');
-    if (steps.length !== dims.length) {
-      throw new RangeError(`${where}: strides [${steps.join(',')}] do not match shape [${dims.join(',')}]`);
-    }
-    checkSize(dims, dtype, where);
     const end = byteOffset + spanOf(dims, steps) * size;
     if (end > buffer.byteLength) {
       throw new RangeError(
@@ -114,16 +113,53 @@ export class Tensor {
           `reaches byte ${end}, past the end of the ${buffer.byteLength}-byte buffer`,
       );
     }
-    return new Tensor(buffer, byteOffset, dims, steps, dtype);
+    return new Tensor(buffer, 'cpu', byteOffset, dims, steps, dtype);
   }
 
-  /** Zero-filled, like `zeros` (fresh SharedArrayBuffer storage is always zeroed). */
+  /**
+   * A view on device memory someone else owns (a peer's allocation, an IPC
+   * mapping): nothing is copied, and the memory must outlive the view.
+   */
+  static fromDevicePointer(
+    pointer: bigint,
+    device: Device,
+    shape: ShapeLike,
+    dtype: DType,
+    strides?: readonly number[],
+  ): Tensor {
+    const where = 'Tensor.fromDevicePointer';
+    if (typeof pointer !== 'bigint' || pointer < 0n) {
+      throw new TypeError(
+        `${where}: pointer must be a device address (a non-negative bigint), got ${String(pointer)}`,
+      );
+    }
+    const target = parseDevice(device, where);
+    if (target === 'cpu') {
+      throw new TypeError(
+        `${where}: device must be 'cuda:<index>', got 'cpu'; use Tensor.fromBuffer for host memory`,
+      );
+    }
+    const { dims, steps } = checkLayout(shape, dtype, strides, where);
+    const size = itemSize(dtype);
+    if (pointer % BigInt(size) !== 0n || (pointer === 0n && numelOf(dims) > 0)) {
+      throw new RangeError(
+        `${where}: pointer 0x${pointer.toString(16)} is not a valid address for ${describeLayout(dtype, dims)} ` +
+          `(null, or not a multiple of the ${dtype} item size ${size})`,
+      );
+    }
+    const index = deviceIndex(target);
+    deviceBackend(target, where).checkDevice(index, where);
+    const storage: DeviceStorage = { device: index, pointer };
+    return new Tensor(storage, target, 0, dims, steps, dtype);
+  }
+
+  /** Zero-filled, like `zeros` (fresh SharedArrayBuffer storage is always zeroed; device memory is cleared). */
   static empty(shape: ShapeLike, dtype: DType = 'float32', opts?: TensorOptions): Tensor {
-    return Tensor.#allocate('Tensor.empty', shape, dtype, opts);
+    return Tensor.#allocate('Tensor.empty', shape, dtype, opts).#zeroed();
   }
 
   static zeros(shape: ShapeLike, dtype: DType = 'float32', opts?: TensorOptions): Tensor {
-    return Tensor.#allocate('Tensor.zeros', shape, dtype, opts);
+    return Tensor.#allocate('Tensor.zeros', shape, dtype, opts).#zeroed();
   }
 
   static ones(shape: ShapeLike, dtype: DType = 'float32', opts?: TensorOptions): Tensor {
@@ -151,8 +187,10 @@ export class Tensor {
     // Values grow monotonically, so the last one is the only one that can fail to fit.
     if (length > 0) encodeScalar(length - 1, dt, where, 'value');
     const out = Tensor.#allocate(where, [length], dt, opts);
-    const data = out.data as RawArray;
+    const host = out.device === 'cpu' ? out : Tensor.#host([length], dt, where);
+    const data = host.data as RawArray;
     for (let i = 0; i < length; i++) data[i] = scalarToRaw(i, dt) as Raw;
+    if (host !== out) Tensor.#copyElements(out, host);
     return out;
   }
 
@@ -183,9 +221,9 @@ export class Tensor {
       typed.length,
       assertDType(dtype ?? from, where),
     );
-    copyElements(
+    Tensor.#copyElements(
       out,
-      new Tensor(typed.buffer, typed.byteOffset, out.shape.slice(), out.strides.slice(), from),
+      new Tensor(typed.buffer, 'cpu', typed.byteOffset, out.shape.slice(), out.strides.slice(), from),
     );
     return out;
   }
@@ -203,6 +241,11 @@ export class Tensor {
     const d = normalizeDim(dim, first.shape.length, where);
     let total = 0;
     tensors.forEach((t, i) => {
+      if (t.device !== first.device) {
+        throw new TypeError(
+          `${where}: tensors[${i}] is on ${t.device} but tensors[0] is on ${first.device}; move them to one device with .to() first`,
+        );
+      }
       if (t.dtype !== first.dtype) {
         throw new TypeError(
           `${where}: tensors[${i}] ${t.describe()} has a different dtype than tensors[0] ${first.describe()}`,
@@ -221,10 +264,10 @@ export class Tensor {
     const shape = first.shape.slice();
     shape[d] = total;
     checkSize(shape, first.dtype, where);
-    const out = Tensor.#host(shape, first.dtype, where);
+    const out = Tensor.#blank(first.device, shape, first.dtype, where);
     let offset = 0;
     for (const t of tensors) {
-      copyElements(out.narrow(d, offset, t.shape[d]), t);
+      Tensor.#copyElements(out.narrow(d, offset, t.shape[d]), t);
       offset += t.shape[d];
     }
     return out;
@@ -243,24 +286,43 @@ export class Tensor {
     return isContiguousLayout(this.shape, this.strides);
   }
 
+  /** True for host storage in a SharedArrayBuffer (never for a device tensor). */
   isShared(): boolean {
-    return this.buffer instanceof SharedArrayBuffer;
+    return this.#storage instanceof SharedArrayBuffer;
+  }
+
+  /** Host storage; a SharedArrayBuffer when tensorcomm allocated it. Device tensors have none. */
+  get buffer(): ArrayBufferLike {
+    requireHost(this, 'Tensor.buffer');
+    return this.#storage as ArrayBufferLike;
+  }
+
+  /** Device address of element [0,...,0] (a TypeError on a host tensor). */
+  get devicePointer(): bigint {
+    if (this.device === 'cpu') {
+      throw new TypeError(
+        `Tensor.devicePointer: ${this.describe()} is on 'cpu'; only device tensors have one`,
+      );
+    }
+    return (this.#storage as DeviceStorage).pointer + BigInt(this.byteOffset);
   }
 
   /**
    * A typed array over exactly this tensor's elements, sharing its memory
    * (Uint16Array for float16/bfloat16 raw words, BigInt64Array for int64,
-   * Uint8Array for bool).
+   * Uint8Array for bool). Host tensors only.
    */
   get data(): TypedArray {
+    requireHost(this, 'Tensor.data');
     requireContiguous(this, 'Tensor.data');
     return typedView(this, this.numel);
   }
 
-  /** The tensor's nbytes as a Uint8Array sharing its memory. */
+  /** The tensor's nbytes as a Uint8Array sharing its memory. Host tensors only. */
   bytes(): Uint8Array {
+    requireHost(this, 'Tensor.bytes');
     requireContiguous(this, 'Tensor.bytes');
-    return new Uint8Array(this.buffer, this.byteOffset, this.nbytes);
+    return new Uint8Array(this.#storage as ArrayBufferLike, this.byteOffset, this.nbytes);
   }
 
   /** e.g. 'float32[4,8]'; a scalar is 'float32[]'. */
@@ -273,10 +335,10 @@ export class Tensor {
     return this.isContiguous() ? this : this.clone();
   }
 
-  /** A contiguous copy in fresh shared storage. */
+  /** A contiguous copy in fresh storage on the same device (shared storage on the host). */
   clone(): Tensor {
-    const out = Tensor.#host(this.shape.slice(), this.dtype, 'Tensor.clone');
-    copyElements(out, this);
+    const out = Tensor.#blank(this.device, this.shape.slice(), this.dtype, 'Tensor.clone');
+    Tensor.#copyElements(out, this);
     return out;
   }
 
@@ -285,7 +347,7 @@ export class Tensor {
     const where = 'Tensor.reshape';
     requireContiguous(this, where);
     const dims = inferShape(shape, this.numel, where);
-    return new Tensor(this.buffer, this.byteOffset, dims, contiguousStrides(dims), this.dtype);
+    return new Tensor(this.#storage, this.device, this.byteOffset, dims, contiguousStrides(dims), this.dtype);
   }
 
   /** A view on `length` entries of `dim` from `start` (negative start counts from the end). */
@@ -311,7 +373,7 @@ export class Tensor {
       numelOf(shape) === 0
         ? this.byteOffset
         : this.byteOffset + first * this.strides[d] * itemSize(this.dtype);
-    return new Tensor(this.buffer, byteOffset, shape, this.strides.slice(), this.dtype);
+    return new Tensor(this.#storage, this.device, byteOffset, shape, this.strides.slice(), this.dtype);
   }
 
   /** A view with dims `dim0` and `dim1` swapped. */
@@ -323,13 +385,14 @@ export class Tensor {
     const strides = this.strides.slice();
     [shape[a], shape[b]] = [shape[b], shape[a]];
     [strides[a], strides[b]] = [strides[b], strides[a]];
-    return new Tensor(this.buffer, this.byteOffset, shape, strides, this.dtype);
+    return new Tensor(this.#storage, this.device, this.byteOffset, shape, strides, this.dtype);
   }
 
   /**
    * Copies `src` (same shape, any dtype and layout) into this tensor and
    * returns it. Between dtypes, values convert like a typed-array store:
    * float to integer truncates and wraps, NaN/inf become 0, non-zero is true.
+   * Either tensor may be on any device.
    */
   copy_(src: Tensor): this {
     const where = 'Tensor.copy_';
@@ -339,7 +402,7 @@ export class Tensor {
         `${where}: source ${src.describe()} does not match the shape of destination ${this.describe()}`,
       );
     }
-    copyElements(this, src);
+    Tensor.#copyElements(this, src);
     return this;
   }
 
@@ -348,11 +411,14 @@ export class Tensor {
     return this.#fill(encodeScalar(value, this.dtype, 'Tensor.fill_', 'value'));
   }
 
-  /** This tensor when it already lives on `device`. */
+  /** This tensor when it already lives on `device`, else a contiguous copy there. */
   to(device: Device): Tensor {
     const where = 'Tensor.to';
-    requireHostDevice(parseDevice(device, where), where);
-    return this;
+    const target = parseDevice(device, where);
+    if (target === this.device) return this;
+    const out = Tensor.#blank(target, this.shape.slice(), this.dtype, where);
+    Tensor.#copyElements(out, this);
+    return out;
   }
 
   /** torch.chunk: pieces of ceil(size / chunks) along `dim`, so fewer than `chunks` may come back. */
@@ -402,7 +468,7 @@ export class Tensor {
     assertTensor(other, 'Tensor.equal', 'other');
     if (other.dtype !== this.dtype || !sameShape(other.shape, this.shape)) return false;
     const decode = isFloatingDType(this.dtype) ? rawToNumber(this.dtype) : (raw: Raw) => raw;
-    return everyPair(this, other, (a, b) => decode(a) === decode(b));
+    return everyPair(this.#onHost(), other.#onHost(), (a, b) => decode(a) === decode(b));
   }
 
   /**
@@ -427,7 +493,7 @@ export class Tensor {
     }
     const decodeA = rawToNumber(this.dtype);
     const decodeB = rawToNumber(other.dtype);
-    return everyPair(this, other, (rawA, rawB) => {
+    return everyPair(this.#onHost(), other.#onHost(), (rawA, rawB) => {
       const a = decodeA(rawA);
       const b = decodeB(rawB);
       const error = Math.abs(a - b);
@@ -440,7 +506,7 @@ export class Tensor {
    * decoded, bool as 0/1, int64 exact or a RangeError beyond 2^53 - 1.
    */
   toArray(): number[] {
-    const values = this.contiguous().data as RawArray;
+    const values = this.#onHost().contiguous().data as RawArray;
     const decode = rawToNumber(this.dtype);
     const out = new Array<number>(this.numel);
     for (let i = 0; i < out.length; i++) out[i] = decode(values[i]);
@@ -453,24 +519,25 @@ export class Tensor {
     return out;
   }
 
-  /** e.g. 'Tensor(float32[2,3], [0, 1, 2, 3, 4, 5])', showing at most 8 values. */
+  /** e.g. 'Tensor(float32[2,3], [0, 1, 2, 3, 4, 5])' (plus `, device='cuda:0'`), showing at most 8 values. */
   toString(): string {
     const shown = Math.min(this.numel, TO_STRING_VALUES);
-    const view = rawView(this);
+    const view = rawView(this.#onHost());
     const decode: (raw: Raw) => Raw = this.dtype === 'int64' ? (raw) => raw : rawToNumber(this.dtype);
     const values = Array.from({ length: shown }, (_, i) =>
       String(decode(view[offsetOf(i, this.shape, this.strides)])),
     );
     if (this.numel > shown) values.push(`… ${this.numel - shown} more`);
-    return `Tensor(${this.describe()}, [${values.join(', ')}])`;
+    const device = this.device === 'cpu' ? '' : `, device='${this.device}'`;
+    return `Tensor(${this.describe()}, [${values.join(', ')}]${device})`;
   }
 
   static #allocate(where: string, shape: ShapeLike, dtype: DType, opts: TensorOptions | undefined): Tensor {
     const dt = assertDType(dtype, where);
     const dims = checkShape(shape, where);
-    requireHostDevice(parseDevice(opts?.device ?? 'cpu', where), where);
+    const device = parseDevice(opts?.device ?? 'cpu', where);
     checkSize(dims, dt, where);
-    return Tensor.#host(dims, dt, where);
+    return Tensor.#blank(device, dims, dt, where);
   }
 
   /** Storage for `numel` given values laid out as `shape` (which may contain one -1). */
@@ -480,26 +547,127 @@ export class Tensor {
     return Tensor.#host(dims, dtype, where);
   }
 
-  /** Fresh contiguous storage for a layout that has passed checkSize. */
+  /** Fresh contiguous storage for a layout that has passed checkSize (uninitialised on a device). */
+  static #blank(device: Device, shape: number[], dtype: DType, where: string): Tensor {
+    if (device === 'cpu') return Tensor.#host(shape, dtype, where);
+    const storage = deviceBackend(device, where).allocate(
+      deviceIndex(device),
+      numelOf(shape) * itemSize(dtype),
+      where,
+    );
+    return new Tensor(storage, device, 0, shape, contiguousStrides(shape), dtype);
+  }
+
+  /** Fresh zero-filled contiguous host storage for a layout that has passed checkSize. */
   static #host(shape: number[], dtype: DType, where: string): Tensor {
-    const nbytes = numelOf(shape) * itemSize(dtype);
-    let buffer: SharedArrayBuffer;
-    try {
-      buffer = new SharedArrayBuffer(nbytes);
-    } catch (cause) {
-      throw new RangeError(
-        `${where}: cannot allocate ${nbytes} bytes for ${describeLayout(dtype, shape)}: ${(cause as Error).message}`,
-        { cause },
+    const buffer = allocateHost(SharedArrayBuffer, numelOf(shape) * itemSize(dtype), dtype, shape, where);
+    return new Tensor(buffer, 'cpu', 0, shape, contiguousStrides(shape), dtype);
+  }
+
+  static #copyElements(dst: Tensor, src: Tensor): void {
+    if (dst.numel === 0) return;
+    if (dst.device === 'cpu' && src.device === 'cpu') {
+      copyHostElements(dst, src);
+      return;
+    }
+    if (dst.dtype === src.dtype && dst.isContiguous() && src.isContiguous() && !sharesDeviceBytes(dst, src)) {
+      const device = dst.device === 'cpu' ? src.device : dst.device;
+      deviceBackend(device, 'Tensor.copy_').copy(
+        deviceIndex(device),
+        dst.#endpoint(),
+        src.#endpoint(),
+        dst.nbytes,
+      );
+      return;
+    }
+    // Conversions and strided layouts reuse the host kernel: correct first, one staging copy each way.
+    const source = src.#onHost();
+    if (dst.device === 'cpu') {
+      copyHostElements(dst, source);
+      return;
+    }
+    const staged = dst.isContiguous()
+      ? Tensor.#host(dst.shape.slice(), dst.dtype, 'Tensor.copy_')
+      : dst.#onHost();
+    copyHostElements(staged, source);
+    dst.#upload(staged);
+  }
+
+  /** This host tensor, or a host tensor with this layout over a copy of the device memory it spans. */
+  #onHost(): Tensor {
+    if (this.device === 'cpu') return this;
+    const bytes = spanBytes(this);
+    const mirror = allocateHost(ArrayBuffer, bytes, this.dtype, this.shape, 'Tensor.to');
+    if (bytes > 0) {
+      deviceBackend(this.device, 'Tensor.to').copy(
+        deviceIndex(this.device),
+        new Uint8Array(mirror),
+        this.devicePointer,
+        bytes,
       );
     }
-    return new Tensor(buffer, 0, shape, contiguousStrides(shape), dtype);
+    return new Tensor(mirror, 'cpu', 0, this.shape.slice(), this.strides.slice(), this.dtype);
+  }
+
+  /**
+   * Writes `staged` (a host tensor with this device tensor's layout, from offset 0) over
+   * the device memory this tensor spans; elements between strided rows go back unchanged.
+   */
+  #upload(staged: Tensor): void {
+    const bytes = spanBytes(this);
+    deviceBackend(this.device, 'Tensor.copy_').copy(
+      deviceIndex(this.device),
+      this.devicePointer,
+      new Uint8Array(staged.#storage as ArrayBufferLike, 0, bytes),
+      bytes,
+    );
+  }
+
+  /** What cudaMemcpy takes for a contiguous tensor: its host bytes or its device address. */
+  #endpoint(): Uint8Array | bigint {
+    return this.device === 'cpu'
+      ? new Uint8Array(this.#storage as ArrayBufferLike, this.byteOffset, this.nbytes)
+      : this.devicePointer;
+  }
+
+  /** Host storage starts zeroed; device memory from the allocator does not. */
+  #zeroed(): this {
+    return this.device === 'cpu' ? this : this.#fill(scalarToRaw(0, this.dtype) as Raw);
   }
 
   #fill(raw: Raw): this {
-    const source = new (arrayConstructor(this.dtype))(1) as RawArray;
-    source[0] = raw;
+    const source = new (arrayConstructor(this.dtype))(1);
+    (source as RawArray)[0] = raw;
+    if (this.device !== 'cpu') return this.#fillDevice(raw, new Uint8Array(source.buffer));
     // A zero-stride source repeats the one element over any destination layout.
-    copyStrided(this.shape, rawView(this), this.strides, source, new Array(this.shape.length).fill(0), null);
+    copyStrided(
+      this.shape,
+      rawView(this),
+      this.strides,
+      source as RawArray,
+      new Array(this.shape.length).fill(0),
+      null,
+    );
+    return this;
+  }
+
+  /** One memset when every byte of the value is the same, else a filled host copy uploaded. */
+  #fillDevice(raw: Raw, pattern: Uint8Array): this {
+    if (this.numel === 0) return this;
+    if (this.isContiguous() && pattern.every((byte) => byte === pattern[0])) {
+      deviceBackend(this.device, 'Tensor.fill_').memset(
+        deviceIndex(this.device),
+        this.devicePointer,
+        pattern[0],
+        this.nbytes,
+      );
+      return this;
+    }
+    const staged = this.isContiguous()
+      ? Tensor.#host(this.shape.slice(), this.dtype, 'Tensor.fill_')
+      : this.#onHost();
+    staged.#fill(raw);
+    this.#upload(staged);
     return this;
   }
 
@@ -516,6 +684,14 @@ export class Tensor {
 function assertTensor(value: unknown, where: string, what: string): asserts value is Tensor {
   if (!(value instanceof Tensor))
     throw new TypeError(`${where}: ${what} must be a Tensor, got ${typeof value}`);
+}
+
+function requireHost(tensor: Tensor, where: string): void {
+  if (tensor.device !== 'cpu') {
+    throw new TypeError(
+      `${where}: ${tensor.describe()} is on ${tensor.device}, not in host memory; call .to('cpu') for a host copy first`,
+    );
+  }
 }
 
 function requireContiguous(tensor: Tensor, where: string): void {
@@ -540,15 +716,24 @@ function typedView(tensor: Tensor, length: number): TypedArray {
   return new (arrayConstructor(tensor.dtype))(tensor.buffer as ArrayBuffer, tensor.byteOffset, length);
 }
 
-function byteRange(tensor: Tensor): [number, number] {
-  return [
-    tensor.byteOffset,
-    tensor.byteOffset + spanOf(tensor.shape, tensor.strides) * itemSize(tensor.dtype),
-  ];
+/** Bytes from element [0,...,0] to the end of the last addressed element. */
+function spanBytes(tensor: Tensor): number {
+  return spanOf(tensor.shape, tensor.strides) * itemSize(tensor.dtype);
 }
 
-function copyElements(dst: Tensor, src: Tensor): void {
-  if (dst.numel === 0) return;
+function byteRange(tensor: Tensor): [number, number] {
+  return [tensor.byteOffset, tensor.byteOffset + spanBytes(tensor)];
+}
+
+/** cudaMemcpy between overlapping device ranges is undefined, so such copies are staged through the host. */
+function sharesDeviceBytes(a: Tensor, b: Tensor): boolean {
+  if (a.device === 'cpu' || b.device === 'cpu') return false;
+  const [aStart, bStart] = [a.devicePointer, b.devicePointer];
+  return bStart < aStart + BigInt(spanBytes(a)) && aStart < bStart + BigInt(spanBytes(b));
+}
+
+/** Both tensors on the host, dst not empty. */
+function copyHostElements(dst: Tensor, src: Tensor): void {
   const [dstStart, dstEnd] = byteRange(dst);
   const [srcStart, srcEnd] = byteRange(src);
   // Element loops would read words already overwritten, so overlapping memory is staged through a copy.
@@ -561,6 +746,40 @@ function copyElements(dst: Tensor, src: Tensor): void {
     src.strides,
     castBetween(src.dtype, dst.dtype),
   );
+}
+
+function allocateHost<B extends ArrayBuffer | SharedArrayBuffer>(
+  kind: new (bytes: number) => B,
+  bytes: number,
+  dtype: DType,
+  shape: readonly number[],
+  where: string,
+): B {
+  try {
+    return new kind(bytes);
+  } catch (cause) {
+    throw new RangeError(
+      `${where}: cannot allocate ${bytes} bytes for ${describeLayout(dtype, shape)}: ${(cause as Error).message}`,
+      { cause },
+    );
+  }
+}
+
+/** Validated shape and strides (contiguous when omitted) for a view on existing memory. */
+function checkLayout(
+  shape: ShapeLike,
+  dtype: DType,
+  strides: readonly number[] | undefined,
+  where: string,
+): { dims: number[]; steps: number[] } {
+  assertDType(dtype, where);
+  const dims = checkShape(shape, where);
+  const steps = strides === undefined ? contiguousStrides(dims) : checkShape(strides, where, 'strides');
+  if (steps.length !== dims.length) {
+    throw new RangeError(`${where}: strides [${steps.join(',')}] do not match shape [${dims.join(',')}]`);
+  }
+  checkSize(dims, dtype, where);
+  return { dims, steps };
 }
 
 function everyPair(a: Tensor, b: Tensor, match: (x: Raw, y: Raw) => boolean): boolean {

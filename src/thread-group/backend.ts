@@ -2,7 +2,8 @@
  * Backend: how a ThreadGroup's calls are carried out (c10d keeps Backend apart
  * from the group API the same way). ThreadGroup validates arguments, numbers
  * the call and wraps it in a Work; a Backend only moves and reduces data.
- * StoreBackend serves every TensorStore; NCCL plugs in here later.
+ * StoreBackend serves every TensorStore; NcclBackend (src/nccl/) serves
+ * groups whose members are on distinct GPUs.
  */
 import type { CallRecord } from '../debug/call-record.ts';
 import type { HangFocus } from '../debug/hang-report.ts';
@@ -43,6 +44,16 @@ export type ArrivalPattern =
   | { kind: 'send'; peer: number; tag: number }
   | { kind: 'recv'; peer: number; tag: number };
 
+/** One send or receive of a batchIsendIrecv, checked and numbered like a lone send/recv. */
+export interface BatchedP2P {
+  kind: 'send' | 'recv';
+  call: CallInfo;
+  tensor: Tensor;
+  /** Group rank of the other end. */
+  peer: number;
+  tag: number;
+}
+
 export interface Backend {
   allReduce(call: CallInfo, tensor: Tensor, op: ReduceOp): Promise<void>;
   broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void>;
@@ -80,6 +91,12 @@ export interface Backend {
   broadcastAny(call: CallInfo, tensor: Tensor | undefined, src: number): Promise<Tensor>;
   /** All-gather of differently sized values, in group-rank order. */
   allGatherAny(call: CallInfo, tensor: Tensor): Promise<Tensor[]>;
+  /**
+   * Optional: the sends and receives of one batchIsendIrecv, run together (one
+   * NCCL group), so no order of them can deadlock; one promise per entry, in
+   * order. Without it each entry runs as its own send or recv.
+   */
+  batch?(entries: readonly BatchedP2P[]): Array<Promise<void>>;
   /** Tells the peers of a call that failed its local checks, so they fail too instead of waiting. */
   abandon(call: CallInfo, pattern: ArrivalPattern, error: Error): Promise<void>;
   destroy(): void;

@@ -8,13 +8,18 @@ import { RankMonitor, rankMonitor, setRankMonitor } from '../debug/monitor.ts';
 import { resolveDebugOptions } from '../debug/options.ts';
 import { ThreadStatusBoard, type ThreadStatusShared } from '../debug/status-board.ts';
 import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memory-tensor-store.ts';
+import { releaseDeviceMemory } from '../nccl/device-memory.ts';
+import { NcclBackend, ncclServes } from '../nccl/nccl-backend.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { setCurrentRank } from '../runtime/current-rank.ts';
 import { type JobOptions, type RankIdentity, registerRankSetup } from '../runtime/rank-setup.ts';
+import { runAll } from '../runtime/run-all.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
+import type { Backend } from './backend.ts';
 import { checkMembers, groupKeyPrefix } from './group-id.ts';
+import type { GroupView } from './store-backend/exchange.ts';
 import { StoreBackend } from './store-backend/store-backend.ts';
 import { ThreadGroup } from './thread-group.ts';
 import { ThreadGroupManager } from './thread-group-manager.ts';
@@ -125,6 +130,17 @@ export async function buildRankContext(
 ): Promise<RankContext> {
   const { rank, worldSize } = identity;
   const created = new Map<string, number>();
+  /** Live groups on NCCL, in creation order: the same on every member, so close destroys them alike. */
+  const ncclGroups = new Set<ThreadGroup>();
+
+  /** NCCL when every member has a GPU of its own; the store otherwise (CPU ranks, ranks sharing a GPU). */
+  function backendFor(kind: string, view: GroupView, timeoutMs: number): Backend {
+    // The startup barrier is about the store's listeners: no communicator for it.
+    if (kind !== 's' && ncclServes(view.ranks.map((r) => identity.devices[r]))) {
+      return new NcclBackend(store, view, { device: identity.device, destroyTimeoutMs: timeoutMs });
+    }
+    return new StoreBackend(store, view);
+  }
 
   function makeGroup(kind: string, members: readonly number[], name: string, timeoutMs: number): ThreadGroup {
     const memberList = members.join('.');
@@ -135,7 +151,13 @@ export async function buildRankContext(
     const groupRank = members.indexOf(rank);
     const info = { id, name, ranks: members, rank: groupRank, globalRank: rank, timeoutMs };
     const view = { id, name, rank: groupRank, size: members.length, ranks: members };
-    return new ThreadGroup(info, groupRank >= 0 ? new StoreBackend(store, view) : undefined);
+    const backend = groupRank >= 0 ? backendFor(kind, view, timeoutMs) : undefined;
+    const group = new ThreadGroup(info, backend);
+    if (backend instanceof NcclBackend) {
+      for (const g of ncclGroups) if (g.destroyed) ncclGroups.delete(g);
+      ncclGroups.add(group);
+    }
+    return group;
   }
 
   const all = Array.from({ length: worldSize }, (_, r) => r);
@@ -171,10 +193,19 @@ export async function buildRankContext(
       setRankMonitor(undefined);
       setCurrentRank(undefined);
       current = undefined;
-      manager.destroyAll();
-      world.destroy();
-      store.close();
-      await onClose?.();
+      try {
+        // Communicators go in the same order on every rank (NCCL may deadlock otherwise): the
+        // manager's in sorted key order, then the others newest first; device memory once none is in use.
+        runAll([
+          () => manager.destroyAll(),
+          ...[...ncclGroups].reverse().map((group) => () => group.destroy()),
+          () => world.destroy(),
+          () => store.close(),
+          releaseDeviceMemory,
+        ]);
+      } finally {
+        await onClose?.();
+      }
     },
   } as RankContext;
   closers.set(ctx, built);

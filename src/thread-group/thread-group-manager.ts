@@ -3,6 +3,7 @@
  * devices, canonicalised), shared by every caller that asks for it, and
  * destroyed in sorted key order so every rank tears down in the same order.
  */
+import { runAll } from '../runtime/run-all.ts';
 import type { Device } from '../tensor/dtype.ts';
 import { checkMembers } from './group-id.ts';
 import type { ThreadGroup } from './thread-group.ts';
@@ -51,12 +52,18 @@ export class ThreadGroupManager {
     return [...this.#groups.keys()].sort(compareKeys);
   }
 
-  /** Destroys every cached group in sorted key order; returns (and remembers) that order. */
+  /**
+   * Destroys every cached group in sorted key order, the same on every rank
+   * (NCCL communicators torn down in different orders can deadlock); returns
+   * (and remembers) that order. A group that fails to tear down does not stop
+   * the others; the first failure is thrown at the end.
+   */
   destroyAll(): string[] {
     const order = this.keys();
-    for (const key of order) this.#groups.get(key)!.destroy();
+    const groups = order.map((key) => this.#groups.get(key)!);
     this.#groups.clear();
     this.#destroyOrder = order;
+    runAll(groups.map((group) => () => group.destroy()));
     return order;
   }
 

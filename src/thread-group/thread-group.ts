@@ -14,7 +14,7 @@ import { Work } from '../runtime/work.ts';
 import { assertReduceOp, type ReduceOp } from '../tensor/reduce-ops.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor } from '../tensor/validate.ts';
-import type { ArrivalPattern, Backend, CallDebug, CallInfo } from './backend.ts';
+import type { ArrivalPattern, Backend, BatchedP2P, CallDebug, CallInfo } from './backend.ts';
 import { CallMismatchError } from './store-backend/exchange.ts';
 
 export interface CallOptions {
@@ -556,41 +556,40 @@ export class ThreadGroup {
   }
 
   send(tensor: Tensor, dst: number, options?: P2POptions): Work<void> {
-    return this.#call(
-      'send',
-      { ...options, dst, tag: options?.tag ?? 0 },
-      () => {
-        assertCommTensor(tensor, 'send');
-        this.#peer(dst, 'dst', 'send');
-        return {
-          signature: 'p2p',
-          pattern: { kind: 'send', peer: dst, tag: checkTag(options?.tag, 'send') },
-          bytes: tensor.nbytes,
-          label: `send(${tensor.describe()}, dst=${dst}, tag=${options?.tag ?? 0})`,
-        };
-      },
-      (b, call) => b.send(call, tensor, dst, options?.tag ?? 0),
-    );
+    return this.#p2p('send', tensor, dst, options, (b, call) => b.send(call, tensor, dst, options?.tag ?? 0));
   }
 
   recv(tensor: Tensor, src: number, options?: P2POptions): Work<Tensor> {
+    return this.#p2p('recv', tensor, src, options, async (b, call) => {
+      await b.recv(call, tensor, src, options?.tag ?? 0);
+      return tensor;
+    });
+  }
+
+  /** A send or receive: checked, tracked and handed to `run` like every call, outside the collective order. */
+  #p2p<T>(
+    kind: 'send' | 'recv',
+    tensor: Tensor,
+    peer: number,
+    options: P2POptions | undefined,
+    run: (backend: Backend, call: CallInfo) => Promise<T>,
+  ): Work<T> {
+    const role = kind === 'send' ? 'dst' : 'src';
+    const tag = options?.tag ?? 0;
     return this.#call(
-      'recv',
-      { ...options, src, tag: options?.tag ?? 0 },
+      kind,
+      { ...options, [role]: peer, tag },
       () => {
-        assertCommTensor(tensor, 'recv');
-        this.#peer(src, 'src', 'recv');
+        assertCommTensor(tensor, kind);
+        this.#peer(peer, role, kind);
         return {
           signature: 'p2p',
-          pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recv') },
+          pattern: { kind, peer, tag: checkTag(options?.tag, kind) },
           bytes: tensor.nbytes,
-          label: `recv(${tensor.describe()}, src=${src}, tag=${options?.tag ?? 0})`,
+          label: `${kind}(${tensor.describe()}, ${role}=${peer}, tag=${tag})`,
         };
       },
-      async (b, call) => {
-        await b.recv(call, tensor, src, options?.tag ?? 0);
-        return tensor;
-      },
+      run,
     );
   }
 
@@ -600,14 +599,44 @@ export class ThreadGroup {
     return peer;
   }
 
-  /** Issues every op at once; each returns its own Work (sends never wait on unrelated receives). */
+  /**
+   * Issues every op at once; each returns its own Work (sends never wait on
+   * unrelated receives). A backend that runs batches (NCCL) gets the checked
+   * ops together, to run as one group.
+   */
   batchIsendIrecv(ops: P2POp[]): Work<void>[] {
     if (!Array.isArray(ops)) return [Work.rejected(new TypeError('batchIsendIrecv: ops must be an array'))];
-    return ops.map((o, i) => {
-      if (o?.op === 'isend') return this.send(o.tensor, o.peer, { tag: o.tag });
-      if (o?.op === 'irecv') return this.recv(o.tensor, o.peer, { tag: o.tag }).then(() => undefined);
-      return Work.rejected(new TypeError(`batchIsendIrecv: ops[${i}].op must be 'isend' or 'irecv'`));
+    const batched: BatchedP2P[] = [];
+    const settlers: Array<(outcome: Promise<void>) => void> = [];
+    const runsBatches = this.#backend?.batch !== undefined;
+    const works = ops.map((o, i) => {
+      if (o?.op !== 'isend' && o?.op !== 'irecv') {
+        return Work.rejected(new TypeError(`batchIsendIrecv: ops[${i}].op must be 'isend' or 'irecv'`));
+      }
+      if (!runsBatches) {
+        if (o.op === 'isend') return this.send(o.tensor, o.peer, { tag: o.tag });
+        return this.recv(o.tensor, o.peer, { tag: o.tag }).then(() => undefined);
+      }
+      const kind = o.op === 'isend' ? 'send' : 'recv';
+      return this.#p2p(
+        kind,
+        o.tensor,
+        o.peer,
+        { tag: o.tag },
+        // Runs now, during #call; the promise settles once the whole batch was handed over below.
+        (_backend, call) =>
+          new Promise<void>((resolve, reject) => {
+            batched.push({ kind, call, tensor: o.tensor, peer: o.peer, tag: o.tag ?? 0 });
+            settlers.push((outcome) => outcome.then(resolve, reject));
+          }),
+      );
     });
+    if (batched.length > 0) {
+      this.#backend!.batch!(batched).forEach((outcome, i) => {
+        settlers[i](outcome);
+      });
+    }
+    return works;
   }
 
   sendObject(obj: unknown, dst: number, options?: P2POptions): Work<void> {

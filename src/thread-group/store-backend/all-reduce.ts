@@ -8,17 +8,16 @@
  *   rank reads and reduces 1/n of the data, in parallel.
  */
 
-import { reduceArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import type { Exchange } from './exchange.ts';
-import { copyElements, elements, sliceRange } from './slices.ts';
+import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
 
 const ONE_EXCHANGE_MAX_BYTES = 64 << 10;
 
 export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {
   if (x.size === 1) {
-    reduceArrays(op, tensor.dtype, tensor.data, [tensor.data]);
+    reduceInto(op, tensor, [tensor]);
     return;
   }
   if (tensor.nbytes <= ONE_EXCHANGE_MAX_BYTES) await allReduceOneExchange(x, tensor, op);
@@ -28,11 +27,14 @@ export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Prom
 async function allReduceOneExchange(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {
   await x.publish(0, tensor, x.size - 1);
   const inputs = [];
-  for (let p = 0; p < x.size; p++) inputs.push(p === x.rank ? tensor.data : (await x.get(0, p)).data);
-  // Peers may be reading our buffer in place: reduce into a scratch copy first. A plain ArrayBuffer,
-  // because allocating (and collecting) a SharedArrayBuffer per call stalled small allReduces.
-  const result = Tensor.fromBuffer(new ArrayBuffer(tensor.nbytes), 0, tensor.shape, tensor.dtype);
-  reduceArrays(op, tensor.dtype, result.data, inputs);
+  for (let p = 0; p < x.size; p++) inputs.push(p === x.rank ? tensor : await x.get(0, p));
+  // Peers may be reading our buffer in place: reduce into a scratch copy first. On the host a plain
+  // ArrayBuffer, because allocating (and collecting) a SharedArrayBuffer per call stalled small allReduces.
+  const result =
+    tensor.device === 'cpu'
+      ? Tensor.fromBuffer(new ArrayBuffer(tensor.nbytes), 0, tensor.shape, tensor.dtype)
+      : Tensor.empty(tensor.shape, tensor.dtype, { device: tensor.device });
+  reduceInto(op, result, inputs);
   for (const p of x.peers()) await x.finish(0, p);
   await x.consumed(0);
   copyElements(tensor, 0, result);
@@ -45,7 +47,7 @@ async function allReduceScatterGather(x: Exchange, tensor: Tensor, op: ReduceOp)
   for (let p = 0; p < x.size; p++)
     inputs.push(elements(p === x.rank ? tensor : await x.get(0, p), start, end));
   // Only this rank reads its own slice, so it can be reduced in place.
-  reduceArrays(op, tensor.dtype, inputs[x.rank], inputs);
+  reduceInto(op, inputs[x.rank], inputs);
   for (const p of x.peers()) await x.finish(0, p);
   // Peers read their slices of our buffer in phase 0; only then may we overwrite them.
   await x.consumed(0);

@@ -1,10 +1,9 @@
 /** allGather and reduceScatter over a TensorStore: every rank reads its peers' buffers in place. */
 
-import { reduceArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { Exchange } from './exchange.ts';
-import { copyElements, elements } from './slices.ts';
+import { copyElements, elements, reduceInto } from './slices.ts';
 
 /** Gathers every rank's input into place p of the output, as `place(p, value)` decides. */
 async function gatherEach(
@@ -34,14 +33,14 @@ export async function reduceScatter(
   const parts = [];
   for (let q = 0; q < x.size; q++) {
     if (q === x.rank) {
-      parts.push(inputs[q].data);
+      parts.push(inputs[q]);
       continue;
     }
     const part = await x.get(0, q, x.rank);
     x.expectLike(part, output, q);
-    parts.push(part.data);
+    parts.push(part);
   }
-  reduceArrays(op, output.dtype, output.data, parts);
+  reduceInto(op, output, parts);
   for (const q of x.peers()) await x.finish(0, q, x.rank);
   for (const p of x.peers()) await x.consumed(0, p);
 }
@@ -58,7 +57,7 @@ export async function reduceScatterTensor(
   for (let q = 0; q < x.size; q++) {
     parts.push(elements(q === x.rank ? input : await x.get(0, q), start, start + output.numel));
   }
-  reduceArrays(op, output.dtype, output.data, parts);
+  reduceInto(op, output, parts);
   for (const q of x.peers()) await x.finish(0, q);
   await x.consumed(0);
 }

@@ -1,10 +1,9 @@
 /** One-to-all and all-to-one collectives over a TensorStore: broadcast, reduce, gather, scatter. */
 
-import { reduceArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { type Exchange, FINGERPRINT } from './exchange.ts';
-import { copyElements } from './slices.ts';
+import { copyElements, reduceInto } from './slices.ts';
 
 export async function broadcast(x: Exchange, tensor: Tensor, src: number): Promise<void> {
   if (x.size === 1) return;
@@ -37,8 +36,8 @@ export async function reduce(x: Exchange, tensor: Tensor, dst: number, op: Reduc
     return;
   }
   const inputs = [];
-  for (let p = 0; p < x.size; p++) inputs.push(p === x.rank ? tensor.data : (await x.get(0, p)).data);
-  reduceArrays(op, tensor.dtype, tensor.data, inputs);
+  for (let p = 0; p < x.size; p++) inputs.push(p === x.rank ? tensor : await x.get(0, p));
+  reduceInto(op, tensor, inputs);
   for (const p of x.peers()) await x.finish(0, p);
 }
 

@@ -1,0 +1,213 @@
+/**
+ * What tensorcomm needs from libcudart, libnccl and libcuda (the driver), as
+ * typed synchronous calls. Handles are opaque BigInt pointers (koffi 3);
+ * unique ids and IPC handles are byte arrays, never strings. Every failing
+ * call throws a CudaError / NcclError naming the call and the library's own
+ * error name and text. Call these only from the rank's own thread.
+ */
+
+/** A device address (or an address inside a device allocation). */
+export type DevicePointer = bigint;
+/** `0n` is the legacy default stream. */
+export type StreamHandle = bigint;
+export type EventHandle = bigint;
+export type CommHandle = bigint;
+export type ModuleHandle = bigint;
+export type FunctionHandle = bigint;
+
+/** Host memory as the copy calls take it: any Uint8Array, SharedArrayBuffer-backed included. */
+export type HostBytes = Uint8Array;
+
+export const CUDA_IPC_HANDLE_BYTES = 64;
+export const NCCL_UNIQUE_ID_BYTES = 128;
+
+export interface CudaRuntime {
+  /** The file the library was loaded from. */
+  readonly path: string;
+  /** Number of visible devices; 0 when the driver reports none (cudaErrorNoDevice / InsufficientDriver). */
+  deviceCount(): number;
+  setDevice(index: number): void;
+  getDevice(): number;
+  deviceSynchronize(): void;
+  malloc(bytes: number): DevicePointer;
+  free(pointer: DevicePointer): void;
+  /** cudaMemcpy with cudaMemcpyDefault (unified addressing picks the direction). */
+  copy(target: DevicePointer | HostBytes, source: DevicePointer | HostBytes, bytes: number): void;
+  copyAsync(
+    target: DevicePointer | HostBytes,
+    source: DevicePointer | HostBytes,
+    bytes: number,
+    stream: StreamHandle,
+  ): void;
+  memsetAsync(pointer: DevicePointer, value: number, bytes: number, stream: StreamHandle): void;
+  /** cudaStreamNonBlocking: never implicitly ordered after the legacy default stream. */
+  streamCreate(): StreamHandle;
+  streamDestroy(stream: StreamHandle): void;
+  streamSynchronize(stream: StreamHandle): void;
+  streamWaitEvent(stream: StreamHandle, event: EventHandle): void;
+  /** Always cudaEventDisableTiming; `interprocess` adds cudaEventInterprocess. */
+  eventCreate(options?: { interprocess?: boolean }): EventHandle;
+  eventRecord(event: EventHandle, stream: StreamHandle): void;
+  /** True when complete, false on cudaErrorNotReady; other errors throw. */
+  eventQuery(event: EventHandle): boolean;
+  eventSynchronize(event: EventHandle): void;
+  eventDestroy(event: EventHandle): void;
+  /** 64-byte cudaIpcMemHandle_t of the allocation containing `pointer` (its base). */
+  ipcGetMemHandle(pointer: DevicePointer): Uint8Array;
+  /** Opens with cudaIpcMemLazyEnablePeerAccess. */
+  ipcOpenMemHandle(handle: Uint8Array): DevicePointer;
+  ipcCloseMemHandle(pointer: DevicePointer): void;
+  ipcGetEventHandle(event: EventHandle): Uint8Array;
+  ipcOpenEventHandle(handle: Uint8Array): EventHandle;
+}
+
+/** ncclResult_t. */
+export const NcclResult = {
+  success: 0,
+  unhandledCudaError: 1,
+  systemError: 2,
+  internalError: 3,
+  invalidArgument: 4,
+  invalidUsage: 5,
+  remoteError: 6,
+  inProgress: 7,
+} as const;
+
+/** ncclDataType_t. */
+export const NcclDataType = {
+  int8: 0,
+  uint8: 1,
+  int32: 2,
+  uint32: 3,
+  int64: 4,
+  uint64: 5,
+  float16: 6,
+  float32: 7,
+  float64: 8,
+  bfloat16: 9,
+} as const;
+
+/** ncclRedOp_t (the built-in ones). */
+export const NcclRedOp = { sum: 0, prod: 1, max: 2, min: 3, avg: 4 } as const;
+
+export interface NcclCommOptions {
+  /** false: ncclCommInitRankConfig with blocking = 0; poll commGetAsyncError until it leaves inProgress. */
+  blocking: boolean;
+}
+
+export interface NcclLibrary {
+  readonly path: string;
+  /** ncclGetVersion, e.g. 22105 for 2.21.5. */
+  version(): number;
+  getUniqueId(): Uint8Array;
+  commInitRank(worldSize: number, uniqueId: Uint8Array, rank: number, options: NcclCommOptions): CommHandle;
+  /** An NcclResult value; inProgress while a non-blocking init or call is still running. */
+  commGetAsyncError(comm: CommHandle): number;
+  commFinalize(comm: CommHandle): void;
+  commDestroy(comm: CommHandle): void;
+  commAbort(comm: CommHandle): void;
+  allReduce(
+    send: DevicePointer,
+    recv: DevicePointer,
+    count: number,
+    dtype: number,
+    op: number,
+    comm: CommHandle,
+    stream: StreamHandle,
+  ): void;
+  broadcast(
+    send: DevicePointer,
+    recv: DevicePointer,
+    count: number,
+    dtype: number,
+    root: number,
+    comm: CommHandle,
+    stream: StreamHandle,
+  ): void;
+  reduce(
+    send: DevicePointer,
+    recv: DevicePointer,
+    count: number,
+    dtype: number,
+    op: number,
+    root: number,
+    comm: CommHandle,
+    stream: StreamHandle,
+  ): void;
+  /** `sendCount` elements from each rank, concatenated in rank order into `recv`. */
+  allGather(
+    send: DevicePointer,
+    recv: DevicePointer,
+    sendCount: number,
+    dtype: number,
+    comm: CommHandle,
+    stream: StreamHandle,
+  ): void;
+  /** `recvCount` elements per rank out of `send` (recvCount * nranks long). */
+  reduceScatter(
+    send: DevicePointer,
+    recv: DevicePointer,
+    recvCount: number,
+    dtype: number,
+    op: number,
+    comm: CommHandle,
+    stream: StreamHandle,
+  ): void;
+  send(
+    buffer: DevicePointer,
+    count: number,
+    dtype: number,
+    peer: number,
+    comm: CommHandle,
+    stream: StreamHandle,
+  ): void;
+  recv(
+    buffer: DevicePointer,
+    count: number,
+    dtype: number,
+    peer: number,
+    comm: CommHandle,
+    stream: StreamHandle,
+  ): void;
+  groupStart(): void;
+  groupEnd(): void;
+}
+
+/**
+ * tensorcomm's own kernels (device-side reductions), loaded from PTX through the
+ * runtime's library-management API (CUDA 12+: cudaLibraryLoadData,
+ * cudaLibraryGetKernel, cudaLaunchKernel), which manages the context itself.
+ */
+export interface CudaKernelLoader {
+  readonly path: string;
+  /** Loads a PTX image (text) for the current device. */
+  loadLibrary(ptx: string): ModuleHandle;
+  getKernel(library: ModuleHandle, name: string): FunctionHandle;
+  unloadLibrary(library: ModuleHandle): void;
+  /**
+   * cudaLaunchKernel on a 1-D grid. `args` are the kernel's parameters in
+   * order, each passed by value: a DevicePointer as a 64-bit pointer, a number
+   * as a 64-bit unsigned integer (the only parameter kinds tensorcomm's
+   * kernels take).
+   */
+  launch(
+    kernel: FunctionHandle,
+    grid: number,
+    block: number,
+    stream: StreamHandle,
+    args: ReadonlyArray<DevicePointer | number>,
+  ): void;
+}
+
+/**
+ * The reduction kernels' contract, shared by the CUDA source
+ * (src/nccl/kernels/reduce.cu), its PTX and the C test double:
+ * `tc_reduce_<op>_<dtype>(T *out, const T *const *inputs, uint64 count, uint64 n)`
+ * sets out[i] = op(inputs[0][i], ..., inputs[count-1][i]) for i < n, with the
+ * semantics of reduceArrays (halves accumulate in float32 and round once;
+ * integers wrap; integer avg truncates; bool is logical). `inputs` is a device
+ * array of `count` device pointers; `out` may equal one of them.
+ */
+export function reduceKernelName(op: string, dtype: string): string {
+  return `tc_reduce_${op}_${dtype}`;
+}

@@ -1,0 +1,307 @@
+/**
+ * NcclBackend: a ThreadGroup's calls over NCCL, for a group whose members are
+ * all on distinct GPUs. Calls on the rank's GPU tensors go to NCCL (one
+ * communicator per group, made by the first of them; one stream); calls on
+ * CPU tensors, object calls and `abandon` go to a StoreBackend over the same
+ * store, as torch pairs gloo with NCCL ("cpu:gloo,cuda:nccl"). Constructing
+ * one loads no CUDA library: that waits for the first GPU call.
+ */
+import type { TensorStore } from '../runtime/tensor-store.ts';
+import { deviceIndex } from '../tensor/device.ts';
+import type { Device } from '../tensor/dtype.ts';
+import type { ReduceOp } from '../tensor/reduce-ops.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import type { ArrivalPattern, Backend, BatchedP2P, CallInfo } from '../thread-group/backend.ts';
+import type { GroupView } from '../thread-group/store-backend/exchange.ts';
+import { StoreBackend } from '../thread-group/store-backend/store-backend.ts';
+import { useDevice as useCudaDevice } from './device-memory.ts';
+import { ncclReduction } from './nccl-dtypes.ts';
+import { ncclLibrary } from './nccl-library.ts';
+import * as ops from './nccl-ops.ts';
+import { type DeviceOp, type GpuBindings, NcclWorkQueue } from './nccl-work-queue.ts';
+
+export interface NcclBackendOptions {
+  /** This rank's GPU, 'cuda:N'. */
+  device: Device;
+  /** How long destroy waits for the communicator to finalize before aborting it. */
+  destroyTimeoutMs: number;
+}
+
+/** Whether a group of members on these devices runs on NCCL: every member on a GPU of its own. */
+export function ncclServes(devices: readonly Device[]): boolean {
+  return devices.every((d) => d.startsWith('cuda:')) && new Set(devices).size === devices.length;
+}
+
+export class NcclBackend implements Backend {
+  readonly #group: GroupView;
+  readonly #device: Device;
+  readonly #place: ops.OpPlace;
+  readonly #fallback: StoreBackend;
+  readonly #queue: NcclWorkQueue;
+  readonly #destroyTimeoutMs: number;
+
+  constructor(store: TensorStore, group: GroupView, options: NcclBackendOptions) {
+    if (!options.device.startsWith('cuda:')) {
+      throw new TypeError(
+        `NcclBackend: group "${group.name}" needs a 'cuda:N' device, got '${options.device}'`,
+      );
+    }
+    this.#group = group;
+    this.#device = options.device;
+    this.#place = { rank: group.rank, size: group.size, device: options.device };
+    this.#destroyTimeoutMs = options.destroyTimeoutMs;
+    this.#fallback = new StoreBackend(store, group);
+    const index = deviceIndex(options.device);
+    const where = `NCCL backend of group "${group.name}"`;
+    const useDevice = (): GpuBindings => ({ cuda: useCudaDevice(index, where), nccl: ncclLibrary() });
+    // Its own key space, so the id exchange never meets the group's numbered calls.
+    const bootstrap = new StoreBackend(store, { ...group, id: `${group.id}~nccl` });
+    this.#queue = new NcclWorkQueue({ group, useDevice, bootstrap });
+  }
+
+  /**
+   * Whether a call on these tensors runs on NCCL (all on this rank's GPU) or
+   * on the store (all on the CPU); a mixture, or another GPU, is a TypeError.
+   */
+  #onGpu(op: string, tensors: readonly Tensor[]): boolean {
+    const host = tensors.filter((t) => t.device === 'cpu').length;
+    if (host === tensors.length) return false;
+    const where = `${op} on group "${this.#group.name}"`;
+    if (host > 0) {
+      throw new TypeError(
+        `${where}: the call mixes cpu and GPU tensors; pass all of them on the CPU or all on ${this.#device}`,
+      );
+    }
+    const stray = tensors.find((t) => t.device !== this.#device);
+    if (stray) {
+      throw new TypeError(
+        `${where}: a tensor is on ${stray.device}, but this rank's GPU is ${this.#device} ` +
+          '(its NCCL communicator is bound to that GPU); move it there with .to()',
+      );
+    }
+    return true;
+  }
+
+  /** On NCCL when the tensors are on the GPU, else on the store; never throws synchronously. */
+  async #run(
+    call: CallInfo,
+    op: string,
+    tensors: readonly Tensor[],
+    onHost: () => Promise<void>,
+    onGpu: () => DeviceOp,
+  ): Promise<void> {
+    if (!this.#onGpu(op, tensors)) return onHost();
+    return this.#queue.submit(call, op, onGpu());
+  }
+
+  allReduce(call: CallInfo, tensor: Tensor, op: ReduceOp): Promise<void> {
+    return this.#run(
+      call,
+      'allReduce',
+      [tensor],
+      () => this.#fallback.allReduce(call, tensor, op),
+      () => ops.allReduce(tensor, ncclReduction(op, tensor.dtype, 'allReduce')),
+    );
+  }
+
+  broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void> {
+    return this.#run(
+      call,
+      'broadcast',
+      [tensor],
+      () => this.#fallback.broadcast(call, tensor, src),
+      () => ops.broadcast(tensor, src),
+    );
+  }
+
+  reduce(call: CallInfo, tensor: Tensor, dst: number, op: ReduceOp): Promise<void> {
+    return this.#run(
+      call,
+      'reduce',
+      [tensor],
+      () => this.#fallback.reduce(call, tensor, dst, op),
+      () => ops.reduce(tensor, dst, ncclReduction(op, tensor.dtype, 'reduce')),
+    );
+  }
+
+  allGather(call: CallInfo, outputs: readonly Tensor[], input: Tensor): Promise<void> {
+    return this.#run(
+      call,
+      'allGather',
+      [input, ...outputs],
+      () => this.#fallback.allGather(call, outputs, input),
+      () => ops.allGather(outputs, input, this.#place),
+    );
+  }
+
+  allGatherInto(call: CallInfo, output: Tensor, input: Tensor): Promise<void> {
+    return this.#run(
+      call,
+      'allGatherInto',
+      [output, input],
+      () => this.#fallback.allGatherInto(call, output, input),
+      () => ops.allGatherInto(output, input),
+    );
+  }
+
+  reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: ReduceOp): Promise<void> {
+    return this.#run(
+      call,
+      'reduceScatter',
+      [output, ...inputs],
+      () => this.#fallback.reduceScatter(call, output, inputs, op),
+      () => ops.reduceScatter(output, inputs, ncclReduction(op, output.dtype, 'reduceScatter'), this.#place),
+    );
+  }
+
+  reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: ReduceOp): Promise<void> {
+    return this.#run(
+      call,
+      'reduceScatterTensor',
+      [output, input],
+      () => this.#fallback.reduceScatterTensor(call, output, input, op),
+      () => ops.reduceScatterTensor(output, input, ncclReduction(op, output.dtype, 'reduceScatterTensor')),
+    );
+  }
+
+  allToAll(call: CallInfo, outputs: readonly Tensor[], inputs: readonly Tensor[]): Promise<void> {
+    return this.#run(
+      call,
+      'allToAll',
+      [...outputs, ...inputs],
+      () => this.#fallback.allToAll(call, outputs, inputs),
+      () => ops.allToAll(outputs, inputs, this.#place),
+    );
+  }
+
+  allToAllSingle(
+    call: CallInfo,
+    output: Tensor,
+    input: Tensor,
+    outputSplits: readonly number[],
+    inputSplits: readonly number[],
+  ): Promise<void> {
+    return this.#run(
+      call,
+      'allToAllSingle',
+      [output, input],
+      () => this.#fallback.allToAllSingle(call, output, input, outputSplits, inputSplits),
+      () => ops.allToAllSingle(output, input, outputSplits, inputSplits, this.#place),
+    );
+  }
+
+  gather(
+    call: CallInfo,
+    tensor: Tensor,
+    dst: number,
+    gatherList: readonly Tensor[] | undefined,
+  ): Promise<void> {
+    return this.#run(
+      call,
+      'gather',
+      [tensor, ...(gatherList ?? [])],
+      () => this.#fallback.gather(call, tensor, dst, gatherList),
+      () => ops.gather(tensor, dst, gatherList, this.#place),
+    );
+  }
+
+  scatter(
+    call: CallInfo,
+    tensor: Tensor,
+    src: number,
+    scatterList: readonly Tensor[] | undefined,
+  ): Promise<void> {
+    return this.#run(
+      call,
+      'scatter',
+      [tensor, ...(scatterList ?? [])],
+      () => this.#fallback.scatter(call, tensor, src, scatterList),
+      () => ops.scatter(tensor, src, scatterList, this.#place),
+    );
+  }
+
+  /** On NCCL, as torch's NCCL barrier: a group with a GPU each synchronises there. */
+  async barrier(call: CallInfo): Promise<void> {
+    return this.#queue.submit(call, 'barrier', ops.barrier(this.#place));
+  }
+
+  send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void> {
+    return this.#run(
+      call,
+      'send',
+      [tensor],
+      () => this.#fallback.send(call, tensor, dst, tag),
+      () => ops.send(tensor, dst),
+    );
+  }
+
+  /** GPU messages between two ranks arrive in the order sent; NCCL has no tags, so `tag` is not matched. */
+  recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void> {
+    return this.#run(
+      call,
+      'recv',
+      [tensor],
+      () => this.#fallback.recv(call, tensor, src, tag),
+      () => ops.recv(tensor, src),
+    );
+  }
+
+  /**
+   * The GPU sends and receives of one batchIsendIrecv as one NCCL group on
+   * the group's communicator (so a ring exchange cannot deadlock); CPU ones
+   * go to the store one by one.
+   */
+  batch(entries: readonly BatchedP2P[]): Array<Promise<void>> {
+    const outcomes: Array<Promise<void>> = [];
+    const onGpu: Array<{ entry: BatchedP2P; index: number }> = [];
+    entries.forEach((entry, index) => {
+      const { kind, call, tensor, peer, tag } = entry;
+      try {
+        if (this.#onGpu(`batchIsendIrecv ${kind}`, [tensor])) {
+          onGpu.push({ entry, index });
+          return;
+        }
+        outcomes[index] =
+          kind === 'send'
+            ? this.#fallback.send(call, tensor, peer, tag)
+            : this.#fallback.recv(call, tensor, peer, tag);
+      } catch (error) {
+        outcomes[index] = Promise.reject(error);
+      }
+    });
+    if (onGpu.length > 0) {
+      const transfers = onGpu.map(({ entry }) => ({
+        kind: entry.kind,
+        peer: entry.peer,
+        tensor: entry.tensor,
+        offset: 0,
+        bytes: entry.tensor.nbytes,
+      }));
+      const done = this.#queue.submit(onGpu[0].entry.call, 'batchIsendIrecv', ops.transfers(transfers));
+      for (const { index } of onGpu) outcomes[index] = done;
+    }
+    return outcomes;
+  }
+
+  recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor> {
+    return this.#fallback.recvAny(call, src, tag);
+  }
+
+  broadcastAny(call: CallInfo, tensor: Tensor | undefined, src: number): Promise<Tensor> {
+    return this.#fallback.broadcastAny(call, tensor, src);
+  }
+
+  allGatherAny(call: CallInfo, tensor: Tensor): Promise<Tensor[]> {
+    return this.#fallback.allGatherAny(call, tensor);
+  }
+
+  abandon(call: CallInfo, pattern: ArrivalPattern, error: Error): Promise<void> {
+    return this.#fallback.abandon(call, pattern, error);
+  }
+
+  /** Finalizes and destroys the communicator (aborts it if it is unhealthy), then the stream and events. */
+  destroy(): void {
+    this.#queue.destroy(this.#destroyTimeoutMs);
+    this.#fallback.destroy();
+  }
+}
