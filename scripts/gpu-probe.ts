@@ -18,6 +18,12 @@ function describe<T>(what: string, get: () => T, show: (value: T) => string): T 
 }
 
 const cuda = describe('libcudart', cudaRuntime, (rt) => rt.path);
-const devices = cuda ? describe('CUDA devices', () => cuda.deviceCount(), String) : undefined;
+const devices = cuda
+  ? describe(
+      'CUDA devices',
+      () => cuda.deviceCount(),
+      (count) => `${count}${count === 0 ? ` (${cuda.noDeviceReason()})` : ''}`,
+    )
+  : undefined;
 describe('libnccl', ncclLibrary, (nccl) => `${nccl.path} (version ${nccl.version()})`);
 process.exitCode = devices !== undefined && devices > 0 ? 0 : 1;

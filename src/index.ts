@@ -50,6 +50,14 @@ export {
   type MemoryStoreShared,
   MemoryTensorStore,
 } from './memory-store/memory-tensor-store.ts';
+export {
+  type DeviceMemoryStats,
+  DeviceOutOfMemoryError,
+  deviceMemoryStats,
+  releaseDeviceMemory,
+} from './nccl/device-memory.ts';
+export { CudaError, GpuUnavailableError, NcclError } from './nccl/errors.ts';
+export { NcclBackend, type NcclBackendOptions } from './nccl/nccl-backend.ts';
 export { Collective, type CollectiveHost } from './p2p/collective.ts';
 export { type BroadcastOptions, CollectiveGroup } from './p2p/collective-group.ts';
 export { type BufferPoolStats, type PooledBuffer, TensorBufferPool } from './p2p/compression/buffer-pool.ts';

@@ -107,7 +107,7 @@ describe('tensor compression', () => {
   });
 
   it('GPU seam: a tensor whose device is not cpu is never compressed; CPU tensors beside it are', async () => {
-    // No CUDA tensors in this build: a CPU tensor relabelled as cuda:0 stands in for one.
+    // A CPU tensor relabelled as cuda:0 stands in for a GPU one, so this needs no CUDA (real ones: test/gpu/p2p.test.ts).
     const gpu = sparse(1 << 16, 'uint8');
     Object.defineProperty(gpu, 'device', { value: 'cuda:0' });
     const cpu = sparse(1 << 16, 'uint8');

@@ -7,6 +7,7 @@
  * ThreadGroup the manager caches for the members.
  */
 import { Work } from '../runtime/work.ts';
+import type { Device } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { MessageKind } from './header.ts';
@@ -29,6 +30,10 @@ export interface GroupMembers {
   self: string;
   tagBlock: number;
   threadGroup(): ThreadGroup;
+  /** The group carrying GPU tensors from one global rank to another (its own communicator on NCCL). */
+  directionGroup(from: number, to: number): ThreadGroup;
+  /** This worker's device: GPU tensors it receives land there. */
+  device: Device;
   /** The worker's compression and network emulation, shared by its groups. */
   services: P2PServices;
 }
@@ -130,20 +135,28 @@ export class CollectiveGroup {
 
   #outbox(peer: string): Outbox {
     let box = this.#outboxes.get(peer);
-    if (!box) this.#outboxes.set(peer, (box = new Outbox(this.#link(peer), peer, this.#members.services)));
+    if (!box)
+      this.#outboxes.set(peer, (box = new Outbox(this.#link(peer, 'out'), peer, this.#members.services)));
     return box;
   }
 
   #inbox(peer: string): Inbox {
     let box = this.#inboxes.get(peer);
-    if (!box) this.#inboxes.set(peer, (box = new Inbox(this.#link(peer), this.#members.services)));
+    if (!box) this.#inboxes.set(peer, (box = new Inbox(this.#link(peer, 'in'), this.#members.services)));
     return box;
   }
 
-  #link(peer: string) {
+  #link(peer: string, direction: 'in' | 'out') {
     const m = this.#members;
     const group = m.threadGroup();
-    const groupRank = group.ranks.indexOf(m.ranks[m.workers.indexOf(peer)]);
-    return makeLink(group, m.tagBlock, groupRank, `"${peer}" (rank ${group.ranks[groupRank]})`);
+    const peerRank = m.ranks[m.workers.indexOf(peer)];
+    const selfRank = m.ranks[m.workers.indexOf(m.self)];
+    const [from, to] = direction === 'out' ? [selfRank, peerRank] : [peerRank, selfRank];
+    return makeLink(
+      { group, gpu: () => m.directionGroup(from, to), device: m.device },
+      m.tagBlock,
+      peerRank,
+      `"${peer}" (rank ${peerRank})`,
+    );
   }
 }

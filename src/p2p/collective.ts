@@ -15,6 +15,7 @@
  */
 
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
+import type { Device } from '../tensor/dtype.ts';
 import { extendRankContext, type RankContext } from '../thread-group/rank-context.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { CollectiveGroup } from './collective-group.ts';
@@ -28,7 +29,12 @@ import { tagBlockOf } from './transport.ts';
 export interface CollectiveHost {
   name: string;
   names: readonly string[];
-  manager: { getGroup(ranks: readonly number[]): ThreadGroup };
+  /** This worker's device: GPU tensors it receives land there. */
+  device: Device;
+  manager: {
+    getGroup(ranks: readonly number[]): ThreadGroup;
+    getDirectionGroup(from: number, to: number): ThreadGroup;
+  };
   /** The job's validated cluster config, if any. */
   config?: ClusterConfig;
 }
@@ -103,6 +109,8 @@ export class Collective {
       self: this.workerName,
       tagBlock,
       threadGroup: () => (threadGroup ??= this.#host.manager.getGroup(ranks)),
+      directionGroup: (from, to) => this.#host.manager.getDirectionGroup(from, to),
+      device: this.#host.device,
       services: this.#services,
     });
     this.#blocks.set(tagBlock, name);

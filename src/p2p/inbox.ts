@@ -38,9 +38,9 @@ export class Inbox {
   recv(kind: MessageKind, where: string, options: TransferOptions = {}): Work<unknown> {
     where = `${where} from worker ${this.#link.peerLabel}`;
     if (this.#broken) return Work.rejected(this.#broken);
-    const { peer, lead } = this.#link;
+    const { lead } = this.#link;
     const seq = this.#seq++;
-    const header = lead.group.recvObject(peer, { tag: lead.tag, timeoutMs: options.timeoutMs });
+    const header = lead.group.recvObject(lead.peer, { tag: lead.tag, timeoutMs: options.timeoutMs });
     const previous = this.#issued;
     let release!: () => void;
     this.#issued = new Promise((resolve) => (release = resolve));
@@ -61,7 +61,9 @@ export class Inbox {
       header = this.#check(await leadBytes(lead, call.where), call);
       await previous;
       if (this.#broken) throw this.#broken;
-      tensors = header.tensors.map((s) => Tensor.empty(s.shape, s.dtype, { device: s.device }));
+      tensors = header.tensors.map((s) =>
+        Tensor.empty(s.shape, s.dtype, { device: this.#link.landing(s.device) }),
+      );
       header.tensors.forEach((s, i) => {
         const bytes = s.compressedBytes;
         wires.push(
@@ -69,8 +71,8 @@ export class Inbox {
         );
       });
       transfers = wires.map(({ wire }) => {
-        const path = this.#link.dataPath(wire.device, call.where);
-        return path.group.recv(wire, this.#link.peer, { tag: path.tag, timeoutMs: call.options.timeoutMs });
+        const path = this.#link.dataPath(wire.device);
+        return path.group.recv(wire, path.peer, { tag: path.tag, timeoutMs: call.options.timeoutMs });
       });
     } catch (error) {
       for (const w of wires) w.lease?.release();
@@ -129,14 +131,14 @@ export class Inbox {
 
   recvTensor(tensor: Tensor, where: string, options: TransferOptions = {}): Work<Tensor> {
     where = `${where} from worker ${this.#link.peerLabel}`;
-    const problem = loneTensorProblem(this.#link, tensor, where, this.#broken);
+    const problem = loneTensorProblem(tensor, where, this.#broken);
     if (problem) return Work.rejected(problem);
     this.#seq++;
-    const { peer, lead } = this.#link;
-    return lead.group.recv(tensor, peer, { tag: lead.tag, timeoutMs: options.timeoutMs }).then(
+    const path = this.#link.loneStream(tensor.device);
+    return path.group.recv(tensor, path.peer, { tag: path.tag, timeoutMs: options.timeoutMs }).then(
       (t) => {
         // A header that happens to fit a uint8 buffer passes the shape check; its content gives it away.
-        if (t.dtype === 'uint8' && isEnvelopedHeader(t.bytes())) {
+        if (t.device === 'cpu' && t.dtype === 'uint8' && isEnvelopedHeader(t.bytes())) {
           throw this.#break(
             new P2PProtocolError(
               `${where}: the peer sent this message with send(); pair it with recv(), not recvTensor`,

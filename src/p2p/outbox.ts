@@ -59,7 +59,6 @@ export class Outbox {
     try {
       const split = splitValue(value, where);
       tensors = split.tensors;
-      for (const t of tensors) this.#link.dataPath(t.device, where);
       skeleton = serializeSkeleton(split.skeleton, where);
     } catch (error) {
       return Work.rejected(error); // nothing was issued: the channel stays usable
@@ -128,25 +127,25 @@ export class Outbox {
     tensors: readonly Tensor[] = encoded.map((e) => e.wire),
   ): Array<Work<void>> {
     const header = encodeMessageHeader(message, tensors, encoded);
-    const { peer, lead } = this.#link;
+    const { lead } = this.#link;
     const opts = { tag: lead.tag, timeoutMs: message.options.timeoutMs };
-    const works: Array<Work<void>> = [lead.group.sendObject(header, peer, opts)];
+    const works: Array<Work<void>> = [lead.group.sendObject(header, lead.peer, opts)];
     for (const { wire } of encoded) {
-      const path = this.#link.dataPath(wire.device, message.where);
-      works.push(path.group.send(wire, peer, { ...opts, tag: path.tag }));
+      const path = this.#link.dataPath(wire.device);
+      works.push(path.group.send(wire, path.peer, { ...opts, tag: path.tag }));
     }
     return works;
   }
 
-  /** The tensor alone on the lead stream: no header, the receiver's buffer says what it is. */
+  /** The tensor alone on its stream: no header, the receiver's buffer says what it is. */
   sendTensor(tensor: Tensor, where: string, options: TransferOptions = {}): Work<void> {
     where = `${where} to worker ${this.#link.peerLabel}`;
-    const problem = loneTensorProblem(this.#link, tensor, where, this.#broken);
+    const problem = loneTensorProblem(tensor, where, this.#broken);
     if (problem) return Work.rejected(problem);
     this.#seq++;
-    const { peer, lead } = this.#link;
+    const path = this.#link.loneStream(tensor.device);
     return this.#settle(
-      [lead.group.send(tensor, peer, { tag: lead.tag, timeoutMs: options.timeoutMs })],
+      [path.group.send(tensor, path.peer, { tag: path.tag, timeoutMs: options.timeoutMs })],
       where,
     );
   }

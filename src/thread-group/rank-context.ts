@@ -162,8 +162,14 @@ export async function buildRankContext(
 
   const all = Array.from({ length: worldSize }, (_, r) => r);
   const world = makeGroup('w', all, 'world', options.collectiveTimeoutMs);
-  const manager = new ThreadGroupManager(identity.devices, (members, key) =>
-    makeGroup('m', members, `managed[${key}]`, options.collectiveTimeoutMs),
+  // A direction group's kind names its direction: its id must differ from the plain group of the same members.
+  const manager = new ThreadGroupManager(identity.devices, (members, key, direction) =>
+    makeGroup(
+      direction ? `d${direction.from}>${direction.to}:` : 'm',
+      members,
+      `managed[${key}]`,
+      options.collectiveTimeoutMs,
+    ),
   );
 
   // A buffer announcement reaches only ranks already listening: nobody publishes before all listen.

@@ -8,7 +8,12 @@ import type { Device } from '../tensor/dtype.ts';
 import { checkMembers } from './group-id.ts';
 import type { ThreadGroup } from './thread-group.ts';
 
-export type GroupFactory = (members: readonly number[], key: string) => ThreadGroup;
+/** `from` and `to` are set for a direction group (getDirectionGroup). */
+export type GroupFactory = (
+  members: readonly number[],
+  key: string,
+  direction?: { from: number; to: number },
+) => ThreadGroup;
 
 /** Orders keys by their member ranks numerically, then by the key text. */
 function compareKeys(a: string, b: string): number {
@@ -39,9 +44,30 @@ export class ThreadGroupManager {
   /** The group for these members, created on first request and shared afterwards. */
   getGroup(ranks: readonly number[]): ThreadGroup {
     const key = this.keyOf(ranks);
+    return this.#cached(key, () =>
+      this.#create(checkMembers(ranks, this.#devices.length, 'ThreadGroupManager'), key),
+    );
+  }
+
+  /**
+   * The two-member group that carries one direction of point-to-point
+   * traffic, `from` → `to` (the GPU tensors of p2p messages). On GPUs each
+   * direction then has its own communicator and stream, so messages keep
+   * their order and the two directions never wait for each other. Only the
+   * two ranks create it; its key, e.g. `0@cuda:0,1@cuda:1:0>1`, sorts with
+   * the rest in destroyAll().
+   */
+  getDirectionGroup(from: number, to: number): ThreadGroup {
+    const where = 'ThreadGroupManager.getDirectionGroup';
+    const members = checkMembers([from, to], this.#devices.length, where);
+    const key = `${this.keyOf(members)}:${from}>${to}`;
+    return this.#cached(key, () => this.#create(members, key, { from, to }));
+  }
+
+  #cached(key: string, create: () => ThreadGroup): ThreadGroup {
     let group = this.#groups.get(key);
     if (!group || group.destroyed) {
-      group = this.#create(checkMembers(ranks, this.#devices.length, 'ThreadGroupManager'), key);
+      group = create();
       this.#groups.set(key, group);
     }
     return group;

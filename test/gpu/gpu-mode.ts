@@ -32,7 +32,7 @@ async function detect(): Promise<GpuMode> {
   try {
     const runtime = cudaRuntime();
     devices = runtime.deviceCount();
-    reason = `no CUDA device visible to ${runtime.path}`;
+    reason = `no CUDA device visible to ${runtime.path}: ${runtime.noDeviceReason() ?? 'none reported'}`;
   } catch (error) {
     reason = (error as Error).message;
   }
