@@ -8,7 +8,9 @@
  * their storage object is garbage-collected; releaseDeviceMemory() (rank
  * teardown) frees them all.
  */
-import type { DeviceStorage } from '../tensor/device.ts';
+import { type DeviceStorage, deviceIndex } from '../tensor/device.ts';
+import { type Device, type DType, itemSize } from '../tensor/dtype.ts';
+import { Tensor } from '../tensor/tensor.ts';
 import { type CudaRuntimeBinding, cudaRuntime } from './cudart.ts';
 import { CudaError, GpuUnavailableError } from './errors.ts';
 
@@ -275,4 +277,29 @@ function freeCached(cuda: CudaRuntimeBinding, pool: DevicePool, failures: unknow
     }
   }
   pool.free.clear();
+}
+
+/** A device tensor whose memory goes back to the cache by `release()` rather than at GC. */
+export interface DeviceScratch {
+  readonly tensor: Tensor;
+  release(): void;
+}
+
+/**
+ * Scratch space for one step of a communication call. Released as soon as
+ * the step is done, so a loop of calls reuses the same block instead of
+ * calling cudaMalloc until the garbage collector catches up.
+ */
+export function deviceScratch(
+  device: Device,
+  shape: readonly number[],
+  dtype: DType,
+  where: string,
+): DeviceScratch {
+  const bytes = shape.reduce((a, b) => a * b, 1) * itemSize(dtype);
+  const block = allocateDeviceMemory(deviceIndex(device), bytes, where);
+  return {
+    tensor: Tensor.fromDevicePointer(block.pointer, device, shape, dtype),
+    release: () => block.release(),
+  };
 }

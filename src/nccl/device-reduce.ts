@@ -11,6 +11,7 @@ import type { ReduceOp } from '../tensor/reduce-ops.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { type FunctionHandle, type ModuleHandle, reduceKernelName } from './api.ts';
 import { cudaRuntime } from './cudart.ts';
+import { deviceScratch } from './device-memory.ts';
 import { cudaKernels } from './kernel-loader.ts';
 
 /** The same path from src/nccl/ and from dist/nccl/: the package ships src/. */
@@ -50,15 +51,20 @@ export function reduceOnDevice(op: ReduceOp, out: Tensor, inputs: readonly Tenso
   runtime.setDevice(device);
   const kernel = kernelFor(device, op, out.dtype);
   const pointers = new BigInt64Array(inputs.map((t) => BigInt.asIntN(64, t.devicePointer)));
-  const list = Tensor.fromArray(pointers).to(out.device);
-  const blocks = Math.min(MAX_BLOCKS, Math.ceil(n / THREADS_PER_BLOCK));
-  cudaKernels().launch(kernel, blocks, THREADS_PER_BLOCK, 0n, [
-    out.devicePointer,
-    list.devicePointer,
-    inputs.length,
-    n,
-  ]);
-  runtime.streamSynchronize(0n);
+  const list = deviceScratch(out.device, [inputs.length], 'int64', 'reduceOnDevice');
+  try {
+    list.tensor.copy_(Tensor.fromArray(pointers));
+    const blocks = Math.min(MAX_BLOCKS, Math.ceil(n / THREADS_PER_BLOCK));
+    cudaKernels().launch(kernel, blocks, THREADS_PER_BLOCK, 0n, [
+      out.devicePointer,
+      list.tensor.devicePointer,
+      inputs.length,
+      n,
+    ]);
+    runtime.streamSynchronize(0n);
+  } finally {
+    list.release();
+  }
 }
 
 /** Unloads this thread's kernels (rank teardown). */

@@ -8,8 +8,9 @@
  * is submitted (see DeviceOp).
  */
 import { type Device, itemSize } from '../tensor/dtype.ts';
-import { Tensor } from '../tensor/tensor.ts';
+import type { Tensor } from '../tensor/tensor.ts';
 import { type DevicePointer, type NcclLibrary, NcclRedOp } from './api.ts';
+import { type DeviceScratch, deviceScratch } from './device-memory.ts';
 import { NCCL_BYTES, type NcclReduction } from './nccl-dtypes.ts';
 import type { DeviceOp, IssueContext } from './nccl-work-queue.ts';
 
@@ -41,8 +42,9 @@ function whole(tensor: Tensor): Span {
   return { tensor, offset: 0, bytes: tensor.nbytes };
 }
 
-function byteTemp(bytes: number, device: Device): Tensor {
-  return Tensor.empty([bytes], 'uint8', { device });
+/** Device bytes for one call; the op releases them once the call completed (work-queue: DeviceOp.release). */
+function byteTemp(bytes: number, device: Device): DeviceScratch {
+  return deviceScratch(device, [bytes], 'uint8', 'NCCL temporary buffer');
 }
 
 /** Runs `body` between ncclGroupStart and ncclGroupEnd, ending the group even when `body` fails. */
@@ -119,13 +121,14 @@ export function allGather(outputs: readonly Tensor[], input: Tensor, place: OpPl
   const gathered = byteTemp(bytes * place.size, place.device);
   return {
     issue({ nccl, comm, stream }) {
-      nccl.allGather(at(input), at(gathered), bytes, NCCL_BYTES, comm, stream);
+      nccl.allGather(at(input), at(gathered.tensor), bytes, NCCL_BYTES, comm, stream);
     },
     after(ctx) {
       outputs.forEach((out, r) => {
-        copy(ctx, whole(out), { tensor: gathered, offset: r * bytes, bytes });
+        copy(ctx, whole(out), { tensor: gathered.tensor, offset: r * bytes, bytes });
       });
     },
+    release: gathered.release,
   };
 }
 
@@ -149,11 +152,20 @@ export function reduceScatter(
   return {
     issue(ctx) {
       inputs.forEach((input, r) => {
-        copy(ctx, { tensor: packed, offset: r * bytes, bytes }, whole(input));
+        copy(ctx, { tensor: packed.tensor, offset: r * bytes, bytes }, whole(input));
       });
       const { nccl, comm, stream } = ctx;
-      nccl.reduceScatter(at(packed), at(output), output.numel, reduction.dtype, reduction.op, comm, stream);
+      nccl.reduceScatter(
+        at(packed.tensor),
+        at(output),
+        output.numel,
+        reduction.dtype,
+        reduction.op,
+        comm,
+        stream,
+      );
     },
+    release: packed.release,
   };
 }
 
@@ -242,7 +254,7 @@ export function scatter(
 /** An allReduce of one byte: returns on each member once every member has reached it. */
 export function barrier(place: OpPlace): DeviceOp {
   const token = byteTemp(1, place.device);
-  return allReduce(token, { dtype: NCCL_BYTES, op: NcclRedOp.max });
+  return { ...allReduce(token.tensor, { dtype: NCCL_BYTES, op: NcclRedOp.max }), release: token.release };
 }
 
 export function send(tensor: Tensor, dst: number): DeviceOp {

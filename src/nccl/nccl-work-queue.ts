@@ -45,14 +45,19 @@ export interface IssueContext {
 
 /**
  * One call's work on the stream. The tensors it captures (the caller's, and
- * temporary buffers, allocated before it is submitted so that their clearing
- * on the legacy stream comes before the call) stay alive until it completes.
+ * temporary buffers) stay alive until it completes.
  */
 export interface DeviceOp {
   /** Enqueues the NCCL calls (and any copies they need first) on ctx.stream. */
   issue(ctx: IssueContext): void;
   /** Copies of the results, enqueued once NCCL has queued its calls (a non-blocking communicator may take a while). */
   after?(ctx: IssueContext): void;
+  /**
+   * Gives temporary buffers back to the allocator's cache once the call
+   * completed. Not called when it failed: the aborted stream may still touch
+   * them, so they wait for rank teardown.
+   */
+  release?(): void;
 }
 
 interface Pending {
@@ -203,6 +208,7 @@ export class NcclWorkQueue {
       checked = true;
       const p = this.#pending.shift()!;
       events.give(p.done!);
+      p.op.release?.();
       p.resolve();
     }
   }

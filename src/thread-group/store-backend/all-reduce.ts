@@ -8,6 +8,7 @@
  *   rank reads and reduces 1/n of the data, in parallel.
  */
 
+import { deviceScratch } from '../../nccl/device-memory.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import type { Exchange } from './exchange.ts';
@@ -30,14 +31,18 @@ async function allReduceOneExchange(x: Exchange, tensor: Tensor, op: ReduceOp): 
   for (let p = 0; p < x.size; p++) inputs.push(p === x.rank ? tensor : await x.get(0, p));
   // Peers may be reading our buffer in place: reduce into a scratch copy first. On the host a plain
   // ArrayBuffer, because allocating (and collecting) a SharedArrayBuffer per call stalled small allReduces.
-  const result =
+  const scratch =
     tensor.device === 'cpu'
-      ? Tensor.fromBuffer(new ArrayBuffer(tensor.nbytes), 0, tensor.shape, tensor.dtype)
-      : Tensor.empty(tensor.shape, tensor.dtype, { device: tensor.device });
-  reduceInto(op, result, inputs);
-  for (const p of x.peers()) await x.finish(0, p);
-  await x.consumed(0);
-  copyElements(tensor, 0, result);
+      ? { tensor: Tensor.fromBuffer(new ArrayBuffer(tensor.nbytes), 0, tensor.shape, tensor.dtype) }
+      : deviceScratch(tensor.device, tensor.shape, tensor.dtype, 'allReduce');
+  try {
+    reduceInto(op, scratch.tensor, inputs);
+    for (const p of x.peers()) await x.finish(0, p);
+    await x.consumed(0);
+    copyElements(tensor, 0, scratch.tensor);
+  } finally {
+    if ('release' in scratch) scratch.release();
+  }
 }
 
 async function allReduceScatterGather(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {
