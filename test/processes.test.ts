@@ -129,7 +129,8 @@ describe('tensorcomm run', { timeout: 120_000 }, () => {
       cwd: root,
       timeout: 60_000,
     });
-    for (let r = 0; r < 3; r++) expect(stdout).toContain(`[rank ${r}] rank-${r} of 3: sum=6 arg=hello`);
+    for (let r = 0; r < 3; r++)
+      expect(stdout).toContain(`[rank ${r}] rank-${r} of 3: sum=6 arg=hello device=cpu`);
   });
 
   it('exits non-zero naming the failed rank', async () => {
@@ -149,6 +150,17 @@ describe('tensorcomm run', { timeout: 120_000 }, () => {
     };
     expect(error.code).toBe(2);
     expect(error.stderr).toContain('--nproc is required');
+  });
+
+  it.each([
+    [['--devices', 'cuda:0,cuda:1'], '--devices lists 2 devices for --nproc 3'],
+    [['--devices', 'gpu0'], `--devices: invalid device "gpu0"; expected 'cpu' or 'cuda:<index>'`],
+  ])('refuses bad --devices %j with exit code 2', async (flags, message) => {
+    const error = (await run(process.execPath, [...cli, '--nproc', '3', ...flags, script], {
+      cwd: root,
+    }).catch((e: unknown) => e)) as { code: number; stderr: string };
+    expect(error.code).toBe(2);
+    expect(error.stderr).toContain(message);
   });
 });
 

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { loadClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
 import { launchProcesses } from '../runtime/launch-processes.ts';
+import { type Device, parseDevice } from '../tensor/dtype.ts';
 
 const USAGE = `usage: tensorcomm run --nproc N [options] script.js [script args]
 
@@ -17,6 +18,8 @@ options:
   --grace S                 after a failure, seconds before the others get SIGTERM (then SIGKILL) (default 2)
   --config FILE             cluster config (YAML or JSON): compression, buffer pool, network emulation
   --names a,b,...           worker names for p2p (default rank-0, rank-1, ...)
+  --devices LIST            each rank's device: one per rank (cpu,cuda:0,...), one for all
+                            (cuda:0: ranks share GPU 0), or 'each' (rank i on cuda:i) (default cpu)
   --master-addr HOST        rendezvous address (default 127.0.0.1; others need TENSORCOMM_RENDEZVOUS_SECRET)
   --master-port PORT        rendezvous port (default: a free one)`;
 
@@ -27,6 +30,7 @@ const OPTIONS = {
   grace: { type: 'string' },
   config: { type: 'string' },
   names: { type: 'string' },
+  devices: { type: 'string' },
   'master-addr': { type: 'string' },
   'master-port': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -61,6 +65,23 @@ function seconds(text: string | undefined, flag: string): number | undefined {
   return value === undefined ? undefined : Math.round(value * 1000);
 }
 
+/** --devices: a list (one per rank), one device for every rank, or 'each' (rank i on cuda:i). */
+function devicesOption(text: string | undefined, nproc: number): Device[] | undefined {
+  if (text === undefined) return undefined;
+  const list = text === 'each' ? Array.from({ length: nproc }, (_, i) => `cuda:${i}`) : text.split(',');
+  const devices = list.length === 1 ? Array.from({ length: nproc }, () => list[0]) : list;
+  if (devices.length !== nproc) {
+    throw new UsageError(`--devices lists ${devices.length} devices for --nproc ${nproc}`);
+  }
+  return devices.map((device) => {
+    try {
+      return parseDevice(device, '--devices');
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+  });
+}
+
 export async function runCommand(argv: string[]): Promise<number> {
   const { own, script, rest } = splitAtScript(argv);
   let launch: Parameters<typeof launchProcesses>[1];
@@ -78,6 +99,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       collectiveTimeoutMs: seconds(values['collective-timeout'], 'collective-timeout'),
       graceMs: seconds(values.grace, 'grace'),
       names: values.names?.split(','),
+      devices: devicesOption(values.devices, number(values.nproc, 'nproc', true)!),
       config: values.config === undefined ? undefined : loadClusterConfig(values.config),
       masterAddr: values['master-addr'],
       masterPort: number(values['master-port'], 'master-port', true),

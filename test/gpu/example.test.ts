@@ -44,3 +44,27 @@ describe('examples/gpu', () => {
     },
   );
 });
+
+describe('tensorcomm run --devices', () => {
+  it.runIf(gpu.kind !== 'none')(
+    'gives each process its device: one list, one for all, or each its own',
+    async () => {
+      const cli = ['--import', 'tsx', 'src/cli/tensorcomm.ts', 'run', '--nproc', '2'];
+      const script = 'test/fixtures/process-script.ts';
+      const devicesOf = async (flag: string) => {
+        const { stdout } = await run(process.execPath, [...cli, '--devices', flag, script], {
+          cwd: root,
+          timeout: 60_000,
+        });
+        return [0, 1].map((r) => stdout.match(new RegExp(`\\[rank ${r}\\].*device=(\\S+)`))?.[1]);
+      };
+      expect(await devicesOf('cuda:0')).toEqual(['cuda:0', 'cuda:0']);
+      expect(await devicesOf('cpu,cuda:0')).toEqual(['cpu', 'cuda:0']);
+      // NCCL between processes: a real GPU machine only (the test double runs NCCL ranks as threads).
+      if (gpu.kind === 'real' && gpu.devices >= 2 && gpu.ncclSkipReason === undefined) {
+        expect(await devicesOf('each')).toEqual(['cuda:0', 'cuda:1']);
+      }
+    },
+    180_000,
+  );
+});
