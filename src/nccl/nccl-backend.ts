@@ -6,14 +6,12 @@
  * store, as torch pairs gloo with NCCL ("cpu:gloo,cuda:nccl"). Constructing
  * one loads no CUDA library: that waits for the first GPU call.
  */
-import type { TensorStore } from '../runtime/tensor-store.ts';
 import { deviceIndex } from '../tensor/device.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { ReduceOp } from '../tensor/reduce-ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ArrivalPattern, Backend, BatchedP2P, CallInfo } from '../thread-group/backend.ts';
 import type { GroupView } from '../thread-group/store-backend/exchange.ts';
-import { StoreBackend } from '../thread-group/store-backend/store-backend.ts';
 import { useDevice as useCudaDevice } from './device-memory.ts';
 import { ncclReduction } from './nccl-dtypes.ts';
 import { ncclLibrary } from './nccl-library.ts';
@@ -25,6 +23,14 @@ export interface NcclBackendOptions {
   device: Device;
   /** How long destroy waits for the communicator to finalize before aborting it. */
   destroyTimeoutMs: number;
+  /** Carries the group's CPU tensors, object calls and abandon notices (torch's cpu:gloo beside cuda:nccl). */
+  fallback: Backend;
+  /**
+   * Carries the NCCL unique id from group rank 0 to the others: a backend
+   * over the same members with a key space of its own, so the exchange never
+   * meets the group's numbered calls.
+   */
+  bootstrap: Backend;
 }
 
 /** Whether a group of members on these devices runs on NCCL: every member on a GPU of its own. */
@@ -36,11 +42,11 @@ export class NcclBackend implements Backend {
   readonly #group: GroupView;
   readonly #device: Device;
   readonly #place: ops.OpPlace;
-  readonly #fallback: StoreBackend;
+  readonly #fallback: Backend;
   readonly #queue: NcclWorkQueue;
   readonly #destroyTimeoutMs: number;
 
-  constructor(store: TensorStore, group: GroupView, options: NcclBackendOptions) {
+  constructor(group: GroupView, options: NcclBackendOptions) {
     if (!options.device.startsWith('cuda:')) {
       throw new TypeError(
         `NcclBackend: group "${group.name}" needs a 'cuda:N' device, got '${options.device}'`,
@@ -50,13 +56,11 @@ export class NcclBackend implements Backend {
     this.#device = options.device;
     this.#place = { rank: group.rank, size: group.size, device: options.device };
     this.#destroyTimeoutMs = options.destroyTimeoutMs;
-    this.#fallback = new StoreBackend(store, group);
+    this.#fallback = options.fallback;
     const index = deviceIndex(options.device);
     const where = `NCCL backend of group "${group.name}"`;
     const useDevice = (): GpuBindings => ({ cuda: useCudaDevice(index, where), nccl: ncclLibrary() });
-    // Its own key space, so the id exchange never meets the group's numbered calls.
-    const bootstrap = new StoreBackend(store, { ...group, id: `${group.id}~nccl` });
-    this.#queue = new NcclWorkQueue({ group, useDevice, bootstrap });
+    this.#queue = new NcclWorkQueue({ group, useDevice, bootstrap: options.bootstrap });
   }
 
   /**

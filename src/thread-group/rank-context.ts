@@ -137,7 +137,12 @@ export async function buildRankContext(
   function backendFor(kind: string, view: GroupView, timeoutMs: number): Backend {
     // The startup barrier is about the store's listeners: no communicator for it.
     if (kind !== 's' && ncclServes(view.ranks.map((r) => identity.devices[r]))) {
-      return new NcclBackend(store, view, { device: identity.device, destroyTimeoutMs: timeoutMs });
+      return new NcclBackend(view, {
+        device: identity.device,
+        destroyTimeoutMs: timeoutMs,
+        fallback: new StoreBackend(store, view),
+        bootstrap: new StoreBackend(store, { ...view, id: `${view.id}~nccl` }),
+      });
     }
     return new StoreBackend(store, view);
   }
