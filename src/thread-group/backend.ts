@@ -54,6 +54,12 @@ export interface BatchedP2P {
   tag: number;
 }
 
+/** A received tensor lent by its sender: valid until release(), which lets the sender's send complete. */
+export interface BorrowedTensor {
+  tensor: Tensor;
+  release(): Promise<void>;
+}
+
 export interface Backend {
   allReduce(call: CallInfo, tensor: Tensor, op: ReduceOp): Promise<void>;
   broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void>;
@@ -85,6 +91,12 @@ export interface Backend {
   barrier(call: CallInfo): Promise<void>;
   send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void>;
   recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void>;
+  /**
+   * A receive that lends the sender's own buffer instead of copying it, where
+   * the medium allows (a store hands out views); the sender's send completes
+   * once the receiver calls release(). Backends without it receive into `like`.
+   */
+  recvBorrowed?(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor>;
   /** A receive whose size only the sender knows (object messages); the result is the receiver's own copy. */
   recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor>;
   /** Broadcast of a value only the root knows the size of; `tensor` is undefined off the root. */

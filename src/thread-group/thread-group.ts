@@ -14,7 +14,7 @@ import { Work } from '../runtime/work.ts';
 import { assertReduceOp, type ReduceOp } from '../tensor/reduce-ops.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor } from '../tensor/validate.ts';
-import type { ArrivalPattern, Backend, BatchedP2P, CallDebug, CallInfo } from './backend.ts';
+import type { ArrivalPattern, Backend, BatchedP2P, BorrowedTensor, CallDebug, CallInfo } from './backend.ts';
 import { CallMismatchError } from './store-backend/exchange.ts';
 
 export interface CallOptions {
@@ -563,6 +563,21 @@ export class ThreadGroup {
     return this.#p2p('recv', tensor, src, options, async (b, call) => {
       await b.recv(call, tensor, src, options?.tag ?? 0);
       return tensor;
+    });
+  }
+
+  /**
+   * recv without the copy where the backend can lend the sender's buffer
+   * (the stores: threads and processes alike): the tensor is a view valid
+   * until `release()`, and the sender's send completes only then. Elsewhere
+   * the message is received into `like`, and release() does nothing.
+   */
+  recvBorrowed(like: Tensor, src: number, options?: P2POptions): Work<BorrowedTensor> {
+    return this.#p2p('recv', like, src, options, async (b, call) => {
+      const tag = options?.tag ?? 0;
+      if (b.recvBorrowed) return b.recvBorrowed(call, like, src, tag);
+      await b.recv(call, like, src, tag);
+      return { tensor: like, release: async () => {} };
     });
   }
 

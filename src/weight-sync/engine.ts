@@ -21,12 +21,14 @@ import { BucketSender } from './sender.ts';
 
 export interface ReceiveOptions {
   /**
-   * Yield views on the receiver's two reused bucket buffers instead of
-   * tensors the caller keeps. A borrowed tensor is valid until the iterator is
-   * advanced (its buffer is refilled two buckets later); copy what must
-   * outlive that, e.g. with `param.copy_(t)`. Tensors split across buckets are
-   * always yielded as the caller's own. Without `borrow`, the tensors of one
-   * bucket share one allocation of their own, freed once all are dropped.
+   * Yield views instead of tensors the caller keeps: where the group can lend
+   * it (ranks as threads or processes), a view on the sender's own bucket,
+   * with no copy on the receiving side; elsewhere on one of the receiver's two
+   * reused bucket buffers. A borrowed tensor is valid until the iterator moves
+   * past its bucket (the sender then refills it); copy what must outlive
+   * that, e.g. with `param.copy_(t)`. Tensors split across buckets are always
+   * yielded as the caller's own. Without `borrow`, the tensors of one bucket
+   * share one allocation of their own, freed once all are dropped.
    */
   borrow?: boolean;
 }

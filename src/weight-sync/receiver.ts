@@ -1,10 +1,12 @@
 /**
  * The receiving side of a sync. Bucket b comes from senders[b mod S]: first
  * its header (checked, and its digest compared with the one this receiver
- * computes), then its payload. When borrowing, payloads land in two buffers
- * kept by the receiver: while the caller reads the tensors of bucket b,
- * bucket b+1 is received into the other buffer, and bucket b+2 reuses b's
- * buffer only after the caller has moved past b. Otherwise each payload lands
+ * computes), then its payload. When borrowing, the sender lends its bucket
+ * where the group can (recvBorrowed) and gets it back when the caller moves
+ * past it; elsewhere payloads land in two buffers kept by the receiver: while
+ * the caller reads the tensors of bucket b, bucket b+1 is received into the
+ * other buffer, and bucket b+2 reuses b's buffer only after the caller has
+ * moved past b. Otherwise each payload lands
  * in memory of its own that is handed to the caller (one allocation per
  * bucket, not per tensor: allocation dominated when it was per tensor), so
  * nothing the caller holds is ever overwritten. A header is
@@ -48,6 +50,8 @@ class ReceiveSession {
   readonly #reused: Uint8Array[] | undefined;
   /** Where each received bucket's payload is, until the caller moves past it. */
   readonly #landed = new Map<number, Uint8Array>();
+  /** Buckets lent by their sender (borrowing): returned when the caller moves past them. */
+  readonly #loans = new Map<number, () => Promise<void>>();
   readonly #where: string;
   /** Lazily created per bucket index; each step starts once what it depends on is done. */
   readonly #headers: Promise<BucketHeader | undefined>[] = [];
@@ -165,6 +169,10 @@ class ReceiveSession {
 
   #release(index: number): void {
     this.#landed.delete(index);
+    const loan = this.#loans.get(index);
+    this.#loans.delete(index);
+    // A failed release is the sender's failure too: it reaches this receiver through the stream's next step.
+    if (loan) quiet(loan());
     this.#releasedAt(index);
     this.#released[index]();
   }
@@ -230,12 +238,22 @@ class ReceiveSession {
 
   async #takePayload(header: BucketHeader): Promise<BucketHeader> {
     const { index, payloadBytes } = header;
-    const buffer = this.#reused?.[index % 2] ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
+    const reused = this.#reused?.[index % 2];
+    const buffer = reused ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
     this.#landed.set(index, buffer);
     if (payloadBytes === 0) return header;
     const { tags, timeoutMs } = this.#config;
     const target = Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [payloadBytes], 'uint8');
-    await this.#group.recv(target, this.#sender(index), { tag: tags.payload, timeoutMs });
+    const options = { tag: tags.payload, timeoutMs };
+    if (!reused) {
+      await this.#group.recv(target, this.#sender(index), options);
+      return header;
+    }
+    // Borrowing: the sender's bucket itself where the group can lend it (no copy), else `target`. The
+    // sender reuses that bucket only after every receiver released it, when its caller moved past it.
+    const borrowed = await this.#group.recvBorrowed(target, this.#sender(index), options);
+    this.#landed.set(index, borrowed.tensor.bytes());
+    this.#loans.set(index, borrowed.release);
     return header;
   }
 
@@ -285,6 +303,9 @@ class ReceiveSession {
   #fail(error: unknown): unknown {
     if (this.#failed) return error;
     this.#failed = true;
+    // Lent buckets go back, so their senders' sends complete and they can read the outcome.
+    for (const loan of this.#loans.values()) quiet(loan());
+    this.#loans.clear();
     if (!this.#outcomeSent) {
       const { senders, tags, timeoutMs } = this.#config;
       const outcome = { ok: false, error: messageOf(error) };

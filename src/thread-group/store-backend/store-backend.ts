@@ -6,7 +6,7 @@
 import type { TensorStore } from '../../runtime/tensor-store.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
-import type { ArrivalPattern, Backend, CallInfo } from '../backend.ts';
+import type { ArrivalPattern, Backend, BorrowedTensor, CallInfo } from '../backend.ts';
 import { allReduce } from './all-reduce.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
 import { ABANDONED, Exchange, type GroupView, runExchange } from './exchange.ts';
@@ -125,6 +125,23 @@ export class StoreBackend implements Backend {
   recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void> {
     const x = this.#p2p(call, src, this.#group.rank, this.#received.take(src, this.#group.rank, tag), tag);
     return runExchange(x, (ex) => recv(ex, tensor, src));
+  }
+
+  async recvBorrowed(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor> {
+    const x = this.#p2p(call, src, this.#group.rank, this.#received.take(src, this.#group.rank, tag), tag);
+    let tensor: Tensor;
+    try {
+      tensor = await x.get(0, src);
+      x.expectLike(tensor, like, src);
+    } catch (error) {
+      await x.abort(error);
+      throw error;
+    }
+    let released: Promise<void> | undefined;
+    return {
+      tensor,
+      release: () => (released ??= runExchange(x, (ex) => ex.finish(0, src))),
+    };
   }
 
   async recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor> {

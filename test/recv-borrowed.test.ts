@@ -1,0 +1,19 @@
+/** ThreadGroup.recvBorrowed, as threads and as processes: a loan of the sender's value, not a copy. */
+import { describe, expect, it } from 'vitest';
+import { MEDIA } from './fixtures/media.ts';
+
+const entry = new URL('./fixtures/borrow-rank.ts', import.meta.url);
+
+describe.each(MEDIA)('recvBorrowed (%s)', (medium, launch) => {
+  it('lends the value without copying; the send completes at release; a wrong shape fails both ends', async () => {
+    const [sender, receiver] = await launch<Record<string, unknown>>(entry, 2);
+    expect(receiver.values).toEqual([7, 7]);
+    expect(receiver.copiedIntoLike).toBe(false);
+    expect(sender.doneWhileLent).toBe(false);
+    expect(sender.sentAfterRelease).toBe(true);
+    // Between threads the loan is the sender's own tensor; between processes, the store's copy of it.
+    expect(sender.sawWrite).toBe(medium === 'threads' ? 99 : 7);
+    expect(receiver.wrong).toMatch(/Mismatch/);
+    expect(sender.wrong).toMatch(/Mismatch/);
+  });
+});
