@@ -5,7 +5,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import '../src/nccl/device-backend.ts';
-import { cudaRuntime } from '../src/nccl/cudart.ts';
+import { CUDA_CONSTANTS, cudaRuntime } from '../src/nccl/cudart.ts';
 import {
   allocateDeviceMemory,
   DeviceOutOfMemoryError,
@@ -20,7 +20,6 @@ import { useCudaDouble } from './cuda-double/build.ts';
 import { cudaDoubleControl } from './cuda-double/control.ts';
 
 const DEVICES = 4;
-const CUDA_ERROR_MEMORY_ALLOCATION = 2;
 const MiB = 1 << 20;
 
 setFlagsFromString('--expose-gc');
@@ -298,7 +297,7 @@ describe('device tensors (CUDA test double)', () => {
     const before = stats();
     expect(before.cachedBytes).toBeGreaterThan(0);
     const control = cudaDoubleControl();
-    control.failNext('cudaMalloc', CUDA_ERROR_MEMORY_ALLOCATION);
+    control.failNext('cudaMalloc', CUDA_CONSTANTS.cudaErrorMemoryAllocation);
     const survivor = Tensor.zeros([5 * MiB], 'uint8', cuda0);
     expect(survivor.devicePointer).toBeTypeOf('bigint');
     const after = stats();
@@ -314,12 +313,12 @@ describe('device tensors (CUDA test double)', () => {
       try {
         return malloc(bytes);
       } catch (failure) {
-        if (rearm) control.failNext('cudaMalloc', CUDA_ERROR_MEMORY_ALLOCATION);
+        if (rearm) control.failNext('cudaMalloc', CUDA_CONSTANTS.cudaErrorMemoryAllocation);
         rearm = false;
         throw failure;
       }
     };
-    control.failNext('cudaMalloc', CUDA_ERROR_MEMORY_ALLOCATION);
+    control.failNext('cudaMalloc', CUDA_CONSTANTS.cudaErrorMemoryAllocation);
     let error: unknown;
     try {
       Tensor.empty([1000], 'float32', cuda0);

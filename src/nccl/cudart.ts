@@ -14,6 +14,7 @@ import { CUDART_LIBRARY, type LoadedLibrary, lazyBinding } from './library-loade
 /** The cudaError_t / enum / flag values used here, as in the CUDA headers (checked by test/cuda-headers.test.ts). */
 export const CUDA_CONSTANTS = {
   cudaSuccess: 0,
+  cudaErrorMemoryAllocation: 2,
   cudaErrorInsufficientDriver: 35,
   cudaErrorNoDevice: 100,
   cudaErrorNotReady: 600,

@@ -18,20 +18,19 @@ import {
 import { deviceIndex } from '../tensor/device.ts';
 import type { DType } from '../tensor/dtype.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import { cudaRuntime } from './cudart.ts';
+import { useDevice } from './device-memory.ts';
 
 export const cudaDeviceIpc: DeviceIpc = {
   exportTensor(tensor: Tensor): ExportedTensor {
     const device = deviceIndex(tensor.device);
-    const runtime = cudaRuntime();
-    runtime.setDevice(device);
+    const runtime = useDevice(device, 'FileTensorStore srcSet of a GPU tensor');
     const base = tensor.devicePointer - BigInt(tensor.byteOffset);
     return { device, handle: runtime.ipcGetMemHandle(base), offset: tensor.byteOffset };
   },
 
   openTensor(exported: ExportedTensor, shape: readonly number[], dtype: DType): OpenedTensor {
-    const runtime = cudaRuntime();
-    runtime.setDevice(exported.device);
+    const where = 'FileTensorStore destGet of a GPU tensor';
+    const runtime = useDevice(exported.device, where);
     const base = runtime.ipcOpenMemHandle(exported.handle);
     let open = true;
     const tensor = Tensor.fromDevicePointer(
@@ -45,8 +44,7 @@ export const cudaDeviceIpc: DeviceIpc = {
       close() {
         if (!open) return;
         open = false;
-        runtime.setDevice(exported.device);
-        runtime.ipcCloseMemHandle(base);
+        useDevice(exported.device, where).ipcCloseMemHandle(base);
       },
     };
   },

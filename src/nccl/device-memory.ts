@@ -10,15 +10,14 @@
  */
 import { type DeviceStorage, deviceIndex } from '../tensor/device.ts';
 import { type Device, type DType, itemSize } from '../tensor/dtype.ts';
+import { numelOf } from '../tensor/shape.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import { type CudaRuntimeBinding, cudaRuntime } from './cudart.ts';
+import { CUDA_CONSTANTS, type CudaRuntimeBinding, cudaRuntime } from './cudart.ts';
 import { CudaError, GpuUnavailableError } from './errors.ts';
 
 const SMALL_GRANULE = 512;
 const LARGE_GRANULE = 2 << 20;
 const LARGE_FROM = 1 << 20;
-/** cudaError_t cudaErrorMemoryAllocation. */
-const CUDA_ERROR_MEMORY_ALLOCATION = 2;
 
 export interface DeviceMemoryStats {
   /** Bytes (rounded sizes) in blocks held by live storage. */
@@ -250,7 +249,7 @@ function mallocRetrying(
 }
 
 function isOutOfMemory(error: unknown): error is CudaError {
-  return error instanceof CudaError && error.code === CUDA_ERROR_MEMORY_ALLOCATION;
+  return error instanceof CudaError && error.code === CUDA_CONSTANTS.cudaErrorMemoryAllocation;
 }
 
 function mallocCounted(cuda: CudaRuntimeBinding, pool: DevicePool, size: number): bigint {
@@ -296,7 +295,7 @@ export function deviceScratch(
   dtype: DType,
   where: string,
 ): DeviceScratch {
-  const bytes = shape.reduce((a, b) => a * b, 1) * itemSize(dtype);
+  const bytes = numelOf(shape) * itemSize(dtype);
   const block = allocateDeviceMemory(deviceIndex(device), bytes, where);
   return {
     tensor: Tensor.fromDevicePointer(block.pointer, device, shape, dtype),

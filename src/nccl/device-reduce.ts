@@ -10,8 +10,7 @@ import { deviceIndex } from '../tensor/device.ts';
 import type { ReduceOp } from '../tensor/reduce-ops.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { type FunctionHandle, type ModuleHandle, reduceKernelName } from './api.ts';
-import { cudaRuntime } from './cudart.ts';
-import { deviceScratch } from './device-memory.ts';
+import { deviceScratch, useDevice } from './device-memory.ts';
 import { cudaKernels } from './kernel-loader.ts';
 
 /** The same path from src/nccl/ and from dist/nccl/: the package ships src/. */
@@ -47,8 +46,7 @@ export function reduceOnDevice(op: ReduceOp, out: Tensor, inputs: readonly Tenso
   const n = out.numel;
   if (n === 0) return;
   const device = deviceIndex(out.device);
-  const runtime = cudaRuntime();
-  runtime.setDevice(device);
+  const runtime = useDevice(device, 'reduceOnDevice');
   const kernel = kernelFor(device, op, out.dtype);
   const pointers = new BigInt64Array(inputs.map((t) => BigInt.asIntN(64, t.devicePointer)));
   const list = deviceScratch(out.device, [inputs.length], 'int64', 'reduceOnDevice');

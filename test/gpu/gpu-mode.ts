@@ -6,6 +6,7 @@
  * TENSORCOMM_GPU_SUITE=require (scripts/gpu-check.sh) turns a missing GPU
  * into a failure instead of a skip.
  */
+import type { Device } from '../../src/index.ts';
 import { cudaRuntime } from '../../src/nccl/cudart.ts';
 import { ncclLibrary } from '../../src/nccl/nccl-library.ts';
 import { useCudaDouble } from '../cuda-double/build.ts';
@@ -56,3 +57,16 @@ export function announceSkip(part: string, reason: string | undefined): boolean 
   if (reason !== undefined) console.warn(`GPU suite: skipping ${part}: ${reason}`);
   return reason !== undefined;
 }
+
+/**
+ * Two ranks sharing one GPU (the store) and two ranks on a GPU each (NCCL),
+ * each with why it cannot run here (undefined when it can), for describe.each.
+ */
+export const TWO_RANK_PLACEMENTS: Array<[string, Device[], string | undefined]> = [
+  ['one shared GPU (store)', ['cuda:0', 'cuda:0'], gpu.skipReason],
+  [
+    'two GPUs (NCCL)',
+    ['cuda:0', 'cuda:1'],
+    gpu.skipReason ?? gpu.ncclSkipReason ?? (gpu.devices < 2 ? 'fewer than two GPUs' : undefined),
+  ],
+];

@@ -4,22 +4,13 @@
  * GPU tensors of one message take their own paths and come back in place.
  */
 import { describe, expect, it } from 'vitest';
-import { type Device, spawnThreads } from '../../src/index.ts';
+import { spawnThreads } from '../../src/index.ts';
 import type { GpuP2PResult } from '../fixtures/gpu-p2p-rank.ts';
-import { announceSkip, gpu } from './gpu-mode.ts';
+import { announceSkip, TWO_RANK_PLACEMENTS } from './gpu-mode.ts';
 
 const entry = new URL('../fixtures/gpu-p2p-rank.ts', import.meta.url);
 
-const placements: Array<[string, Device[], string | undefined]> = [
-  ['one shared GPU', ['cuda:0', 'cuda:0'], gpu.skipReason],
-  [
-    'two GPUs (NCCL)',
-    ['cuda:0', 'cuda:1'],
-    gpu.skipReason ?? gpu.ncclSkipReason ?? (gpu.devices < 2 ? 'fewer than two GPUs' : undefined),
-  ],
-];
-
-describe.each(placements)('p2p with GPU tensors on %s', (_title, devices, skipReason) => {
+describe.each(TWO_RANK_PLACEMENTS)('p2p with GPU tensors on %s', (_title, devices, skipReason) => {
   it.skipIf(announceSkip(`p2p on ${_title}`, skipReason))(
     'mixed messages both ways at once, and lone tensors, arrive intact and in order',
     async () => {
