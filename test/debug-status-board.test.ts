@@ -53,6 +53,9 @@ describe.each(['thread', 'file'] as const)('%s status board', (kind) => {
     m0.close();
     expect(m1.departure(0)).toBe('it left its main function');
     expect(describeRanks(b1)).toMatch(/^rank 0: it left its main function; last completed allReduce #1/m);
+    m1.close(new RangeError('bad shard'));
+    expect(m0.departure(1)).toBe('it failed with RangeError: bad shard');
+    expect(describeRanks(b0)).toMatch(/^rank 1: it failed with RangeError: bad shard; last completed/m);
     if (kind === 'file')
       expect(readdirSync((b0 as FileStatusBoard).dir).sort()).toEqual([
         'status-rank0.json',

@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatDuration, OP_NAMES } from './call-record.ts';
-import { type CallMark, RankState, type RankStatus, type StatusBoard } from './status-board.ts';
+import { type CallMark, departureNote, RankState, type RankStatus, type StatusBoard } from './status-board.ts';
 
 export interface HangFocus {
   groupId: string;
@@ -51,7 +51,7 @@ function rankLine(status: RankStatus, now: number): string[] {
       : 'no call completed yet';
   if (status.state === RankState.notStarted) return [`${head} not started`];
   if (status.state === RankState.exited) {
-    return [`${head} ${status.snapshot?.exit ?? 'left its main function'}; ${last}`];
+    return [`${head} ${departureNote(status)}; ${last}`];
   }
   const snap = status.snapshot;
   // The snapshot is fresh when written after the rank's latest call started.

@@ -11,7 +11,14 @@ import { formatSite, SiteBudget } from './call-site.ts';
 import { FlightRecorder, toEntry } from './flight-recorder.ts';
 import { describeRanks, type HangFocus, writeHangReport } from './hang-report.ts';
 import type { ResolvedDebugOptions } from './options.ts';
-import { type RankSnapshot, RankState, type SnapshotCall, type StatusBoard } from './status-board.ts';
+import {
+  departureNote,
+  exitNote,
+  type RankSnapshot,
+  RankState,
+  type SnapshotCall,
+  type StatusBoard,
+} from './status-board.ts';
 import { writeTracePart } from './trace.ts';
 
 /** A slow wait republishes the rank's snapshot at most this often. */
@@ -148,7 +155,7 @@ export class RankMonitor {
   departure(globalRank: number): string | undefined {
     const status = this.board.read(globalRank);
     if (status.state !== RankState.exited) return undefined;
-    return status.snapshot?.exit ?? 'it left its main function';
+    return departureNote(status);
   }
 
   /** The error `globalRank` failed call `seq` of group `groupId` with, once it has reported it. */
@@ -194,10 +201,13 @@ export class RankMonitor {
     return this.recorder.dump();
   }
 
-  /** The rank left its main function: peers waiting for it fail at once instead of timing out. */
-  close(note = 'it left its main function'): void {
+  /**
+   * The rank left its main function (threw `failure`, when given): peers waiting for it fail at
+   * once, told why, instead of timing out.
+   */
+  close(failure?: unknown): void {
     if (this.#exit !== undefined) return;
-    this.#exit = note;
+    this.#exit = exitNote(failure);
     this.publish();
     this.board.setState(this.rank, RankState.exited);
     if (this.options.trace && this.#trace) {

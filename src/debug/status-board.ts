@@ -51,6 +51,18 @@ export interface RankSnapshot {
   exit?: string;
 }
 
+/** The exit note of a rank whose main returned, or, given what it threw, of one whose main failed. */
+export function exitNote(failure?: unknown): string {
+  if (failure === undefined) return 'it left its main function';
+  const error = failure instanceof Error ? failure : new Error(String(failure));
+  return `it failed with ${error.name}: ${error.message}`;
+}
+
+/** How a rank that has exited left, as peers are told it. */
+export function departureNote(status: RankStatus): string {
+  return status.snapshot?.exit ?? exitNote();
+}
+
 export interface RankStatus {
   rank: number;
   state: RankStateCode;

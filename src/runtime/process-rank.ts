@@ -53,9 +53,11 @@ async function run(): Promise<boolean> {
       ctx = await setup.initProcess();
       value = await entry.default(ctx, args);
     }
-  } finally {
-    await ctx?.close();
+  } catch (error) {
+    await ctx?.close(error);
+    throw error;
   }
+  await ctx?.close();
   await report({ kind: 'result', value });
   return ctx !== undefined;
 }

@@ -33,7 +33,8 @@ export interface JobOptions {
 
 /** What a rank context must offer the launcher at the end of the rank's life. */
 export interface ClosableContext {
-  close(): Promise<void> | void;
+  /** `failure`: what the rank's main threw, so peers waiting on the rank are told that, not just that it left. */
+  close(failure?: unknown): Promise<void> | void;
 }
 
 export interface RankSetupModule {

@@ -27,9 +27,11 @@ async function run(): Promise<void> {
       throw new TypeError(`entry module ${data.entryUrl} must export a default function main(ctx, args)`);
     }
     value = await entry.default(ctx, data.args);
-  } finally {
-    await ctx?.close();
+  } catch (error) {
+    await ctx?.close(error);
+    throw error;
   }
+  await ctx.close();
   try {
     report({ kind: 'result', value });
   } catch (error) {

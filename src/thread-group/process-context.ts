@@ -133,8 +133,8 @@ export function initProcess(options: InitProcessOptions = {}): Promise<RankConte
   context ??= connect(options).then((ctx) => {
     const close = ctx.close.bind(ctx);
     let closing: Promise<void> | undefined;
-    ctx.close = () => {
-      closing ??= close();
+    ctx.close = (failure?: unknown) => {
+      closing ??= close(failure);
       return closing;
     };
     // A script that never closes its context still releases it when it runs out of work.

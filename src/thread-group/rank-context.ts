@@ -34,7 +34,8 @@ export interface RankContext extends RankIdentity {
   store: TensorStore;
   /** A new group of these global ranks (torch's new_group); non-members get a group whose calls reject. */
   newGroup(ranks: number[], options?: { timeoutMs?: number; name?: string }): Promise<ThreadGroup>;
-  close(): Promise<void>;
+  /** Ends this rank's part: peers still waiting on it fail at once, naming `failure` when given. */
+  close(failure?: unknown): Promise<void>;
 }
 
 interface JobShared {
@@ -196,11 +197,11 @@ export async function buildRankContext(
       const name = groupOptions.name ?? `group[${members.join(',')}]`;
       return makeGroup('g', members, name, groupOptions.timeoutMs ?? options.collectiveTimeoutMs);
     },
-    async close() {
+    async close(failure?: unknown) {
       // Services built on the groups close first, newest first.
       for (const close of built.reverse()) await close();
       // Peers still waiting for this rank fail now, naming it, instead of at their timeout.
-      rankMonitor()?.close();
+      rankMonitor()?.close(failure);
       setRankMonitor(undefined);
       setCurrentRank(undefined);
       current = undefined;
