@@ -6,7 +6,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatDuration, OP_NAMES } from './call-record.ts';
-import { type CallMark, departureNote, RankState, type RankStatus, type StatusBoard } from './status-board.ts';
+import {
+  type CallMark,
+  departureNote,
+  RankState,
+  type RankStatus,
+  type StatusBoard,
+} from './status-board.ts';
 
 export interface HangFocus {
   groupId: string;
