@@ -1,36 +1,39 @@
-/** Compression end to end between thread workers: lossless mixed messages, what was compressed, config reaching every rank. */
+/** Compression end to end between workers (threads; lz4 as processes too): lossless mixed messages, what was compressed, config reaching every rank. */
 import { describe, expect, it } from 'vitest';
-import { loadClusterConfig, spawnThreads } from '../src/index.ts';
+import { launchProcesses, loadClusterConfig, spawnThreads } from '../src/index.ts';
 
 const entry = new URL('./fixtures/compression-rank.ts', import.meta.url);
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type Result = any;
 
 describe('compression between workers', () => {
-  for (const codec of ['lz4', 'zstd'] as const) {
-    it(`${codec}: a mixed message arrives byte-exact; only eligible, compressible tensors were compressed`, async () => {
+  const runs = [
+    ['lz4', 'threads'],
+    ['zstd', 'threads'],
+    ['lz4', 'processes'],
+  ] as const;
+  for (const [codec, ranks] of runs) {
+    it(`${codec} (${ranks}): a mixed message arrives byte-exact; only eligible, compressible tensors were compressed`, async () => {
       const config = loadClusterConfig({
         cluster: {
           collective: { tensor_compression: { codec, excluded_dtypes: ['float32'], min_bytes: 1024 } },
         },
       });
-      const [actor, rollout] = await spawnThreads<Result>(entry, {
-        worldSize: 2,
-        names: ['actor', 'rollout'],
-        args: { scenario: 'roundtrip' },
-        config,
-        timeoutMs: 60_000,
-      });
+      const job = { names: ['actor', 'rollout'], args: { scenario: 'roundtrip' }, config, timeoutMs: 60_000 };
+      const [actor, rollout] =
+        ranks === 'threads'
+          ? await spawnThreads<Result>(entry, { worldSize: 2, ...job })
+          : await launchProcesses<Result>(entry, { nproc: 2, ...job });
       expect(rollout.equal).toEqual([true, true]);
       expect(actor.echoed).toBe(true);
-      // Per message: bfloat16, int32, float16 compressed; float32 (excluded), 100 B (small) and noise raw.
-      // zstd's 4 slots are all held by the first message (noise takes one too) when the second is
-      // sent right after it, so the second goes raw: the sender never waits for a slot.
-      expect(actor.stats).toMatchObject(
-        codec === 'lz4' ? { compressed: 6, raw: 6 } : { compressed: 3, raw: 9 },
-      );
-      expect(actor.stats.wireBytes).toBeLessThan(actor.stats.rawBytes / 4);
-      expect(rollout.stats).toMatchObject({ compressed: 3, raw: 3 });
+      // Per message: bfloat16, int32, float16 and the 4-chunk one compressed; float32 (excluded),
+      // 100 B (small) and noise raw. A channel compresses one message at a time, so the second
+      // finds zstd's slots free again.
+      expect(actor.stats).toMatchObject({ compressed: 8, raw: 6 });
+      // The random chunk of the big tensor travels raw (1 MiB of each message's ~3.3 MiB compressed).
+      expect(actor.stats.wireBytes).toBeGreaterThan(2 * 2 ** 20);
+      expect(actor.stats.wireBytes).toBeLessThan(actor.stats.rawBytes / 2.5);
+      expect(rollout.stats).toMatchObject({ compressed: 4, raw: 3 });
     });
   }
 

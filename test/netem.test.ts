@@ -84,7 +84,7 @@ describe('network emulation between workers', () => {
     expect(c.messages).toBe(0);
   });
 
-  it('account mode charges compressed tensors by their compressed size', async () => {
+  it('account mode charges compressed tensors by their compressed size, a chunked message as one transfer', async () => {
     const config = loadClusterConfig({
       cluster: {
         collective: { tensor_compression: { codec: 'lz4', excluded_dtypes: [] } },
@@ -94,13 +94,16 @@ describe('network emulation between workers', () => {
     const [actor] = await spawnThreads<Result>(entry, {
       worldSize: 2,
       names: ['actor', 'rollout'],
-      args: { scenario: 'one-way' },
+      args: { scenario: 'one-way', bytes: 3 * MiB + 1 },
       config,
       timeoutMs: 60_000,
     });
+    // The warm-up message, then the tensor: its header and four chunks charged as they were ready.
+    expect(actor.report.messages).toBe(2);
     const sent = actor.report.transfers.at(-1);
-    expect(sent.wireBytes).toBeLessThan(MiB / 100); // 1 MiB of zeros
-    expect(sent.doneS - sent.startS).toBe((sent.wireBytes * 8) / 8e6);
+    expect(sent.wireBytes).toBeLessThan((3 * MiB) / 100); // zeros
+    expect(sent.wireBytes).toBeGreaterThan(4 * 4); // every chunk took some bytes
+    expect(sent.doneS - sent.startS).toBeCloseTo((sent.wireBytes * 8) / 8e6, 9);
   });
 
   it('real mode: a send really waits for its link (80 Mbit/s, 1 MiB ≈ 0.105 s)', async () => {

@@ -46,7 +46,13 @@ function drawHeader(rnd: () => number): Drawn {
 const encode = (d: Drawn) => encodeHeader(d.kind, d.seq, d.specs, serialize(d.skeleton));
 
 /** Small limits make "never an unbounded allocation" observable: a header may only declare this much. */
-const LIMITS: HeaderLimits = { maxHeaderBytes: 4096, maxTensors: 64, maxDims: 8, maxMessageBytes: 1 << 20 };
+const LIMITS: HeaderLimits = {
+  maxHeaderBytes: 4096,
+  maxTensors: 64,
+  maxDims: 8,
+  maxMessageBytes: 1 << 20,
+  maxChunks: 256,
+};
 
 function expectCleanOutcome(bytes: Uint8Array): 'ok' | 'error' {
   try {
@@ -54,6 +60,11 @@ function expectCleanOutcome(bytes: Uint8Array): 'ok' | 'error' {
     const declared = header.tensors.reduce((sum, t) => sum + t.shape.reduce((a, b) => a * b, 1) * 8, 0);
     expect(declared).toBeLessThanOrEqual(LIMITS.maxMessageBytes * 8);
     expect(header.tensors.length).toBeLessThanOrEqual(LIMITS.maxTensors);
+    const chunks = header.tensors.reduce(
+      (sum, t) => sum + (t.chunkBytes ? Math.ceil(t.shape.reduce((a, b) => a * b, 1) / t.chunkBytes) : 0),
+      0,
+    );
+    expect(chunks).toBeLessThanOrEqual(LIMITS.maxChunks);
     return 'ok';
   } catch (error) {
     expect(error).toBeInstanceOf(P2PHeaderError);
@@ -128,8 +139,10 @@ describe('p2p header decoder', () => {
 
   it('a newer version is named as such', () => {
     const bytes = encodeHeader(MessageKind.message, 0, [], serialize(null));
-    bytes[4] = 3;
-    expect(() => decodeHeader(bytes)).toThrow(/header version 3 is newer than this build understands \(2\)/);
+    bytes[4] = 4;
+    expect(() => decodeHeader(bytes)).toThrow(/header version 4 is newer than this build understands \(3\)/);
+    bytes[4] = 2;
+    expect(() => decodeHeader(bytes)).toThrow(/unknown version 2/);
     expect(DEFAULT_HEADER_LIMITS.maxTensors).toBeGreaterThan(0);
   });
 });

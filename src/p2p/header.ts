@@ -5,13 +5,14 @@
  * allocation larger than the header itself. Tensor bytes are not in here; they
  * follow as tensors on their device's data stream.
  *
- * Layout, little-endian (version 2; version 1 had no codec and 8-byte records):
+ * Layout, little-endian (version 3; version 2 sent one compressed block per tensor, version 1 had no codec):
  *   0  u32 magic 'TCP2'    4 u8 version    5 u8 kind    6 u8 codec (0 none, 1 lz4, 2 zstd)    7 u8 reserved (0)
  *   8  u32 seq            12 u32 tensor count          16 u32 skeleton bytes
  *   20 u32 total header bytes (framing: must equal what arrived)
  *   24 per tensor: u8 dtype, u8 device kind, u16 device index, u8 ndim, u8 compressed (0|1), 2 × u8 0,
- *      f64 compressed bytes (0 when raw; else 0 < n < raw bytes, CPU tensors only),
- *      then ndim × f64 sizes (safe non-negative integers)
+ *      f64 chunk bytes (0 when raw; else 1 ≤ n ≤ raw bytes, CPU tensors only: the tensor travels
+ *      as ceil(raw / n) chunks of n raw bytes, the last shorter, each compressed on its own; see
+ *      compression/chunks.ts), then ndim × f64 sizes (safe non-negative integers)
  *   then the skeleton: v8.serialize of the value with tensors replaced by placeholders
  */
 import { deserialize } from 'node:v8';
@@ -19,7 +20,7 @@ import { type Device, DTYPES, type DType, itemSize } from '../tensor/dtype.ts';
 import { P2PHeaderError } from './errors.ts';
 
 export const HEADER_MAGIC = 0x32504354; // 'TCP2' read as a little-endian u32
-export const HEADER_VERSION = 2;
+export const HEADER_VERSION = 3;
 const FIXED_BYTES = 24;
 const RECORD_BYTES = 16;
 /** Codec ids on the wire; index 0 is "not compressed". */
@@ -36,6 +37,8 @@ export interface HeaderLimits {
   maxDims: number;
   /** Largest sum of tensor bytes one message may declare (what the receiver would allocate). */
   maxMessageBytes: number;
+  /** Most compressed chunks one message may declare (a receive is posted for each). */
+  maxChunks: number;
 }
 
 export const DEFAULT_HEADER_LIMITS: HeaderLimits = Object.freeze({
@@ -43,14 +46,15 @@ export const DEFAULT_HEADER_LIMITS: HeaderLimits = Object.freeze({
   maxTensors: 65_536,
   maxDims: 16,
   maxMessageBytes: 64 * 2 ** 30,
+  maxChunks: 2 ** 20,
 });
 
 export interface TensorSpec {
   dtype: DType;
   shape: number[];
   device: Device;
-  /** Bytes on the wire when the tensor travels compressed; absent when raw. */
-  compressedBytes?: number;
+  /** Raw bytes per chunk when the tensor travels compressed, in chunks; absent when raw. */
+  chunkBytes?: number;
 }
 
 export interface Header {
@@ -89,8 +93,8 @@ export function encodeHeader(
     view.setUint8(at + 1, deviceKind);
     view.setUint16(at + 2, deviceIndex, true);
     view.setUint8(at + 4, t.shape.length);
-    view.setUint8(at + 5, t.compressedBytes === undefined ? 0 : 1);
-    view.setFloat64(at + 8, t.compressedBytes ?? 0, true);
+    view.setUint8(at + 5, t.chunkBytes === undefined ? 0 : 1);
+    view.setFloat64(at + 8, t.chunkBytes ?? 0, true);
     at += RECORD_BYTES;
     for (const size of t.shape) {
       view.setFloat64(at, size, true);
@@ -137,6 +141,7 @@ export function decodeHeader(bytes: Uint8Array, limits: HeaderLimits = DEFAULT_H
   const tensors: TensorSpec[] = [];
   let at = FIXED_BYTES;
   let messageBytes = 0;
+  let chunks = 0;
   for (let i = 0; i < count; i++) {
     const dtype = DTYPES[view.getUint8(at)] ?? fail(`tensor ${i}: unknown dtype code ${view.getUint8(at)}`);
     const device = decodeDevice(view.getUint8(at + 1), view.getUint16(at + 2, true), i, fail);
@@ -145,8 +150,8 @@ export function decodeHeader(bytes: Uint8Array, limits: HeaderLimits = DEFAULT_H
     const compressed = view.getUint8(at + 5);
     if (compressed > 1) fail(`tensor ${i}: compressed flag ${compressed} is not 0 or 1`);
     if (view.getUint8(at + 6) | view.getUint8(at + 7)) fail(`tensor ${i}: padding set`);
-    const compressedBytes = view.getFloat64(at + 8, true);
-    if (!compressed && compressedBytes !== 0) fail(`tensor ${i}: a raw tensor declares compressed bytes`);
+    const chunkBytes = view.getFloat64(at + 8, true);
+    if (!compressed && chunkBytes !== 0) fail(`tensor ${i}: a raw tensor declares a chunk size`);
     at += RECORD_BYTES;
     if (at + 8 * ndim + skeletonBytes > bytes.length) fail(`tensor ${i}: sizes run past the end`);
     const shape: number[] = [];
@@ -166,12 +171,13 @@ export function decodeHeader(bytes: Uint8Array, limits: HeaderLimits = DEFAULT_H
     if (compressed) {
       if (codec === undefined) fail(`tensor ${i} is compressed but the header names no codec`);
       if (device !== 'cpu') fail(`tensor ${i} on ${device} is compressed; only CPU tensors are`);
-      if (!Number.isSafeInteger(compressedBytes) || compressedBytes <= 0 || compressedBytes >= rawBytes) {
-        fail(
-          `tensor ${i}: compressed size ${compressedBytes} is not in 1..${rawBytes - 1} (its raw size is ${rawBytes})`,
-        );
+      if (!Number.isSafeInteger(chunkBytes) || chunkBytes < 1 || chunkBytes > rawBytes) {
+        fail(`tensor ${i}: chunk size ${chunkBytes} is not in 1..${rawBytes} (its raw size is ${rawBytes})`);
       }
-      spec.compressedBytes = compressedBytes;
+      chunks += Math.ceil(rawBytes / chunkBytes);
+      if (chunks > limits.maxChunks)
+        fail(`tensors declare more than the limit of ${limits.maxChunks} chunks`);
+      spec.chunkBytes = chunkBytes;
     }
     tensors.push(spec);
   }

@@ -4,14 +4,13 @@
  * a message's data receives can only be issued once its header arrived, and
  * must be issued in message order to take the right numbers on the data
  * streams, so each message waits for the previous one to have issued its own
- * (not to have finished: transfers still overlap). Compressed tensors are
- * received into a pooled buffer of their wire size and restored into their
- * destination once they arrived.
+ * (not to have finished: transfers still overlap). A compressed tensor
+ * arrives in chunks, each borrowed from the sender (no copy of the wire
+ * bytes) and restored into its place in the destination as soon as it lands.
  */
 import { deserialize } from 'node:v8';
 import { Work } from '../runtime/work.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import type { PooledBuffer } from './compression/buffer-pool.ts';
 import { explain, P2PHeaderError, P2PProtocolError } from './errors.ts';
 import { DEFAULT_HEADER_LIMITS, decodeHeader, HEADER_MAGIC, type Header, MessageKind } from './header.ts';
 import type { TransferOptions } from './outbox.ts';
@@ -55,8 +54,7 @@ export class Inbox {
   ): Promise<unknown> {
     let header: Header;
     let tensors: Tensor[];
-    const wires: Array<{ wire: Tensor; lease?: PooledBuffer }> = [];
-    let transfers: Array<Work<Tensor>>;
+    const transfers: Array<PromiseLike<unknown>> = [];
     try {
       header = this.#check(await leadBytes(lead, call.where), call);
       await previous;
@@ -64,41 +62,44 @@ export class Inbox {
       tensors = header.tensors.map((s) =>
         Tensor.empty(s.shape, s.dtype, { device: this.#link.landing(s.device) }),
       );
-      header.tensors.forEach((s, i) => {
-        const bytes = s.compressedBytes;
-        wires.push(
-          bytes === undefined ? { wire: tensors[i] } : this.#services.compressor!.receiveBuffer(bytes),
-        );
-      });
-      transfers = wires.map(({ wire }) => {
-        const path = this.#link.dataPath(wire.device);
-        return path.group.recv(wire, path.peer, { tag: path.tag, timeoutMs: call.options.timeoutMs });
+      // Every part's receive now, in the order the sender issues the parts.
+      header.tensors.forEach((spec, i) => {
+        const path = this.#link.dataPath(tensors[i].device);
+        const options = { tag: path.tag, timeoutMs: call.options.timeoutMs };
+        const { chunkBytes } = spec;
+        if (chunkBytes === undefined) {
+          transfers.push(path.group.recv(tensors[i], path.peer, options));
+          return;
+        }
+        for (let k = 0; k < Math.ceil(tensors[i].nbytes / chunkBytes); k++) {
+          transfers.push(
+            path.group.recvAnyBorrowed(path.peer, options).then(async (chunk) => {
+              try {
+                await this.#services.compressor!.restoreChunk(
+                  tensors[i],
+                  chunkBytes,
+                  k,
+                  chunk.tensor,
+                  call.options.timeoutMs ?? DEFAULT_CODEC_WAIT_MS,
+                  call.where,
+                );
+              } finally {
+                await chunk.release();
+              }
+            }),
+          );
+        }
       });
     } catch (error) {
-      for (const w of wires) w.lease?.release();
       throw this.#break(error, call.where);
     } finally {
       release();
     }
     try {
       await Promise.all(transfers);
-      await Promise.all(
-        wires.map(({ wire }, i) =>
-          wire === tensors[i]
-            ? undefined
-            : this.#services.compressor!.decodeInto(
-                tensors[i],
-                wire,
-                call.options.timeoutMs ?? DEFAULT_CODEC_WAIT_MS,
-                call.where,
-              ),
-        ),
-      );
       return fillSkeleton(header.skeleton, tensors);
     } catch (error) {
       throw this.#break(error, call.where);
-    } finally {
-      for (const w of wires) w.lease?.release();
     }
   }
 
@@ -114,7 +115,7 @@ export class Inbox {
         `${call.where}: expected a message sent with ${KIND_NAMES[call.kind]}, but the peer used ${KIND_NAMES[header.kind]}`,
       );
     }
-    const compressed = header.tensors.some((t) => t.compressedBytes !== undefined);
+    const compressed = header.tensors.some((t) => t.chunkBytes !== undefined);
     const mine = this.#services.compressor?.codec.name;
     if (compressed && header.codec !== mine) {
       throw new P2PHeaderError(

@@ -5,16 +5,19 @@
  * must leave a message's tensors untouched until its Work completes (as with
  * torch's isend): receivers read them in place.
  *
- * With compression or network emulation configured, a message first
- * compresses its tensors and waits for its emulated arrival time; messages
- * still issue in call order, each after the previous one issued.
+ * With compression or network emulation configured, a message issues once
+ * the previous one has issued all its parts. Without a tensor to compress it
+ * goes whole at its emulated arrival time; with some, it goes as a stream of
+ * parts (header, raw tensors, each compressed tensor chunk by chunk), each
+ * charged to the link as soon as it is ready, so compression, the link and
+ * the receiver's decompression overlap.
  */
 import { serialize } from 'node:v8';
 import { Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import type { EncodedTensor } from './compression/tensor-compressor.ts';
+import type { ChunkedTensor, TensorCompressor } from './compression/tensor-compressor.ts';
 import { explain } from './errors.ts';
-import { encodeHeader, MessageKind, type TensorSpec } from './header.ts';
+import { encodeHeader, MessageKind, type TensorSpec, type WireCodec } from './header.ts';
 import type { P2PServices, Schedule } from './services.ts';
 import { splitValue } from './skeleton.ts';
 import { type Link, loneTensorProblem } from './transport.ts';
@@ -64,49 +67,73 @@ export class Outbox {
       return Work.rejected(error); // nothing was issued: the channel stays usable
     }
     const message = { kind, seq: this.#seq++, skeleton, where, options };
-    const { compressor, netem } = this.#services;
-    if (!compressor && !netem) {
-      return this.#settle(
-        this.#issue(
-          message,
-          tensors.map((wire) => ({ wire })),
-        ),
-        where,
-      );
+    if (!this.#services.compressor && !this.#services.netem) {
+      return this.#settle(this.#issue(message, encodeMessageHeader(message, tensors, []), tensors), where);
     }
-    const encoding =
-      compressor && kind === MessageKind.message
-        ? compressor.encode(tensors)
-        : Promise.resolve(tensors.map((wire): EncodedTensor => ({ wire })));
     const previous = this.#issued;
     let issued!: () => void;
     this.#issued = new Promise((resolve) => (issued = resolve));
-    return new Work(this.#issueInTurn(message, tensors, encoding, previous, issued, schedule));
+    return new Work(this.#issueInTurn(message, tensors, previous, issued, schedule));
   }
 
+  /**
+   * Once the previous message issued: a message with no tensor to compress
+   * goes whole, after its emulated wire time; one with compressed tensors goes
+   * part by part (header, each raw tensor, each chunk), each part on the wire
+   * as soon as it is ready, so compression, the link and the receiver overlap.
+   */
   async #issueInTurn(
     message: Message,
     tensors: readonly Tensor[],
-    encoding: Promise<EncodedTensor[]>,
     previous: Promise<void>,
     issued: () => void,
     schedule: Schedule | undefined,
   ): Promise<void> {
-    let encoded: EncodedTensor[] = [];
-    let works: Array<Work<void>>;
+    const { compressor, netem } = this.#services;
+    let plans: Array<ChunkedTensor | undefined> = [];
+    const works: Array<Work<void>> = [];
+    let issuing: Promise<void> = Promise.resolve();
     try {
-      encoded = await encoding;
       await previous;
       if (this.#broken) throw this.#broken;
-      const netem = this.#services.netem;
-      if (netem) {
-        const wireBytes = encodeMessageHeader(message, tensors, encoded).length + sumWireBytes(encoded);
-        await netem.waitUntil(schedule?.(wireBytes) ?? netem.charge('send', [this.#peerName], wireBytes)[0]);
-        if (this.#broken) throw this.#broken;
+      plans = tensors.map((t) => (message.kind === MessageKind.message ? compressor?.plan(t) : undefined));
+      const header = encodeMessageHeader(message, tensors, plans, compressor?.codec.name);
+      if (plans.every((p) => p === undefined)) {
+        if (netem) {
+          const wireBytes = header.length + tensors.reduce((sum, t) => sum + t.nbytes, 0);
+          await netem.waitUntil(
+            schedule?.(wireBytes) ?? netem.charge('send', [this.#peerName], wireBytes)[0],
+          );
+          if (this.#broken) throw this.#broken;
+        }
+        works.push(...this.#issue(message, header, tensors));
+      } else {
+        // A part is charged the moment it is ready and issued at its arrival, after the part
+        // before it: the link never idles waiting for a timer, and parts keep their order.
+        const charge = netem?.begin('send', [this.#peerName]);
+        const issuePart = (part: Tensor | Uint8Array) => {
+          const arrival = charge?.(part instanceof Uint8Array ? part.length : part.nbytes)[0];
+          issuing = issuing.then(async () => {
+            if (arrival !== undefined) await netem!.waitUntil(arrival);
+            if (this.#broken) throw this.#broken;
+            works.push(
+              part instanceof Uint8Array ? this.#sendHeader(message, part) : this.#sendData(message, part),
+            );
+          });
+        };
+        issuePart(header);
+        for (const [i, tensor] of tensors.entries()) {
+          const plan = plans[i];
+          if (!plan) issuePart(tensor);
+          else for await (const chunk of compressor!.chunks(plan)) issuePart(chunk);
+        }
+        await issuing;
       }
-      works = this.#issue(message, encoded, tensors);
     } catch (error) {
-      releaseAll(encoded);
+      await issuing.catch(() => undefined);
+      // Parts already issued may still be read from the leased buffers: those go back once they settle.
+      const finished = plans;
+      void Promise.allSettled(works).then(() => finishAll(compressor, finished));
       const explained = explain(error, message.where);
       this.#broken ??= explained;
       throw explained;
@@ -116,25 +143,23 @@ export class Outbox {
     try {
       await this.#settle(works, message.where);
     } finally {
-      releaseAll(encoded);
+      finishAll(compressor, plans);
     }
   }
 
   /** Issues the header and every tensor's send now, synchronously. */
-  #issue(
-    message: Message,
-    encoded: readonly EncodedTensor[],
-    tensors: readonly Tensor[] = encoded.map((e) => e.wire),
-  ): Array<Work<void>> {
-    const header = encodeMessageHeader(message, tensors, encoded);
+  #issue(message: Message, header: Uint8Array, tensors: readonly Tensor[]): Array<Work<void>> {
+    return [this.#sendHeader(message, header), ...tensors.map((t) => this.#sendData(message, t))];
+  }
+
+  #sendHeader(message: Message, header: Uint8Array): Work<void> {
     const { lead } = this.#link;
-    const opts = { tag: lead.tag, timeoutMs: message.options.timeoutMs };
-    const works: Array<Work<void>> = [lead.group.sendObject(header, lead.peer, opts)];
-    for (const { wire } of encoded) {
-      const path = this.#link.dataPath(wire.device);
-      works.push(path.group.send(wire, path.peer, { ...opts, tag: path.tag }));
-    }
-    return works;
+    return lead.group.sendObject(header, lead.peer, { tag: lead.tag, timeoutMs: message.options.timeoutMs });
+  }
+
+  #sendData(message: Message, wire: Tensor): Work<void> {
+    const path = this.#link.dataPath(wire.device);
+    return path.group.send(wire, path.peer, { tag: path.tag, timeoutMs: message.options.timeoutMs });
   }
 
   /** The tensor alone on its stream: no header, the receiver's buffer says what it is. */
@@ -171,26 +196,28 @@ interface Message {
   options: TransferOptions;
 }
 
+/** `plans[i]` set: tensor i travels in compressed chunks, under the compressor's codec. */
 function encodeMessageHeader(
   message: Message,
   tensors: readonly Tensor[],
-  encoded: readonly EncodedTensor[],
+  plans: ReadonlyArray<ChunkedTensor | undefined>,
+  codec?: WireCodec,
 ): Uint8Array {
   const specs = tensors.map((t, i): TensorSpec => {
     const spec: TensorSpec = { dtype: t.dtype, shape: [...t.shape], device: t.device };
-    if (encoded[i].compressedBytes !== undefined) spec.compressedBytes = encoded[i].compressedBytes;
+    const plan = plans[i];
+    if (plan) spec.chunkBytes = plan.chunkBytes;
     return spec;
   });
-  const codec = encoded.find((e) => e.codec !== undefined)?.codec;
-  return encodeHeader(message.kind, message.seq, specs, message.skeleton, codec);
+  const chunked = plans.some((p) => p !== undefined);
+  return encodeHeader(message.kind, message.seq, specs, message.skeleton, chunked ? codec : undefined);
 }
 
-function sumWireBytes(encoded: readonly EncodedTensor[]): number {
-  return encoded.reduce((sum, e) => sum + e.wire.nbytes, 0);
-}
-
-function releaseAll(encoded: readonly EncodedTensor[]): void {
-  for (const e of encoded) e.lease?.release();
+function finishAll(
+  compressor: TensorCompressor | undefined,
+  plans: ReadonlyArray<ChunkedTensor | undefined>,
+): void {
+  for (const plan of plans) if (plan) compressor!.finish(plan);
 }
 
 function serializeSkeleton(skeleton: unknown, where: string): Uint8Array {

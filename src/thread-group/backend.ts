@@ -97,6 +97,8 @@ export interface Backend {
    * once the receiver calls release(). Backends without it receive into `like`.
    */
   recvBorrowed?(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor>;
+  /** recvBorrowed of a value whose size only the sender knows; backends without it copy (recvAny). */
+  recvAnyBorrowed?(call: CallInfo, src: number, tag: number): Promise<BorrowedTensor>;
   /** A receive whose size only the sender knows (object messages); the result is the receiver's own copy. */
   recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor>;
   /** Broadcast of a value only the root knows the size of; `tensor` is undefined off the root. */

@@ -665,19 +665,44 @@ export class ThreadGroup {
   }
 
   recvObject(src: number, options?: P2POptions): Work<unknown> {
+    return this.#recvAny(src, options, async (b, call, tag) =>
+      tensorToObject(await b.recvAny(call, src, tag)),
+    );
+  }
+
+  /**
+   * A receive of whatever tensor the peer sent (any dtype and size), lent as
+   * recvBorrowed lends: a view valid until `release()`, where the backend can
+   * lend; elsewhere the receiver's own copy. For framing on top of sends
+   * (p2p's compressed chunks); `recv` is the checked form.
+   */
+  recvAnyBorrowed(src: number, options?: P2POptions): Work<BorrowedTensor> {
+    return this.#recvAny(src, options, async (b, call, tag) => {
+      if (b.recvAnyBorrowed) return b.recvAnyBorrowed(call, src, tag);
+      return { tensor: await b.recvAny(call, src, tag), release: async () => {} };
+    });
+  }
+
+  /** A receive whose size only the sender knows, tracked like recvObject. */
+  #recvAny<T>(
+    src: number,
+    options: P2POptions | undefined,
+    run: (backend: Backend, call: CallInfo, tag: number) => Promise<T>,
+  ): Work<T> {
+    const tag = options?.tag ?? 0;
     return this.#call(
       'recvObject',
-      { ...options, src, tag: options?.tag ?? 0 },
+      { ...options, src, tag },
       () => {
         this.#peer(src, 'src', 'recvObject');
         return {
           signature: 'p2p',
           pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recvObject') },
           bytes: 0,
-          label: `recvObject(src=${src}, tag=${options?.tag ?? 0})`,
+          label: `recvObject(src=${src}, tag=${tag})`,
         };
       },
-      async (b, call) => tensorToObject(await b.recvAny(call, src, options?.tag ?? 0)),
+      (b, call) => run(b, call, tag),
     );
   }
 

@@ -16,8 +16,15 @@ export interface TensorCodec {
   readonly name: CompressionCodec;
   /** Larger inputs stay raw. */
   readonly maxInputBytes: number;
-  /** The compressed bytes, or undefined when the codec has no free slot (the caller sends raw). */
-  tryCompress(input: Uint8Array): Promise<Uint8Array> | undefined;
+  /**
+   * Takes up to `want` compression slots, only those free now (a sender never
+   * waits for one: with none it sends raw); returns how many it took.
+   */
+  reserve(want: number): number;
+  /** Gives back `count` slots taken by reserve. */
+  unreserve(count: number): void;
+  /** The compressed bytes; one call at a time per reserved slot. */
+  compress(input: Uint8Array): Promise<Uint8Array>;
   /** Waits for a slot if needed (`who` names the waiter in a timeout). */
   decompress(input: Uint8Array, timeoutMs: number, who: string): Promise<Uint8Array>;
 }
@@ -35,8 +42,14 @@ class Lz4Codec implements TensorCodec {
   readonly name = 'lz4';
   readonly maxInputBytes = LZ4_MAX_INPUT_BYTES;
 
-  tryCompress(input: Uint8Array): Promise<Uint8Array> {
-    return lz4.compress(input);
+  reserve(want: number): number {
+    return want;
+  }
+
+  unreserve(): void {}
+
+  compress(input: Uint8Array): Promise<Uint8Array> {
+    return lz4.compress(bufferOver(input));
   }
 
   decompress(input: Uint8Array): Promise<Uint8Array> {
@@ -55,9 +68,18 @@ class ZstdCodec implements TensorCodec {
     this.slots = new InflightLimit(maxInflight);
   }
 
-  tryCompress(input: Uint8Array): Promise<Uint8Array> | undefined {
-    if (!this.slots.tryAcquire()) return undefined;
-    return zstd.compress(bufferOver(input), this.#level).finally(() => this.slots.release());
+  reserve(want: number): number {
+    let taken = 0;
+    while (taken < want && this.slots.tryAcquire()) taken++;
+    return taken;
+  }
+
+  unreserve(count: number): void {
+    for (let i = 0; i < count; i++) this.slots.release();
+  }
+
+  compress(input: Uint8Array): Promise<Uint8Array> {
+    return zstd.compress(bufferOver(input), this.#level);
   }
 
   async decompress(input: Uint8Array, timeoutMs: number, who: string): Promise<Uint8Array> {
@@ -81,7 +103,13 @@ export function createCodec(config: TensorCompressionConfig): TensorCodec {
 export async function probeCodec(codec: TensorCodec, who: string): Promise<void> {
   const sample = new Uint8Array(256).map((_, i) => (i % 7 === 0 ? i : 0));
   try {
-    const packed = await (codec.tryCompress(sample) ?? Promise.reject(new Error('no free slot')));
+    if (codec.reserve(1) === 0) throw new Error('no free slot');
+    let packed: Uint8Array;
+    try {
+      packed = await codec.compress(sample);
+    } finally {
+      codec.unreserve(1);
+    }
     const back = await codec.decompress(packed, 60_000, who);
     if (back.length !== sample.length || back.some((b, i) => b !== sample[i])) {
       throw new Error('the round trip changed the bytes');

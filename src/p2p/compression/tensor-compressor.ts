@@ -1,27 +1,40 @@
 /**
  * A worker's tensor compression (cluster.collective.tensor_compression): which
- * tensors are eligible, compressing a message's tensors into pooled buffers on
- * send, restoring them into their destinations on receive. One per worker,
- * shared by all its groups; the pool is created on first use.
+ * tensors are eligible, compressing an eligible tensor chunk by chunk into a
+ * pooled buffer on send (so the wire, the codec and the receiver overlap), and
+ * restoring each chunk into its destination on receive. One per worker, shared
+ * by all its groups; the pool is created on first use.
  */
 import type { TensorCompressionConfig } from '../../runtime/config/cluster-config.ts';
 import { Tensor } from '../../tensor/tensor.ts';
-import type { WireCodec } from '../header.ts';
+import { P2PProtocolError } from '../errors.ts';
 import { type PooledBuffer, TensorBufferPool } from './buffer-pool.ts';
 import { createCodec, type TensorCodec } from './codecs.ts';
 
-/** One tensor of a message as it travels. */
-export interface EncodedTensor {
-  /** The tensor itself, or a uint8 view on its compressed bytes. */
-  wire: Tensor;
-  /** Set when compressed. */
-  compressedBytes?: number;
-  codec?: WireCodec;
-  /** The pooled buffer under `wire`, leased until the send completes. */
-  lease?: PooledBuffer;
+/** Raw bytes per chunk: small enough that the wire, the codec and the receiver overlap, large enough that per-chunk costs vanish. */
+export const CHUNK_BYTES = 2 ** 20;
+/** Chunks a sender compresses ahead of the one going on the wire (libuv's pool has four threads). */
+const COMPRESS_AHEAD = 4;
+/** After this many chunks in a row that did not shrink, the rest of the tensor goes raw untried. */
+const GIVE_UP_AFTER = 2;
+
+/**
+ * An eligible tensor on its way out in chunks: chunk k covers raw bytes
+ * [k·chunkBytes, (k+1)·chunkBytes) and, when compressed, lands at that same
+ * offset of the leased buffer (a compressed chunk is smaller than its raw one),
+ * so the lease is the tensor's size and chunks never overlap.
+ */
+export interface ChunkedTensor {
+  tensor: Tensor;
+  chunkBytes: number;
+  count: number;
+  lease: PooledBuffer;
+  /** Set by `chunks` once any chunk went compressed. */
+  compressedAny: boolean;
 }
 
 export interface CompressionStats {
+  /** Tensors sent with at least one chunk compressed, and tensors sent raw. */
   compressed: number;
   raw: number;
   /** Raw bytes of the tensors sent compressed, and what they took on the wire. */
@@ -63,72 +76,116 @@ export class TensorCompressor {
     );
   }
 
+  /** How `tensor` travels: in compressed chunks, or raw (undefined: ineligible, or no buffer free in the pool). */
+  plan(tensor: Tensor): ChunkedTensor | undefined {
+    const lease = this.isEligible(tensor) ? this.pool.acquire(tensor.nbytes) : undefined;
+    if (!lease) {
+      this.#stats.raw++;
+      return undefined;
+    }
+    const chunkBytes = Math.min(CHUNK_BYTES, tensor.nbytes);
+    return { tensor, chunkBytes, count: Math.ceil(tensor.nbytes / chunkBytes), lease, compressedAny: false };
+  }
+
   /**
-   * Each tensor compressed if eligible, a buffer is free, the codec has a slot
-   * and the result is smaller; raw otherwise. All are started at once, in order.
+   * The wire form of each chunk, in order, compressed up to COMPRESS_AHEAD
+   * chunks ahead of the caller: compressed bytes in the lease, or a view on the
+   * raw chunk when the codec had no free slot, the result would not be
+   * smaller, or the codec failed (the receiver tells the two apart by size, and
+   * nothing is lost). The caller keeps the plan's lease until every chunk's
+   * send completed, then calls `finish`.
    */
-  async encode(tensors: readonly Tensor[]): Promise<EncodedTensor[]> {
-    const outcomes = await Promise.allSettled(tensors.map((t) => this.#encodeOne(t)));
-    const failed = outcomes.find((o) => o.status === 'rejected');
-    if (!failed) return outcomes.map((o) => (o as PromiseFulfilledResult<EncodedTensor>).value);
-    for (const o of outcomes) if (o.status === 'fulfilled') o.value.lease?.release();
-    throw new Error(`${this.codec.name} compression failed: ${(failed.reason as Error)?.message}`, {
-      cause: failed.reason,
-    });
-  }
-
-  async #encodeOne(tensor: Tensor): Promise<EncodedTensor> {
-    if (!this.isEligible(tensor)) return this.#raw(tensor);
-    const lease = this.pool.acquire(tensor.nbytes);
-    if (!lease) return this.#raw(tensor);
-    const pending = this.codec.tryCompress(tensor.bytes());
-    if (!pending) {
-      lease.release();
-      return this.#raw(tensor);
-    }
-    let packed: Uint8Array;
-    try {
-      packed = await pending;
-    } catch (error) {
-      lease.release();
-      throw error;
-    }
-    if (packed.length >= tensor.nbytes) {
-      lease.discard();
-      return this.#raw(tensor);
-    }
-    new Uint8Array(lease.buffer, 0, packed.length).set(packed);
-    this.#stats.compressed++;
-    this.#stats.rawBytes += tensor.nbytes;
-    this.#stats.wireBytes += packed.length;
-    return {
-      wire: Tensor.fromBuffer(lease.buffer, 0, [packed.length], 'uint8'),
-      compressedBytes: packed.length,
-      codec: this.codec.name,
-      lease,
+  async *chunks(plan: ChunkedTensor): AsyncGenerator<Tensor> {
+    const { chunkBytes, count, lease } = plan;
+    const bytes = plan.tensor.bytes();
+    const rawChunk = (k: number) =>
+      bytes.subarray(k * chunkBytes, Math.min((k + 1) * chunkBytes, bytes.length));
+    // A sender never waits for a zstd slot: with none free the tensor goes raw, chunk by chunk.
+    const slots = this.codec.reserve(COMPRESS_AHEAD);
+    const ahead = Math.max(slots, 1);
+    const started: Array<Promise<Uint8Array | undefined>> = [];
+    let misses = 0;
+    const start = (k: number) => {
+      const input = rawChunk(k);
+      started[k] =
+        slots === 0 || misses >= GIVE_UP_AFTER
+          ? Promise.resolve(undefined)
+          : this.codec.compress(input).then(
+              (packed) => (packed.length < input.length ? packed : undefined),
+              () => undefined,
+            );
     };
+    let wireBytes = 0;
+    try {
+      for (let k = 0; k < Math.min(ahead, count); k++) start(k);
+      for (let k = 0; k < count; k++) {
+        const packed = await started[k];
+        misses = packed ? 0 : misses + 1;
+        if (k + ahead < count) start(k + ahead);
+        const offset = k * chunkBytes;
+        let wire: Tensor;
+        if (packed) {
+          new Uint8Array(lease.buffer, offset, packed.length).set(packed);
+          wire = Tensor.fromBuffer(lease.buffer, offset, [packed.length], 'uint8');
+          plan.compressedAny = true;
+        } else {
+          const raw = rawChunk(k);
+          wire = Tensor.fromBuffer(raw.buffer, raw.byteOffset, [raw.length], 'uint8');
+        }
+        wireBytes += wire.nbytes;
+        yield wire;
+      }
+    } finally {
+      await Promise.all(started);
+      this.codec.unreserve(slots);
+    }
+    if (plan.compressedAny) {
+      this.#stats.compressed++;
+      this.#stats.rawBytes += bytes.length;
+      this.#stats.wireBytes += wireBytes;
+    } else {
+      this.#stats.raw++;
+    }
   }
 
-  #raw(tensor: Tensor): EncodedTensor {
-    this.#stats.raw++;
-    return { wire: tensor };
+  /** Gives a plan's buffer back once its sends completed: cached for reuse, or dropped when nothing in it was compressed. */
+  finish(plan: ChunkedTensor): void {
+    if (plan.compressedAny) plan.lease.release();
+    else plan.lease.discard();
   }
 
-  /** Where a compressed tensor of `bytes` bytes is received: a pooled buffer when one is free. */
-  receiveBuffer(bytes: number): { wire: Tensor; lease?: PooledBuffer } {
-    const lease = this.pool.acquire(bytes);
-    if (!lease) return { wire: Tensor.empty([bytes], 'uint8') };
-    return { wire: Tensor.fromBuffer(lease.buffer, 0, [bytes], 'uint8'), lease };
-  }
-
-  /** Restores `compressed` into `dest` exactly; a size that does not match is an error naming `who`. */
-  async decodeInto(dest: Tensor, compressed: Tensor, timeoutMs: number, who: string): Promise<void> {
-    const bytes = await this.codec.decompress(compressed.bytes(), timeoutMs, who);
-    if (bytes.length !== dest.nbytes) {
-      throw new Error(
-        `${who}: ${this.codec.name} restored ${bytes.length} bytes for ${dest.describe()} (${dest.nbytes} bytes); the data is corrupt`,
+  /**
+   * Restores chunk `k` of a tensor sent in chunks of `chunkBytes` into `dest`:
+   * a wire chunk of the raw chunk's size is raw, a shorter one compressed. Any
+   * other size, or a chunk that does not restore to its raw size, is an error
+   * naming `who`.
+   */
+  async restoreChunk(
+    dest: Tensor,
+    chunkBytes: number,
+    k: number,
+    wire: Tensor,
+    timeoutMs: number,
+    who: string,
+  ): Promise<void> {
+    const all = dest.bytes();
+    const raw = all.subarray(k * chunkBytes, Math.min((k + 1) * chunkBytes, all.length));
+    const where = `${who}: chunk ${k} of ${dest.describe()}`;
+    if (wire.dtype !== 'uint8' || wire.nbytes < 1 || wire.nbytes > raw.length) {
+      throw new P2PProtocolError(
+        `${where} arrived as ${wire.describe()}; expected 1..${raw.length} bytes (the two ends are out of step)`,
       );
     }
-    dest.bytes().set(bytes);
+    if (wire.nbytes === raw.length) {
+      raw.set(wire.bytes());
+      return;
+    }
+    const restored = await this.codec.decompress(wire.bytes(), timeoutMs, who);
+    if (restored.length !== raw.length) {
+      throw new Error(
+        `${where}: ${this.codec.name} restored ${restored.length} bytes, not ${raw.length}; the data is corrupt`,
+      );
+    }
+    raw.set(restored);
   }
 }

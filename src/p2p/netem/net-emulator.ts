@@ -84,23 +84,39 @@ export class NetEmulator {
 
   /** Charges one message to the links it crosses; returns each receiver's arrival time. */
   charge(kind: NetTransfer['kind'], to: readonly string[], wireBytes: number): number[] {
+    return this.begin(kind, to)(wireBytes);
+  }
+
+  /**
+   * A message whose parts are charged as they become ready (compressed
+   * chunks), so its wire time overlaps their preparation: the returned
+   * function charges the next part and returns each receiver's arrival time
+   * of it. The message is one transfer in the report.
+   */
+  begin(kind: NetTransfer['kind'], to: readonly string[]): (wireBytes: number) => number[] {
     const self = this.#group(this.worker);
-    const bits = wireBytes * 8;
-    const start = Math.max(this.#now(), this.#uplinkFree, ...to.map((r) => this.#downlinkFree.get(r) ?? 0));
-    this.#uplinkFree = start + bits / (self.uplinkMbps * BITS_PER_MBIT);
-    const arrivalS = to.map((receiver) => {
-      const rate = Math.min(self.uplinkMbps, this.#group(receiver).downlinkMbps) * BITS_PER_MBIT;
-      const through = start + bits / rate;
-      this.#downlinkFree.set(receiver, through);
-      return through + this.#latencyS(this.worker, receiver);
-    });
-    const doneS = Math.max(...arrivalS);
-    this.#predicted = Math.max(this.#predicted, doneS);
+    const transfer: NetTransfer = { kind, to: [...to], wireBytes: 0, startS: -1, arrivalS: [], doneS: 0 };
     this.#messages++;
-    this.#wireBytes += wireBytes;
-    this.#transfers.push({ kind, to: [...to], wireBytes, startS: start, arrivalS, doneS });
+    this.#transfers.push(transfer);
     if (this.#transfers.length > MAX_RECORDED) this.#transfers.shift();
-    return arrivalS;
+    return (wireBytes) => {
+      const bits = wireBytes * 8;
+      const start = Math.max(this.#now(), this.#uplinkFree, ...to.map((r) => this.#downlinkFree.get(r) ?? 0));
+      if (transfer.startS < 0) transfer.startS = start;
+      this.#uplinkFree = start + bits / (self.uplinkMbps * BITS_PER_MBIT);
+      const arrivalS = to.map((receiver) => {
+        const rate = Math.min(self.uplinkMbps, this.#group(receiver).downlinkMbps) * BITS_PER_MBIT;
+        const through = start + bits / rate;
+        this.#downlinkFree.set(receiver, through);
+        return through + this.#latencyS(this.worker, receiver);
+      });
+      transfer.wireBytes += wireBytes;
+      transfer.arrivalS = arrivalS;
+      transfer.doneS = Math.max(...arrivalS);
+      this.#predicted = Math.max(this.#predicted, transfer.doneS);
+      this.#wireBytes += wireBytes;
+      return arrivalS;
+    };
   }
 
   /** Resolves at `arrivalS` in real mode, at once in account mode. */

@@ -127,12 +127,21 @@ export class StoreBackend implements Backend {
     return runExchange(x, (ex) => recv(ex, tensor, src));
   }
 
-  async recvBorrowed(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor> {
+  recvBorrowed(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor> {
+    return this.#lend(call, src, tag, like);
+  }
+
+  recvAnyBorrowed(call: CallInfo, src: number, tag: number): Promise<BorrowedTensor> {
+    return this.#lend(call, src, tag);
+  }
+
+  /** The sender's value as the store hands it out (checked against `like` when given), until release(). */
+  async #lend(call: CallInfo, src: number, tag: number, like?: Tensor): Promise<BorrowedTensor> {
     const x = this.#p2p(call, src, this.#group.rank, this.#received.take(src, this.#group.rank, tag), tag);
     let tensor: Tensor;
     try {
       tensor = await x.get(0, src);
-      x.expectLike(tensor, like, src);
+      if (like) x.expectLike(tensor, like, src);
     } catch (error) {
       await x.abort(error);
       throw error;
