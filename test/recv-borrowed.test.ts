@@ -1,4 +1,4 @@
-/** ThreadGroup.recvBorrowed, as threads and as processes: a loan of the sender's value, not a copy. */
+/** ThreadGroup.recvBorrowed and recvAnyBorrowed, as threads and as processes: a loan of the sender's value, not a copy. */
 import { describe, expect, it } from 'vitest';
 import { MEDIA } from './fixtures/media.ts';
 
@@ -15,5 +15,9 @@ describe.each(MEDIA)('recvBorrowed (%s)', (medium, launch) => {
     expect(sender.sawWrite).toBe(medium === 'threads' ? 99 : 7);
     expect(receiver.wrong).toMatch(/Mismatch/);
     expect(sender.wrong).toMatch(/Mismatch/);
+    // recvAnyBorrowed: whatever dtype and size was sent, on the same loan terms.
+    expect(receiver.any).toEqual({ dtype: 'int16', shape: [2 ** 18 + 3], last: 5 });
+    expect(sender.anyDoneWhileLent).toBe(false);
+    expect(sender.sawAnyWrite).toBe(medium === 'threads' ? 11 : 5);
   });
 });
