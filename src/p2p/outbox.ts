@@ -22,6 +22,9 @@ import type { P2PServices, Schedule } from './services.ts';
 import { splitValue } from './skeleton.ts';
 import { type Link, loneTensorProblem } from './transport.ts';
 
+/** Parts of one message (chunks, mostly) in the store at once, waiting for the receiver. */
+const PARTS_IN_FLIGHT = 32;
+
 export interface TransferOptions {
   timeoutMs?: number;
 }
@@ -115,6 +118,9 @@ export class Outbox {
           const arrival = charge?.(part instanceof Uint8Array ? part.length : part.nbytes)[0];
           issuing = issuing.then(async () => {
             if (arrival !== undefined) await netem!.waitUntil(arrival);
+            // A receiver slower than the codec holds the parts back, not the store's slots.
+            const behind = works[works.length - PARTS_IN_FLIGHT];
+            if (behind) await Promise.resolve(behind).catch(() => undefined);
             if (this.#broken) throw this.#broken;
             works.push(
               part instanceof Uint8Array ? this.#sendHeader(message, part) : this.#sendData(message, part),
