@@ -37,6 +37,21 @@ describe('compression between workers', () => {
     });
   }
 
+  it('messages of more parts than wait in the store at once arrive intact and in order', async () => {
+    const config = loadClusterConfig({
+      cluster: { collective: { tensor_compression: { codec: 'lz4', min_bytes: 1024 } } },
+    });
+    const [actor, rollout] = await spawnThreads<Result>(entry, {
+      worldSize: 2,
+      names: ['actor', 'rollout'],
+      args: { scenario: 'many-parts' },
+      config,
+      timeoutMs: 60_000,
+    });
+    expect(rollout.equal).toEqual([true, true, true]);
+    expect(actor.stats).toMatchObject({ compressed: 48 * 2 + 1, raw: 0 });
+  });
+
   it('spawnThreads validates a camelCase config and refuses a bad one naming the key', async () => {
     await expect(
       spawnThreads(entry, {
