@@ -137,15 +137,16 @@ describe('tensor compression', () => {
   });
 
   it('zstd: a sender that finds every slot busy sends raw instead of waiting', async () => {
-    const c = compressor({ codec: 'zstd', excluded_dtypes: [], max_inflight: 2 });
+    const c = compressor({ codec: 'zstd', excluded_dtypes: [], max_inflight: 4 });
     const { calls } = counting(c);
     const t = sparse(1 << 16, 'uint8');
-    expect(c.codec.reserve(5)).toBe(2); // held elsewhere (other channels, decompression)
+    // A message takes at most half the slots; two of them hold all four (other channels, decompression).
+    expect([c.codec.reserve(5), c.codec.reserve(5), c.codec.reserve(5)]).toEqual([2, 2, 0]);
     const busy = await roundTrip(c, t);
     expect(viewsInto(busy.wires[0], t)).toBe(true);
     expect(sameBytes(busy.back, t)).toBe(true);
     expect(calls()).toBe(0);
-    c.codec.unreserve(2);
+    c.codec.unreserve(4);
     // With the slots free again, the next send compresses.
     expect((await roundTrip(c, t)).wires[0].nbytes).toBeLessThan(t.nbytes);
     expect(calls()).toBe(1);

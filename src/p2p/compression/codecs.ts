@@ -17,8 +17,9 @@ export interface TensorCodec {
   /** Larger inputs stay raw. */
   readonly maxInputBytes: number;
   /**
-   * Takes up to `want` compression slots, only those free now (a sender never
-   * waits for one: with none it sends raw); returns how many it took.
+   * Takes up to `want` compression slots for one message, only those free now
+   * (a sender never waits for one: with none it sends raw); returns how many
+   * it took.
    */
   reserve(want: number): number;
   /** Gives back `count` slots taken by reserve. */
@@ -68,9 +69,11 @@ class ZstdCodec implements TensorCodec {
     this.slots = new InflightLimit(maxInflight);
   }
 
+  /** At most half the slots (one at least): other channels' messages and decompressions keep the rest. */
   reserve(want: number): number {
+    const most = Math.min(want, Math.max(1, Math.floor(this.slots.limit / 2)));
     let taken = 0;
-    while (taken < want && this.slots.tryAcquire()) taken++;
+    while (taken < most && this.slots.tryAcquire()) taken++;
     return taken;
   }
 
