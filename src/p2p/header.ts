@@ -12,7 +12,7 @@
  *   24 per tensor: u8 dtype, u8 device kind, u16 device index, u8 ndim, u8 compressed (0|1), 2 × u8 0,
  *      f64 chunk bytes (0 when raw; else 1 ≤ n ≤ raw bytes, CPU tensors only: the tensor travels
  *      as ceil(raw / n) chunks of n raw bytes, the last shorter, each compressed on its own; see
- *      compression/chunks.ts), then ndim × f64 sizes (safe non-negative integers)
+ *      compression/tensor-compressor.ts), then ndim × f64 sizes (safe non-negative integers)
  *   then the skeleton: v8.serialize of the value with tensors replaced by placeholders
  */
 import { deserialize } from 'node:v8';
@@ -48,6 +48,16 @@ export const DEFAULT_HEADER_LIMITS: HeaderLimits = Object.freeze({
   maxMessageBytes: 64 * 2 ** 30,
   maxChunks: 2 ** 20,
 });
+
+/** How many chunks of `chunkBytes` raw bytes a tensor of `rawBytes` travels in (the last one shorter). */
+export function chunkCount(rawBytes: number, chunkBytes: number): number {
+  return Math.ceil(rawBytes / chunkBytes);
+}
+
+/** Chunk `k` of `bytes` cut in chunks of `chunkBytes`. */
+export function chunkOf(bytes: Uint8Array, chunkBytes: number, k: number): Uint8Array {
+  return bytes.subarray(k * chunkBytes, Math.min((k + 1) * chunkBytes, bytes.length));
+}
 
 export interface TensorSpec {
   dtype: DType;
@@ -174,7 +184,7 @@ export function decodeHeader(bytes: Uint8Array, limits: HeaderLimits = DEFAULT_H
       if (!Number.isSafeInteger(chunkBytes) || chunkBytes < 1 || chunkBytes > rawBytes) {
         fail(`tensor ${i}: chunk size ${chunkBytes} is not in 1..${rawBytes} (its raw size is ${rawBytes})`);
       }
-      chunks += Math.ceil(rawBytes / chunkBytes);
+      chunks += chunkCount(rawBytes, chunkBytes);
       if (chunks > limits.maxChunks)
         fail(`tensors declare more than the limit of ${limits.maxChunks} chunks`);
       spec.chunkBytes = chunkBytes;

@@ -12,7 +12,14 @@ import { deserialize } from 'node:v8';
 import { Work } from '../runtime/work.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { explain, P2PHeaderError, P2PProtocolError } from './errors.ts';
-import { DEFAULT_HEADER_LIMITS, decodeHeader, HEADER_MAGIC, type Header, MessageKind } from './header.ts';
+import {
+  chunkCount,
+  DEFAULT_HEADER_LIMITS,
+  decodeHeader,
+  HEADER_MAGIC,
+  type Header,
+  MessageKind,
+} from './header.ts';
 import type { TransferOptions } from './outbox.ts';
 import { DEFAULT_CODEC_WAIT_MS, type P2PServices } from './services.ts';
 import { fillSkeleton } from './skeleton.ts';
@@ -71,7 +78,7 @@ export class Inbox {
           transfers.push(path.group.recv(tensors[i], path.peer, options));
           return;
         }
-        for (let k = 0; k < Math.ceil(tensors[i].nbytes / chunkBytes); k++) {
+        for (let k = 0; k < chunkCount(tensors[i].nbytes, chunkBytes); k++) {
           transfers.push(
             path.group.recvAnyBorrowed(path.peer, options).then(async (chunk) => {
               try {

@@ -138,8 +138,7 @@ export class Outbox {
     } catch (error) {
       await issuing.catch(() => undefined);
       // Parts already issued may still be read from the leased buffers: those go back once they settle.
-      const finished = plans;
-      void Promise.allSettled(works).then(() => finishAll(compressor, finished));
+      void Promise.allSettled(works).then(() => finishAll(compressor, plans));
       const explained = explain(error, message.where);
       this.#broken ??= explained;
       throw explained;

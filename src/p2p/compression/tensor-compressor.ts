@@ -8,6 +8,7 @@
 import type { TensorCompressionConfig } from '../../runtime/config/cluster-config.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import { P2PProtocolError } from '../errors.ts';
+import { chunkCount, chunkOf } from '../header.ts';
 import { type PooledBuffer, TensorBufferPool } from './buffer-pool.ts';
 import { createCodec, type TensorCodec } from './codecs.ts';
 
@@ -84,7 +85,7 @@ export class TensorCompressor {
       return undefined;
     }
     const chunkBytes = Math.min(CHUNK_BYTES, tensor.nbytes);
-    return { tensor, chunkBytes, count: Math.ceil(tensor.nbytes / chunkBytes), lease, compressedAny: false };
+    return { tensor, chunkBytes, count: chunkCount(tensor.nbytes, chunkBytes), lease, compressedAny: false };
   }
 
   /**
@@ -98,15 +99,13 @@ export class TensorCompressor {
   async *chunks(plan: ChunkedTensor): AsyncGenerator<Tensor> {
     const { chunkBytes, count, lease } = plan;
     const bytes = plan.tensor.bytes();
-    const rawChunk = (k: number) =>
-      bytes.subarray(k * chunkBytes, Math.min((k + 1) * chunkBytes, bytes.length));
     // A sender never waits for a zstd slot: with none free the tensor goes raw, chunk by chunk.
     const slots = this.codec.reserve(COMPRESS_AHEAD);
     const ahead = Math.max(slots, 1);
     const started: Array<Promise<Uint8Array | undefined>> = [];
     let misses = 0;
     const start = (k: number) => {
-      const input = rawChunk(k);
+      const input = chunkOf(bytes, chunkBytes, k);
       started[k] =
         slots === 0 || misses >= GIVE_UP_AFTER
           ? Promise.resolve(undefined)
@@ -129,7 +128,7 @@ export class TensorCompressor {
           wire = Tensor.fromBuffer(lease.buffer, offset, [packed.length], 'uint8');
           plan.compressedAny = true;
         } else {
-          const raw = rawChunk(k);
+          const raw = chunkOf(bytes, chunkBytes, k);
           wire = Tensor.fromBuffer(raw.buffer, raw.byteOffset, [raw.length], 'uint8');
         }
         wireBytes += wire.nbytes;
@@ -168,8 +167,7 @@ export class TensorCompressor {
     timeoutMs: number,
     who: string,
   ): Promise<void> {
-    const all = dest.bytes();
-    const raw = all.subarray(k * chunkBytes, Math.min((k + 1) * chunkBytes, all.length));
+    const raw = chunkOf(dest.bytes(), chunkBytes, k);
     const where = `${who}: chunk ${k} of ${dest.describe()}`;
     if (wire.dtype !== 'uint8' || wire.nbytes < 1 || wire.nbytes > raw.length) {
       throw new P2PProtocolError(
