@@ -11,17 +11,7 @@ import {
   type TensorSpec,
 } from '../src/p2p/header.ts';
 import { fillSkeleton, PLACEHOLDER_KEY, splitValue } from '../src/p2p/skeleton.ts';
-
-/** mulberry32: a tiny seeded generator, so a failing case can be replayed from its seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
+import { mulberry32 } from './fixtures/mulberry32.ts';
 
 const int = (rnd: () => number, n: number) => Math.floor(rnd() * n);
 
@@ -75,7 +65,7 @@ function expectCleanOutcome(bytes: Uint8Array): 'ok' | 'error' {
 
 describe('p2p header decoder', () => {
   it('round-trips random headers', () => {
-    const rnd = random(1);
+    const rnd = mulberry32(1);
     for (let i = 0; i < 200; i++) {
       const drawn = drawHeader(rnd);
       const { kind, seq, tensors, skeleton } = decodeHeader(encode(drawn));
@@ -84,7 +74,7 @@ describe('p2p header decoder', () => {
   });
 
   it('fuzz: truncations, bit flips and random overwrites give a P2PHeaderError or a bounded header', () => {
-    const rnd = random(42);
+    const rnd = mulberry32(42);
     const outcomes = { ok: 0, error: 0 };
     for (let i = 0; i < 3000; i++) {
       const bytes = encode(drawHeader(rnd));

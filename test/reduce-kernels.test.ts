@@ -10,31 +10,23 @@ import {
 import { float32ToBfloat16Bits, float32ToFloat16Bits } from '../src/tensor/half.ts';
 import {
   assertReduceOp,
+  isReduceOpDefined,
   REDUCE_OPS,
   type ReduceOp,
   reduceArrays,
   setSimdKernels,
 } from '../src/tensor/reduce-kernels.ts';
+import { mulberry32 } from './fixtures/mulberry32.ts';
 
 // Odd lengths that end mid-block for the 4096-element half blocks and the 16384-element blocks.
 const LENGTHS = [1, 7, 16384 + 4099];
 const INPUT_COUNTS = [1, 2, 3, 5];
 
 function opsFor(dtype: DType): ReduceOp[] {
-  return REDUCE_OPS.filter((op) => !isFloatingDType(dtype) || !op.startsWith('b'));
+  return REDUCE_OPS.filter((op) => isReduceOpDefined(op, dtype));
 }
 
 const CASES = DTYPES.flatMap((dtype) => opsFor(dtype).map((op) => [dtype, op] as const));
-
-/** mulberry32: deterministic, so a failure reproduces. */
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), seed | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 const INT_BITS: Partial<Record<DType, number>> = { int64: 64, int32: 32, int16: 16, int8: 8 };
 
@@ -196,7 +188,7 @@ function onPath(path: 'simd' | 'js'): void {
 describe.each(['simd', 'js'] as const)('reduceArrays against a reference loop (%s)', (path) => {
   onPath(path);
   it.each(CASES)('%s %s', (dtype, op) => {
-    const random = rng(dtype.length * 131 + op.length);
+    const random = mulberry32(dtype.length * 131 + op.length);
     for (const length of LENGTHS) {
       for (const count of INPUT_COUNTS) {
         const inputs = Array.from({ length: count }, () => randomArray(dtype, length, random));
@@ -219,7 +211,7 @@ describe.each(['simd', 'js'] as const)('reduceArrays in place (out is one of the
   for (const dtype of ['float32', 'float16', 'int64', 'int8', 'bool'] as const) {
     for (const op of ['sum', 'max', 'avg'] as const) {
       it.each([0, 1, 2, 4])(`${dtype} ${op}: out = inputs[%i] of 5`, (k) => {
-        const random = rng(k + 1);
+        const random = mulberry32(k + 1);
         const inputs = Array.from({ length: 5 }, () => randomArray(dtype, length, random));
         const expected = reference(op, dtype, inputs);
         reduceArrays(op, dtype, inputs[k], inputs);
@@ -238,7 +230,7 @@ describe.each(['simd', 'js'] as const)('reduceArrays in place (out is one of the
   });
 
   it('handles out appearing several times among the inputs', () => {
-    const random = rng(7);
+    const random = mulberry32(7);
     const a = randomArray('float32', 20000, random);
     const b = randomArray('float32', 20000, random);
     const expected = reference('sum', 'float32', [a, b, a, a, b]);
@@ -302,7 +294,7 @@ describe('the SIMD kernels and the JS loops give the same bits', () => {
   });
 
   it.each(CASES)('%s %s', (dtype, op) => {
-    const random = rng(dtype.length * 7 + op.length);
+    const random = mulberry32(dtype.length * 7 + op.length);
     // Three and a half 64 KiB blocks, ending part-way through a vector.
     const length = Math.floor((3.5 * 65536) / itemSize(dtype)) + 3;
     for (const count of [2, 3]) {

@@ -4,7 +4,7 @@
  * so every dtype travels; reductions need one of NCCL's own types and ops.
  */
 import type { DType } from '../tensor/dtype.ts';
-import type { ReduceOp } from '../tensor/reduce-ops.ts';
+import { isBitwiseOp, type ReduceOp } from '../tensor/reduce-ops.ts';
 import { NcclDataType, NcclRedOp } from './api.ts';
 
 /** What NCCL reduces: its data type and reduction operator. */
@@ -34,7 +34,7 @@ const REDUCIBLE: Partial<Record<DType, number>> = {
  * (wrapping) and then divides truncating toward zero, as reduceArrays does.
  */
 export function ncclReduction(op: ReduceOp, dtype: DType, where: string): NcclReduction {
-  if (op === 'band' || op === 'bor' || op === 'bxor') {
+  if (isBitwiseOp(op)) {
     throw new TypeError(
       `${where}: NCCL has no ${op} reduction, so ${op} is not available for GPU tensors of a group on distinct ` +
         "GPUs (torch's NCCL backend has none either); reduce on the CPU, or use min/max on bool tensors",

@@ -15,7 +15,7 @@ import { divideLoop, type FoldLoop, type FoldOp, foldLoop } from './reduce-loops
 import { assertReduceOp, type ReduceOp } from './reduce-ops.ts';
 import { type BlockFinish, bytesOf, simdAvailable, simdReducer } from './simd-kernels.ts';
 
-export { assertReduceOp, REDUCE_OPS, type ReduceOp } from './reduce-ops.ts';
+export { assertReduceOp, isReduceOpDefined, REDUCE_OPS, type ReduceOp } from './reduce-ops.ts';
 
 /** Elements per block: at 8 bytes, out + one input + a saved copy stay well inside L2. */
 const BLOCK = 16384;

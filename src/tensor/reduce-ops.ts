@@ -14,10 +14,21 @@ export const REDUCE_OPS: readonly ReduceOp[] = Object.freeze([
   'bxor',
 ]);
 
-const BITWISE_OPS: ReadonlySet<ReduceOp> = new Set(['band', 'bor', 'bxor']);
+type BitwiseOp = 'band' | 'bor' | 'bxor';
+const BITWISE_OPS: ReadonlySet<ReduceOp> = new Set<BitwiseOp>(['band', 'bor', 'bxor']);
 
 export function isReduceOp(value: unknown): value is ReduceOp {
   return typeof value === 'string' && REDUCE_OPS.includes(value as ReduceOp);
+}
+
+/** band, bor and bxor. */
+export function isBitwiseOp(op: ReduceOp): op is BitwiseOp {
+  return BITWISE_OPS.has(op);
+}
+
+/** Whether `op` is defined for `dtype` tensors: bitwise ops are not for floating dtypes. */
+export function isReduceOpDefined(op: ReduceOp, dtype: DType): boolean {
+  return !(isBitwiseOp(op) && isFloatingDType(dtype));
 }
 
 /** Checks that `op` is a reduce op and is defined for `dtype`; throws a TypeError naming `where`. */
@@ -29,7 +40,7 @@ export function assertReduceOp(op: unknown, dtype: DType, where: string): Reduce
       `${where}: unknown reduce op ${shown} for ${dtype} tensors; expected one of ${REDUCE_OPS.join(', ')}`,
     );
   }
-  if (BITWISE_OPS.has(op) && isFloatingDType(dtype)) {
+  if (!isReduceOpDefined(op, dtype)) {
     throw new TypeError(`${where}: ${op} is defined for integer and bool tensors only, got ${dtype}`);
   }
   return op;

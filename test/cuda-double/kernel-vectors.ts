@@ -7,28 +7,15 @@
  */
 
 import { reduceKernelName } from '../../src/nccl/api.ts';
-import {
-  arrayConstructor,
-  DTYPES,
-  type DType,
-  isFloatingDType,
-  itemSize,
-  type TypedArray,
-} from '../../src/tensor/dtype.ts';
+import { arrayConstructor, DTYPES, type DType, itemSize, type TypedArray } from '../../src/tensor/dtype.ts';
 import { float32ToBfloat16Bits, float32ToFloat16Bits } from '../../src/tensor/half.ts';
-import { REDUCE_OPS, type ReduceOp, reduceArrays } from '../../src/tensor/reduce-kernels.ts';
-
-/** Deterministic, so a failure reproduces. */
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import {
+  isReduceOpDefined,
+  REDUCE_OPS,
+  type ReduceOp,
+  reduceArrays,
+} from '../../src/tensor/reduce-kernels.ts';
+import { mulberry32 } from '../fixtures/mulberry32.ts';
 
 const SPECIAL_FLOATS = [
   Number.NaN,
@@ -71,9 +58,7 @@ function randomArray(dtype: DType, n: number, random: () => number): TypedArray 
 }
 
 function validOps(dtype: DType): ReduceOp[] {
-  return REDUCE_OPS.filter(
-    (op) => !(isFloatingDType(dtype) && (op === 'band' || op === 'bor' || op === 'bxor')),
-  );
+  return REDUCE_OPS.filter((op) => isReduceOpDefined(op, dtype));
 }
 
 function bytes(array: TypedArray): Uint8Array {
