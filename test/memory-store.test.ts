@@ -20,6 +20,30 @@ describe('MemoryTensorStore', () => {
     expect(await run('unshared')).toEqual(['sent', 5 * (1 << 18)]);
   });
 
+  it('lends several tensors as one value of views, and refuses to read a value as the other kind', async () => {
+    const [producer, consumer] = (await run('views')) as Array<Record<string, unknown>>;
+    expect(consumer).toMatchObject({
+      tag: 'views',
+      producer: 0,
+      sizes: ['uint8[1048576]', 'uint8[16]', 'uint8[12]', 'uint8[0]'],
+      part: [0, 0, 128, 65], // float32 16 as little-endian bytes: arange's element 16 starts at byte 64
+      partAliases: true,
+      plain: [7, 8, 9],
+      empty: 0,
+    });
+    expect(producer.first).toBe(42);
+    const asOne =
+      /CollectiveMismatchError: rank 1: destGet\("as-one"\): the value under this key is a list of views/;
+    const asList =
+      /CollectiveMismatchError: rank 1: destGetViews\("as-list"\): the value under this key is one tensor/;
+    expect(consumer.asOne).toMatch(asOne);
+    expect(consumer.asList).toMatch(asList);
+    expect(producer.asOne).toMatch(
+      /rank 1: destGet\("as-one"\): the value under this key is a list of views/,
+    );
+    expect(producer.asList).toMatch(/rank 1: destGetViews\("as-list"\)/);
+  });
+
   it('reuses a finished key and reports a consumer’s error to the producer', async () => {
     expect(await run('reuse')).toEqual(['consumer saw garbage', 'reported']);
   });
@@ -52,6 +76,23 @@ describe('MemoryTensorStore', () => {
       );
       await expect(store.srcSet('x'.repeat(200), t, 1)).rejects.toThrow(/key must be 1\.\.128 bytes/);
       await expect(store.srcSet('c', t, -1)).rejects.toThrow(/consumers must be a non-negative integer/);
+
+      // A views value takes one slot however many tensors it lists, and gives it (and its staging) back.
+      const many = Array.from({ length: 300 }, (_, i) => Tensor.full([i + 1], i, 'int16'));
+      await store.srcSetViews('m', many, 1);
+      expect(store.slotsInUse()).toBe(1);
+      const { views } = await store.destGetViews('m');
+      expect(views.map((v) => v.nbytes)).toEqual(many.map((m) => m.nbytes));
+      expect(new Int16Array(views[299].buffer!, views[299].byteOffset, 300)[299]).toBe(299);
+      await store.destFinishGet('m');
+      await store.srcWaitUntilGetFinished('m');
+      expect(store.slotsInUse()).toBe(0);
+      await expect(store.srcSetViews('d', [Tensor.zeros([2]), 'x' as never], 1)).rejects.toThrow(
+        /srcSetViews\("d"\): tensors\[1\]/,
+      );
+      await expect(store.srcSetViews('d', Tensor.zeros([2]) as never, 1)).rejects.toThrow(
+        /tensors must be an array of Tensors/,
+      );
     } finally {
       store.close();
     }

@@ -12,6 +12,7 @@ import type {
   StoreEntry,
   StoreFinishOptions,
   StoreSetOptions,
+  StoreViewsEntry,
   StoreWaitOptions,
   TensorStore,
 } from '../runtime/tensor-store.ts';
@@ -54,13 +55,26 @@ export interface MemoryStoreOptions {
 const DEFAULT_SPEC: SlotTableSpec = { slots: 2048, buckets: 1024, inlineBytes: 2048 };
 const DEFAULT_TIMEOUT_MS = 300_000;
 
+/** float64 words per tensor in a views value's list: buffer id, byte offset, byte length. */
+const VIEW_WORDS = 3;
+
 interface Produced {
   slot: number;
   bucket: number;
   consumers: number;
-  /** Holds the published tensor (or its staging copy) alive until every consumer finished. */
-  keepAlive: Tensor;
-  staging: SharedArrayBuffer | undefined;
+  /** Holds the published tensors (or their staging copies) alive until every consumer finished. */
+  keepAlive: Tensor | readonly Tensor[];
+  /** Leased from the staging pool for this value: given back once it is released. */
+  staging: SharedArrayBuffer[];
+}
+
+interface PublishedValue {
+  /** What the slot describes: the tensor itself, or a views value's list. */
+  source: Tensor;
+  placement: number;
+  bufferId: number;
+  staging: SharedArrayBuffer[];
+  keepAlive: Tensor | readonly Tensor[];
 }
 
 export class MemoryTensorStore implements TensorStore {
@@ -113,32 +127,98 @@ export class MemoryTensorStore implements TensorStore {
     // Built only on error paths: this runs on every handshake.
     const where = () => `srcSet(${JSON.stringify(key)})`;
     assertCommTensor(tensor, 'srcSet');
-    if (!Number.isSafeInteger(consumers) || consumers < 0) {
-      throw new RangeError(`${where()}: consumers must be a non-negative integer, got ${consumers}`);
-    }
+    this.#checkSet(key, consumers, where);
     if (tensor.shape.length > MAX_DIMS)
       throw new RangeError(`${where()}: at most ${MAX_DIMS} dimensions are supported`);
-    if (this.#produced.has(key))
-      throw new Error(`${where()}: key is already set by this rank and not yet finished`);
-    const t = this.#table;
-    const keyBytes = t.keyBytes(key, where);
-    const { bucket, hash } = t.bucketOf(keyBytes);
     // A GPU tensor travels as its device pointer: ranks sharing a GPU are threads of one process.
     const onDevice = tensor.device !== 'cpu';
-    const inline = !onDevice && tensor.nbytes <= t.spec.inlineBytes;
-    let staging: SharedArrayBuffer | undefined;
-    let source = tensor;
-    if (!onDevice && !inline && !tensor.isShared()) {
-      staging = this.#staging.lease(tensor.nbytes);
-      source = Tensor.fromBuffer(staging, 0, tensor.shape, tensor.dtype);
-      source.bytes().set(tensor.bytes());
-    }
+    const inline = !onDevice && tensor.nbytes <= this.#table.spec.inlineBytes;
+    const staging: SharedArrayBuffer[] = [];
+    const source = onDevice || inline ? tensor : this.#shared(tensor, staging);
     const bufferId = onDevice
       ? deviceIndex(tensor.device)
       : inline
         ? 0
         : this.#registry.idOf(source.buffer as SharedArrayBuffer);
     const placement = onDevice ? PLACEMENT.device : inline ? PLACEMENT.inline : PLACEMENT.buffer;
+    await this.#publish(key, where, consumers, options, {
+      source,
+      placement,
+      bufferId,
+      staging,
+      keepAlive: source,
+    });
+  }
+
+  /**
+   * Publishes host tensors as one value: a list of where each one's bytes are,
+   * so a consumer maps all of them with one handshake (see PLACEMENT.views).
+   */
+  async srcSetViews(
+    key: string,
+    tensors: readonly Tensor[],
+    consumers: number,
+    options: StoreSetOptions = {},
+  ): Promise<void> {
+    const where = () => `srcSetViews(${JSON.stringify(key)})`;
+    if (!Array.isArray(tensors)) throw new TypeError(`${where()}: tensors must be an array of Tensors`);
+    tensors.forEach((t, i) => {
+      assertCommTensor(t, `${where()}: tensors[${i}]`);
+      if (t.device !== 'cpu') {
+        throw new TypeError(`${where()}: tensors[${i}] is on ${t.device}; views are of host memory`);
+      }
+    });
+    this.#checkSet(key, consumers, where);
+    const staging: SharedArrayBuffer[] = [];
+    const shared = tensors.map((t) => this.#shared(t, staging));
+    const listBuffer = this.#staging.lease(shared.length * VIEW_WORDS * 8);
+    staging.push(listBuffer);
+    const list = new Float64Array(listBuffer, 0, shared.length * VIEW_WORDS);
+    shared.forEach((t, i) => {
+      list[VIEW_WORDS * i] = this.#registry.idOf(t.buffer as SharedArrayBuffer);
+      list[VIEW_WORDS * i + 1] = t.byteOffset;
+      list[VIEW_WORDS * i + 2] = t.nbytes;
+    });
+    const source = Tensor.fromBuffer(listBuffer, 0, [list.length], 'float64');
+    const bufferId = this.#registry.idOf(listBuffer);
+    await this.#publish(key, where, consumers, options, {
+      source,
+      placement: PLACEMENT.views,
+      bufferId,
+      staging,
+      keepAlive: shared,
+    });
+  }
+
+  /** `tensor` itself when peers can map it, else a copy in a staging buffer (added to `staging`). */
+  #shared(tensor: Tensor, staging: SharedArrayBuffer[]): Tensor {
+    if (tensor.isShared()) return tensor;
+    const buffer = this.#staging.lease(tensor.nbytes);
+    staging.push(buffer);
+    const copy = Tensor.fromBuffer(buffer, 0, tensor.shape, tensor.dtype);
+    copy.bytes().set(tensor.bytes());
+    return copy;
+  }
+
+  #checkSet(key: string, consumers: number, where: () => string): void {
+    if (!Number.isSafeInteger(consumers) || consumers < 0) {
+      throw new RangeError(`${where()}: consumers must be a non-negative integer, got ${consumers}`);
+    }
+    if (this.#produced.has(key))
+      throw new Error(`${where()}: key is already set by this rank and not yet finished`);
+  }
+
+  /** Takes a free slot for `key` (waiting while every slot is in use) and describes the value in it. */
+  async #publish(
+    key: string,
+    where: () => string,
+    consumers: number,
+    options: StoreSetOptions,
+    value: PublishedValue,
+  ): Promise<void> {
+    const t = this.#table;
+    const keyBytes = t.keyBytes(key, where);
+    const { bucket, hash } = t.bucketOf(keyBytes);
     const tag = encodeBounded(options.tag ?? '', MAX_TAG_BYTES);
     const deadline = deadlineAfter(this.#timeoutMs);
     for (;;) {
@@ -152,12 +232,13 @@ export class MemoryTensorStore implements TensorStore {
           );
         }
         slot = t.insert(keyBytes, bucket, hash);
-        if (slot >= 0) this.#describe(slot, source, consumers, placement, bufferId, tag);
+        if (slot >= 0) this.#describe(slot, value.source, consumers, value.placement, value.bufferId, tag);
       } finally {
         t.unlock();
       }
       if (slot >= 0) {
-        this.#produced.set(key, { slot, bucket, consumers, keepAlive: source, staging });
+        const { keepAlive, staging } = value;
+        this.#produced.set(key, { slot, bucket, consumers, keepAlive, staging });
         Atomics.add(t.words, t.bucketEpochIndex(bucket), 1);
         Atomics.notify(t.words, t.bucketEpochIndex(bucket));
         return;
@@ -233,7 +314,7 @@ export class MemoryTensorStore implements TensorStore {
       t.unlock();
     }
     this.#produced.delete(key);
-    if (produced.staging) this.#staging.giveBack(produced.staging);
+    for (const buffer of produced.staging) this.#staging.giveBack(buffer);
     Atomics.add(t.words, t.freeEpochIndex, 1);
     Atomics.notify(t.words, t.freeEpochIndex);
     // Consumers of the key's next value may be parked on the old one's release.
@@ -248,8 +329,55 @@ export class MemoryTensorStore implements TensorStore {
   }
 
   async destGetEntry(key: string, options: StoreWaitOptions = {}): Promise<StoreEntry> {
-    // Built only on error paths: this runs on every handshake.
     const where = () => `destGet(${JSON.stringify(key)})`;
+    const { found, deadline } = await this.#take(key, options, where);
+    const { tag, producerRank } = found;
+    if (found.placement === PLACEMENT.views) {
+      throw await this.#refuse(key, `${where()}: the value under this key is a list of views (srcSetViews)`);
+    }
+    if (found.placement === PLACEMENT.inline) {
+      const t = this.#table;
+      return {
+        tensor: Tensor.fromBuffer(t.buffer, t.inlineOffset(found.slot), found.shape, found.dtype),
+        tag,
+        producerRank,
+      };
+    }
+    if (found.placement === PLACEMENT.device) {
+      const device: Device = `cuda:${found.bufferId}`;
+      const tensor = Tensor.fromDevicePointer(BigInt(found.byteOffset), device, found.shape, found.dtype);
+      return { tensor, tag, producerRank };
+    }
+    const buffer = await this.#resolve(key, found.owner, found.bufferId, deadline);
+    return {
+      tensor: Tensor.fromBuffer(buffer, found.byteOffset, found.shape, found.dtype),
+      tag,
+      producerRank,
+    };
+  }
+
+  /** The tensors of a srcSetViews value, each as a uint8 view on the producer's bytes. */
+  async destGetViews(key: string, options: StoreWaitOptions = {}): Promise<StoreViewsEntry> {
+    const where = () => `destGetViews(${JSON.stringify(key)})`;
+    const { found, deadline } = await this.#take(key, options, where);
+    if (found.placement !== PLACEMENT.views) {
+      throw await this.#refuse(
+        key,
+        `${where()}: the value under this key is one tensor, not a list of views`,
+      );
+    }
+    const listBuffer = await this.#resolve(key, found.owner, found.bufferId, deadline);
+    const list = new Float64Array(listBuffer, found.byteOffset, found.shape[0]);
+    const views: Tensor[] = [];
+    for (let at = 0; at < list.length; at += VIEW_WORDS) {
+      const buffer = await this.#resolve(key, found.owner, list[at], deadline);
+      views.push(Tensor.fromBuffer(buffer, list[at + 1], [list[at + 2]], 'uint8'));
+    }
+    return { views, tag: found.tag, producerRank: found.producerRank };
+  }
+
+  /** Waits until a value under `key` can be claimed, and counts this rank's get of it. */
+  async #take(key: string, options: StoreWaitOptions, where: () => string) {
     const t = this.#table;
     const keyBytes = t.keyBytes(key, where);
     const { bucket, hash } = t.bucketOf(keyBytes);
@@ -263,28 +391,7 @@ export class MemoryTensorStore implements TensorStore {
       exhausted = found === 'exhausted';
       if (found && found !== 'exhausted') {
         this.#consuming.set(key, (this.#consuming.get(key) ?? 0) + 1);
-        if (found.placement === PLACEMENT.inline) {
-          const tensor = Tensor.fromBuffer(t.buffer, t.inlineOffset(found.slot), found.shape, found.dtype);
-          return { tensor, tag: found.tag, producerRank: found.producerRank };
-        }
-        if (found.placement === PLACEMENT.device) {
-          const device: Device = `cuda:${found.bufferId}`;
-          const tensor = Tensor.fromDevicePointer(BigInt(found.byteOffset), device, found.shape, found.dtype);
-          return { tensor, tag: found.tag, producerRank: found.producerRank };
-        }
-        let buffer: SharedArrayBuffer;
-        try {
-          // A claimed value must be read: its buffer gets the store's whole timeout to arrive, even when
-          // this wait is a short slice of a longer one (a monitored call checking on its peers).
-          const resolveBy = Math.max(deadline, deadlineAfter(this.#timeoutMs));
-          buffer = await this.#registry.resolve(found.owner, found.bufferId, resolveBy, this.#abort);
-        } catch (error) {
-          // This get was counted: finish it, so the producer fails now instead of waiting for us.
-          await this.destFinishGet(key, { error: `rank ${this.rank}: ${(error as Error).message}` });
-          throw error;
-        }
-        const tensor = Tensor.fromBuffer(buffer, found.byteOffset, found.shape, found.dtype);
-        return { tensor, tag: found.tag, producerRank: found.producerRank };
+        return { found, deadline };
       }
       await waitForWord(t.words, epochIndex, (v) => v !== epoch, {
         deadline,
@@ -296,6 +403,26 @@ export class MemoryTensorStore implements TensorStore {
             : 'no rank has set this key'),
       });
     }
+  }
+
+  /** A claimed value's shared buffer; if it never arrives, the get is finished with the error (the producer fails too). */
+  async #resolve(key: string, owner: number, bufferId: number, deadline: number): Promise<SharedArrayBuffer> {
+    try {
+      // A claimed value must be read: its buffer gets the store's whole timeout to arrive, even when
+      // this wait is a short slice of a longer one (a monitored call checking on its peers).
+      const resolveBy = Math.max(deadline, deadlineAfter(this.#timeoutMs));
+      return await this.#registry.resolve(owner, bufferId, resolveBy, this.#abort);
+    } catch (error) {
+      await this.destFinishGet(key, { error: `rank ${this.rank}: ${(error as Error).message}` });
+      throw error;
+    }
+  }
+
+  /** A claimed value of the other kind than the consumer asked for: both sides fail, as for a shape mismatch. */
+  async #refuse(key: string, message: string): Promise<Error> {
+    const error = `rank ${this.rank}: ${message}`;
+    await this.destFinishGet(key, { error, mismatch: true });
+    return new CollectiveMismatchError(error);
   }
 
   /** Under the lock: finds a published key and counts this get, or returns undefined. */

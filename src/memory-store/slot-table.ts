@@ -40,8 +40,12 @@ const TAG_OFFSET = KEY_OFFSET + MAX_KEY_BYTES;
 const ERROR_OFFSET = TAG_OFFSET + MAX_TAG_BYTES;
 const HEADER_BYTES = ERROR_OFFSET + MAX_ERROR_BYTES;
 
-/** Where a value's bytes are (W.placement): a peer's shared buffer, the slot itself, or a GPU. */
-export const PLACEMENT = { buffer: 0, inline: 1, device: 2 } as const;
+/**
+ * Where a value's bytes are (W.placement): a peer's shared buffer, the slot
+ * itself, a GPU, or (views) a list of (buffer id, byte offset, byte length)
+ * float64 triples in a peer's shared buffer, one per tensor of the value.
+ */
+export const PLACEMENT = { buffer: 0, inline: 1, device: 2, views: 3 } as const;
 
 export const ERROR_NONE = 0;
 export const ERROR_LOCAL = 1;

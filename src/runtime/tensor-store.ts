@@ -30,6 +30,13 @@ export interface StoreEntry {
   producerRank: number;
 }
 
+/** What destGetViews hands out: one uint8 view per tensor the producer set, in its order. */
+export interface StoreViewsEntry {
+  views: Tensor[];
+  tag: string;
+  producerRank: number;
+}
+
 export interface TensorStore {
   srcSet(key: string, tensor: Tensor, consumers: number, options?: StoreSetOptions): Promise<void>;
   srcWaitUntilGetFinished(key: string, options?: StoreWaitOptions): Promise<void>;
@@ -37,6 +44,20 @@ export interface TensorStore {
   /** destGet plus who published the value and the tag it published it with. */
   destGetEntry(key: string, options?: StoreWaitOptions): Promise<StoreEntry>;
   destFinishGet(key: string, options?: StoreFinishOptions): Promise<void>;
+  /**
+   * Optional, where consumers can map the producer's memory (MemoryTensorStore):
+   * several host tensors published as one value under one key, handed out as
+   * uint8 views on their own bytes, not copied. Waited for and finished like any
+   * value; reading a views value with destGet (or a tensor with destGetViews)
+   * fails on both sides.
+   */
+  srcSetViews?(
+    key: string,
+    tensors: readonly Tensor[],
+    consumers: number,
+    options?: StoreSetOptions,
+  ): Promise<void>;
+  destGetViews?(key: string, options?: StoreWaitOptions): Promise<StoreViewsEntry>;
   /** Releases what this rank holds in the store (channels, pooled buffers). */
   close(): void;
 }
