@@ -107,6 +107,7 @@ export type {
   StoreEntry,
   StoreFinishOptions,
   StoreSetOptions,
+  StoreViewsEntry,
   StoreWaitOptions,
   TensorStore,
 } from './runtime/tensor-store.ts';
@@ -121,7 +122,13 @@ export {
 export { reduceArrays } from './tensor/reduce-kernels.ts';
 export { REDUCE_OPS, type ReduceOp } from './tensor/reduce-ops.ts';
 export { Tensor } from './tensor/tensor.ts';
-export type { ArrivalPattern, Backend, CallInfo } from './thread-group/backend.ts';
+export type {
+  ArrivalPattern,
+  Backend,
+  BorrowedTensor,
+  BorrowedViews,
+  CallInfo,
+} from './thread-group/backend.ts';
 export { type InitProcessOptions, initProcess } from './thread-group/process-context.ts';
 export type { RankContext } from './thread-group/rank-context.ts';
 export { type ContextExtension, extendRankContext } from './thread-group/rank-context.ts';

@@ -19,5 +19,22 @@ describe.each(MEDIA)('recvBorrowed (%s)', (medium, launch) => {
     expect(receiver.any).toEqual({ dtype: 'int16', shape: [2 ** 18 + 3], last: 5 });
     expect(sender.anyDoneWhileLent).toBe(false);
     expect(sender.sawAnyWrite).toBe(medium === 'threads' ? 11 : 5);
+    // sendViews/recvViews: several tensors as one loan between threads; refused between processes.
+    if (medium !== 'threads') {
+      const refused = /Views on group "world": its ranks cannot map each other's memory/;
+      expect(sender.viewsRefused).toMatch(new RegExp(`^TypeError: send${refused.source}`));
+      expect(receiver.viewsRefused).toMatch(new RegExp(`^TypeError: recv${refused.source}`));
+      return;
+    }
+    expect(receiver.views).toEqual([
+      { bytes: 4 * (1 << 18), first: 0 }, // float32 3 = 0x40400000: low byte 0
+      { bytes: 8, first: 0 },
+      { bytes: 16, first: 4 },
+    ]);
+    expect(receiver.next).toBe(6); // the plain send after the views message came after it
+    expect(sender.viewsDoneWhileLent).toBe(false);
+    expect(sender.sawViewsWrite).toBe(8);
+    expect(sender.viewsAsTensor).toMatch(/Mismatch/);
+    expect(receiver.viewsAsTensor).toMatch(/Mismatch/);
   });
 });

@@ -60,6 +60,12 @@ export interface BorrowedTensor {
   release(): Promise<void>;
 }
 
+/** Tensors received by recvViews: uint8 views on the sender's bytes, valid until release(). */
+export interface BorrowedViews {
+  views: Tensor[];
+  release(): Promise<void>;
+}
+
 export interface Backend {
   allReduce(call: CallInfo, tensor: Tensor, op: ReduceOp): Promise<void>;
   broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void>;
@@ -99,6 +105,14 @@ export interface Backend {
   recvBorrowed?(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor>;
   /** recvBorrowed of a value whose size only the sender knows; backends without it copy (recvAny). */
   recvAnyBorrowed?(call: CallInfo, src: number, tag: number): Promise<BorrowedTensor>;
+  /**
+   * Whether sendViews/recvViews are carried: the receiver maps the sender's
+   * host memory (a store with srcSetViews, i.e. ranks as threads).
+   */
+  readonly lendsViews?: boolean;
+  /** Several host tensors as one message, lent (not copied) to the receiver; completes once it released them. */
+  sendViews?(call: CallInfo, tensors: readonly Tensor[], dst: number, tag: number): Promise<void>;
+  recvViews?(call: CallInfo, src: number, tag: number): Promise<BorrowedViews>;
   /** A receive whose size only the sender knows (object messages); the result is the receiver's own copy. */
   recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor>;
   /** Broadcast of a value only the root knows the size of; `tensor` is undefined off the root. */

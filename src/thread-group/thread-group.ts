@@ -14,7 +14,15 @@ import { Work } from '../runtime/work.ts';
 import { assertReduceOp, type ReduceOp } from '../tensor/reduce-ops.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor } from '../tensor/validate.ts';
-import type { ArrivalPattern, Backend, BatchedP2P, BorrowedTensor, CallDebug, CallInfo } from './backend.ts';
+import type {
+  ArrivalPattern,
+  Backend,
+  BatchedP2P,
+  BorrowedTensor,
+  BorrowedViews,
+  CallDebug,
+  CallInfo,
+} from './backend.ts';
 import { CallMismatchError } from './store-backend/exchange.ts';
 
 export interface CallOptions {
@@ -57,7 +65,7 @@ type Signed = { signature: string; pattern: ArrivalPattern; bytes: number; label
 /** Roles of a call as the caller gave them, used to tell peers of a call that failed its checks. */
 type RawRoles = { src?: unknown; dst?: unknown; tag?: unknown };
 
-const P2P_OPS = new Set(['send', 'recv', 'recvObject']);
+const P2P_OPS = new Set(['send', 'recv', 'recvObject', 'sendViews', 'recvViews']);
 
 export class ThreadGroup {
   readonly #info: GroupInfo;
@@ -665,7 +673,7 @@ export class ThreadGroup {
   }
 
   recvObject(src: number, options?: P2POptions): Work<unknown> {
-    return this.#recvAny(src, options, async (b, call, tag) =>
+    return this.#recvAny('recvObject', src, options, async (b, call, tag) =>
       tensorToObject(await b.recvAny(call, src, tag)),
     );
   }
@@ -677,29 +685,89 @@ export class ThreadGroup {
    * (p2p's compressed chunks); `recv` is the checked form.
    */
   recvAnyBorrowed(src: number, options?: P2POptions): Work<BorrowedTensor> {
-    return this.#recvAny(src, options, async (b, call, tag) => {
+    return this.#recvAny('recvObject', src, options, async (b, call, tag) => {
       if (b.recvAnyBorrowed) return b.recvAnyBorrowed(call, src, tag);
       return { tensor: await b.recvAny(call, src, tag), release: async () => {} };
     });
   }
 
+  /**
+   * Whether this group carries sendViews/recvViews: its ranks map each
+   * other's host memory (threads of one process, over MemoryTensorStore).
+   */
+  get lendsViews(): boolean {
+    return this.#backend?.lendsViews === true;
+  }
+
+  /**
+   * Sends host tensors as one message without copying them: the receiver's
+   * recvViews maps their bytes. Completes once the receiver released them;
+   * until then they must not change. Only where `lendsViews` (else it
+   * rejects, naming the group); ordered with this stream's sends.
+   */
+  sendViews(tensors: readonly Tensor[], dst: number, options?: P2POptions): Work<void> {
+    const tag = options?.tag ?? 0;
+    return this.#call(
+      'sendViews',
+      { ...options, dst, tag },
+      () => {
+        if (!Array.isArray(tensors)) throw new TypeError('sendViews: tensors must be an array of Tensors');
+        let bytes = 0;
+        tensors.forEach((t, i) => {
+          assertCommTensor(t, `sendViews: tensors[${i}]`);
+          if (t.device !== 'cpu')
+            throw new TypeError(`sendViews: tensors[${i}] is on ${t.device}; views are of host memory`);
+          bytes += t.nbytes;
+        });
+        this.#peer(dst, 'dst', 'sendViews');
+        const checkedTag = checkTag(options?.tag, 'sendViews');
+        this.#assertLendsViews('sendViews');
+        return {
+          signature: 'p2p',
+          pattern: { kind: 'send', peer: dst, tag: checkedTag },
+          bytes,
+          label: `sendViews(${tensors.length} tensors, ${bytes} bytes, dst=${dst}, tag=${tag})`,
+        };
+      },
+      (b, call) => b.sendViews!(call, tensors, dst, tag),
+    );
+  }
+
+  /**
+   * Receives a sendViews message: one uint8 view per tensor sent, on the
+   * sender's own bytes, valid until `release()` (which completes the send).
+   */
+  recvViews(src: number, options?: P2POptions): Work<BorrowedViews> {
+    return this.#recvAny('recvViews', src, options, (b, call, tag) => b.recvViews!(call, src, tag));
+  }
+
+  #assertLendsViews(where: string): void {
+    if (!this.lendsViews) {
+      throw new TypeError(
+        `${where} on group "${this.name}": its ranks cannot map each other's memory (only ranks as threads can); check group.lendsViews`,
+      );
+    }
+  }
+
   /** A receive whose size only the sender knows, tracked like recvObject. */
   #recvAny<T>(
+    op: 'recvObject' | 'recvViews',
     src: number,
     options: P2POptions | undefined,
     run: (backend: Backend, call: CallInfo, tag: number) => Promise<T>,
   ): Work<T> {
     const tag = options?.tag ?? 0;
     return this.#call(
-      'recvObject',
+      op,
       { ...options, src, tag },
       () => {
-        this.#peer(src, 'src', 'recvObject');
+        this.#peer(src, 'src', op);
+        if (op === 'recvViews') this.#assertLendsViews(op);
         return {
           signature: 'p2p',
-          pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, 'recvObject') },
+          pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, op) },
           bytes: 0,
-          label: `recvObject(src=${src}, tag=${tag})`,
+          label: `${op}(src=${src}, tag=${tag})`,
         };
       },
       (b, call) => run(b, call, tag),
@@ -789,10 +857,11 @@ function patternOf(op: string, options: RawRoles | undefined, size: number): Arr
     case 'gather':
       return rank(o.dst) < 0 ? undefined : { kind: 'toRoot', root: rank(o.dst) };
     default: {
-      const peer = rank(op === 'send' ? o.dst : o.src);
+      const sending = op === 'send' || op === 'sendViews';
+      const peer = rank(sending ? o.dst : o.src);
       const tag = Number.isSafeInteger(o.tag) && (o.tag as number) >= 0 ? (o.tag as number) : -1;
       if (peer < 0 || tag < 0) return undefined;
-      return { kind: op === 'send' ? 'send' : 'recv', peer, tag };
+      return { kind: sending ? 'send' : 'recv', peer, tag };
     }
   }
 }

@@ -16,7 +16,7 @@
  */
 import { formatDuration, formatEntries } from '../../debug/call-record.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
-import type { StoreEntry, TensorStore } from '../../runtime/tensor-store.ts';
+import type { StoreWaitOptions, TensorStore } from '../../runtime/tensor-store.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import type { CallInfo } from '../backend.ts';
 
@@ -38,6 +38,12 @@ export class CallMismatchError extends CollectiveMismatchError {
     super(message);
   }
 }
+
+/** What a consumer is handed, with the producer's signature (a StoreEntry or a StoreViewsEntry). */
+interface Tagged {
+  tag: string;
+}
+type TakeEntry<E> = (key: string, options: StoreWaitOptions) => Promise<E>;
 
 export interface GroupView {
   /** Key prefix unique to the group within the job. */
@@ -130,6 +136,32 @@ export class Exchange {
     this.#published.add(key);
   }
 
+  /** Several host tensors as one value (see TensorStore.srcSetViews), keyed as `publish` keys it. */
+  async publishViews(phase: number, tensors: readonly Tensor[], consumers: number): Promise<void> {
+    const key = this.key(phase, this.rank);
+    await this.#viewsStore().srcSetViews(key, tensors, consumers, { tag: this.#call.signature });
+    this.#published.add(key);
+  }
+
+  /** A peer's views value for this rank, checked like `get`. */
+  async getViews(phase: number, producer: number): Promise<Tensor[]> {
+    const store = this.#viewsStore();
+    const entry = await this.#checkedEntry(phase, producer, undefined, undefined, (key, options) =>
+      store.destGetViews(key, options),
+    );
+    return entry.views;
+  }
+
+  #viewsStore(): Required<Pick<TensorStore, 'srcSetViews' | 'destGetViews'>> {
+    const { srcSetViews, destGetViews } = this.#store;
+    if (!srcSetViews || !destGetViews) {
+      throw new TypeError(
+        `${this.#where()}: this group's store cannot lend views (${this.#store.constructor.name})`,
+      );
+    }
+    return { srcSetViews: srcSetViews.bind(this.#store), destGetViews: destGetViews.bind(this.#store) };
+  }
+
   /** Waits until every consumer of this rank's value for (phase, consumer) finished reading it. */
   async consumed(phase: number, consumer?: number): Promise<void> {
     await this.#consumedKey(this.key(phase, this.rank, consumer));
@@ -146,11 +178,24 @@ export class Exchange {
 
   /** A peer's value for (phase, producer[, consumer]), checked against this rank's own signature. */
   async get(phase: number, producer: number, consumer?: number, signature?: string): Promise<Tensor> {
+    const entry = await this.#checkedEntry(phase, producer, consumer, signature, (key, options) =>
+      this.#store.destGetEntry(key, options),
+    );
+    return entry.tensor;
+  }
+
+  async #checkedEntry<E extends Tagged>(
+    phase: number,
+    producer: number,
+    consumer: number | undefined,
+    signature: string | undefined,
+    take: TakeEntry<E>,
+  ): Promise<E> {
     const key = this.key(phase, producer, consumer);
-    let entry: StoreEntry;
+    let entry: E;
     const waitingFor = `group rank ${producer} (global rank ${this.#group.ranks[producer]})`;
     try {
-      entry = await this.#getEntry(key, producer, waitingFor);
+      entry = await this.#getEntry(key, producer, waitingFor, take);
     } catch (error) {
       throw this.#explain(error, `waiting for ${waitingFor}`);
     }
@@ -168,7 +213,7 @@ export class Exchange {
         this.#group.ranks[producer],
       );
     }
-    return entry.tensor;
+    return entry;
   }
 
   /**
@@ -176,16 +221,16 @@ export class Exchange {
    * the first, so a producer that left its main function fails us at once
    * and the rank's status says whom it waits for.
    */
-  async #getEntry(key: string, producer: number, waitingFor: string): Promise<StoreEntry> {
+  async #getEntry<E>(key: string, producer: number, waitingFor: string, take: TakeEntry<E>): Promise<E> {
     const debug = this.#call.debug;
     const timeoutMs = this.#call.timeoutMs;
-    if (!debug) return this.#store.destGetEntry(key, { timeoutMs });
+    if (!debug) return take(key, { timeoutMs });
     const deadline = performance.now() + timeoutMs;
     const globalProducer = this.#group.ranks[producer];
     for (;;) {
       const remaining = deadline - performance.now();
       try {
-        return await this.#store.destGetEntry(key, {
+        return await take(key, {
           timeoutMs: Math.max(1, Math.ceil(Math.min(remaining, PEER_CHECK_MS))),
         });
       } catch (error) {
@@ -209,7 +254,7 @@ export class Exchange {
       const departure = debug.monitor.departure(globalProducer);
       if (departure !== undefined) {
         // It may have published just before it left.
-        const last = await this.#store.destGetEntry(key, { timeoutMs: 1 }).catch(() => undefined);
+        const last = await take(key, { timeoutMs: 1 }).catch(() => undefined);
         if (last) return last;
         throw new RankFailedError(
           `${this.#where()}: rank ${this.#group.ranks[this.rank]} waited for rank ${globalProducer}, which will ` +

@@ -6,7 +6,7 @@
 import type { TensorStore } from '../../runtime/tensor-store.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
-import type { ArrivalPattern, Backend, BorrowedTensor, CallInfo } from '../backend.ts';
+import type { ArrivalPattern, Backend, BorrowedTensor, BorrowedViews, CallInfo } from '../backend.ts';
 import { allReduce } from './all-reduce.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
 import { ABANDONED, Exchange, type GroupView, runExchange } from './exchange.ts';
@@ -27,6 +27,10 @@ export class StoreBackend implements Backend {
   constructor(store: TensorStore, group: GroupView) {
     this.#store = store;
     this.#group = group;
+  }
+
+  get lendsViews(): boolean {
+    return this.#store.srcSetViews !== undefined && this.#store.destGetViews !== undefined;
   }
 
   #run(call: CallInfo, algorithm: (x: Exchange) => Promise<void>): Promise<void> {
@@ -128,27 +132,47 @@ export class StoreBackend implements Backend {
   }
 
   recvBorrowed(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor> {
-    return this.#lend(call, src, tag, like);
+    return this.#lend(call, src, tag, async (x) => {
+      const tensor = await x.get(0, src);
+      x.expectLike(tensor, like, src);
+      return { tensor };
+    });
   }
 
   recvAnyBorrowed(call: CallInfo, src: number, tag: number): Promise<BorrowedTensor> {
-    return this.#lend(call, src, tag);
+    return this.#lend(call, src, tag, async (x) => ({ tensor: await x.get(0, src) }));
   }
 
-  /** The sender's value as the store hands it out (checked against `like` when given), until release(). */
-  async #lend(call: CallInfo, src: number, tag: number, like?: Tensor): Promise<BorrowedTensor> {
+  sendViews(call: CallInfo, tensors: readonly Tensor[], dst: number, tag: number): Promise<void> {
+    const x = this.#p2p(call, this.#group.rank, dst, this.#sent.take(this.#group.rank, dst, tag), tag);
+    return runExchange(x, async (ex) => {
+      await ex.publishViews(0, tensors, 1);
+      await ex.consumed(0);
+    });
+  }
+
+  recvViews(call: CallInfo, src: number, tag: number): Promise<BorrowedViews> {
+    return this.#lend(call, src, tag, async (x) => ({ views: await x.getViews(0, src) }));
+  }
+
+  /** The sender's value as the store hands it out (`take` reads and checks it), until release(). */
+  async #lend<T>(
+    call: CallInfo,
+    src: number,
+    tag: number,
+    take: (x: Exchange) => Promise<T>,
+  ): Promise<T & { release(): Promise<void> }> {
     const x = this.#p2p(call, src, this.#group.rank, this.#received.take(src, this.#group.rank, tag), tag);
-    let tensor: Tensor;
+    let value: T;
     try {
-      tensor = await x.get(0, src);
-      if (like) x.expectLike(tensor, like, src);
+      value = await take(x);
     } catch (error) {
       await x.abort(error);
       throw error;
     }
     let released: Promise<void> | undefined;
     return {
-      tensor,
+      ...value,
       release: () => (released ??= runExchange(x, (ex) => ex.finish(0, src))),
     };
   }
