@@ -20,6 +20,7 @@ const HEADER: BucketHeader = {
   last: true,
   payloadBytes: 96,
   digest: 0xdeadbeef,
+  views: false,
   entries: [
     { name: 'a.bias', dtype: 'bfloat16', shape: [7], offset: 0, chunkStart: 0, chunkBytes: 14 },
     { name: 'ü.weight', dtype: 'float32', shape: [2, 3], offset: 16, chunkStart: 0, chunkBytes: 24 },
@@ -50,6 +51,8 @@ const ENTRY0 = FIXED_HEADER_BYTES + 2 + 'a.bias'.length;
 describe('bucket header', () => {
   it('round-trips every field', () => {
     expect(decodeBucketHeader(encodeBucketHeader(HEADER), 1024)).toEqual(HEADER);
+    const lent = { ...HEADER, last: false, views: true };
+    expect(decodeBucketHeader(encodeBucketHeader(lent), 1024)).toEqual(lent);
   });
 
   it('refuses malformed headers with a message naming the field, before allocating', () => {
@@ -240,6 +243,7 @@ describe('bucket sender', () => {
       phase: 1,
       timeoutMs: 5000,
       tags: tagsFrom(0),
+      lend: false,
     });
     // 48, 40 and 24 bytes: one bucket each, so the payload sizes tell the buckets apart.
     const stream = [48, 40, 24].map((n, i): [string, Tensor] => [`t${i}`, Tensor.empty([n], 'uint8')]);

@@ -16,6 +16,9 @@ const CONFIGS: DeliverConfig[] = [
   { senders: 3, receivers: 3, phase: 2 },
   { senders: 3, receivers: 1 },
   { senders: 3, receivers: 3, phase: 5, borrow: true },
+  // Packed buckets, as between processes: the same results.
+  { senders: 2, receivers: 3, lend: false },
+  { senders: 3, receivers: 1, phase: 2, borrow: true, lend: false },
 ];
 
 describe('WeightSyncEngine between threads', () => {
@@ -40,6 +43,13 @@ describe('WeightSyncEngine between threads', () => {
     expect(res[0].breakEarly).toBe('sent');
     for (const r of [3, 4]) expect(res[r].breakEarly).toEqual({ first: 3, second: [] });
 
+    // Between threads senders lend their tensors (a borrowed one is the sender's memory) unless told not to.
+    expect(res[0].lending).toEqual({
+      lent: 'the receiver saw the sender’s tensor',
+      packed: 'the receiver saw a copy',
+    });
+    expect(res[3].lending).toEqual({ lent: 'written', packed: 'written' });
+
     expect(res[0].validation).toEqual([
       expect.stringMatching(/group must be a ThreadGroup/),
       expect.stringMatching(/senders must be a non-empty array/),
@@ -50,6 +60,7 @@ describe('WeightSyncEngine between threads', () => {
       expect.stringMatching(/bucketBytes must be .* got 0/),
       expect.stringMatching(/phase must be a positive integer, got 0/),
       expect.stringMatching(/timeoutMs must be a positive number/),
+      expect.stringMatching(/lend must be a boolean, got/),
       expect.stringMatching(/group rank 0 is neither a sender \(1\) nor a receiver \(2\)/),
     ]);
   }, 120_000);
@@ -69,6 +80,13 @@ describe('WeightSyncEngine between threads', () => {
     expect(res[0].malformed).toEqual([
       { ok: false, error: expect.stringMatching(/bad magic/) },
       { ok: false, error: expect.stringMatching(/bad magic/) },
+    ]);
+    for (const r of [2, 3]) {
+      expect(res[r].lentMismatch.error).toMatch(/bucket 0 from sender 0 lent 1 views for its 2 entries/);
+    }
+    expect(res[0].lentMismatch).toEqual([
+      { ok: false, error: expect.stringMatching(/lent 1 views for its 2 entries/) },
+      { ok: false, error: expect.stringMatching(/lent 1 views for its 2 entries/) },
     ]);
     expect(res[0].silent.error).toMatch(/bucket 0: .*timed out after 1500 ms/);
     expect(res[3].silent.error).toMatch(/timed out after 1500 ms/);

@@ -1,6 +1,6 @@
 /**
  * Turns the chunks of received buckets back into named tensors, in stream
- * order. A tensor that fits in one bucket is a view on the buffer its bucket
+ * order. A tensor that fits in one bucket is a view on the bytes its entry
  * landed in (whether that is the caller's to keep is the receiver's choice of
  * buffer). A split tensor is assembled into memory of its own.
  */
@@ -17,11 +17,11 @@ interface OpenTensor {
 export class ChunkAssembler {
   #partial: OpenTensor | undefined;
 
-  /** The tensors completed by this bucket, in order; `buffer` holds the bucket's payload. */
-  *tensors(header: BucketHeader, buffer: Uint8Array): Generator<[string, Tensor]> {
-    for (const e of header.entries) {
+  /** The tensors completed by this bucket, in order; `chunks` holds each entry's bytes. */
+  *tensors(header: BucketHeader, chunks: readonly Uint8Array[]): Generator<[string, Tensor]> {
+    for (const [i, e] of header.entries.entries()) {
       const total = tensorBytes(e.dtype, e.shape);
-      const chunk = buffer.subarray(e.offset, e.offset + e.chunkBytes);
+      const chunk = chunks[i];
       if (this.#partial !== undefined) {
         const done = this.#continue(this.#partial, e, chunk, header.index);
         if (done) yield [e.name, done];
@@ -33,7 +33,7 @@ export class ChunkAssembler {
         );
       }
       if (e.chunkBytes === total) {
-        yield [e.name, Tensor.fromBuffer(buffer.buffer, buffer.byteOffset + e.offset, e.shape, e.dtype)];
+        yield [e.name, Tensor.fromBuffer(chunk.buffer, chunk.byteOffset, e.shape, e.dtype)];
         continue;
       }
       const tensor = Tensor.empty(e.shape, e.dtype);

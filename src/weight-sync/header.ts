@@ -7,7 +7,8 @@
  * allocation. (Objects from the wire are never deserialized into code or
  * free-form structures; see DESIGN.md, decision 5.)
  *
- *   fixed part (24 B): magic u32 'TCWS' | version u16 | flags u16 (bit 0: last bucket)
+ *   fixed part (24 B): magic u32 'TCWS' | version u16 | flags u16 (bit 0: last bucket;
+ *                      bit 1: the payload travels as one lent view per entry, not packed)
  *                      | bucket index u32 | entry count u32 | payload bytes u32 | stream digest u32
  *   per entry:         name length u16 | name UTF-8 | dtype code u8 | ndim u8 | dims u32 × ndim
  *                      | offset in payload u32 | chunk start in tensor u32 | chunk bytes u32
@@ -35,6 +36,7 @@ export const HEADER_LIMITS = {
 /** name length + dtype + ndim + offset + chunk start + chunk bytes, with an empty name and no dims. */
 const MIN_ENTRY_BYTES = 2 + 1 + 1 + 12;
 const FLAG_LAST = 1;
+const FLAG_VIEWS = 2;
 
 export interface BucketEntry {
   name: string;
@@ -54,6 +56,12 @@ export interface BucketHeader {
   payloadBytes: number;
   /** Running digest of every header of the stream up to this one (see digest.ts). */
   digest: number;
+  /**
+   * The entries travel as views on the sender's tensors (ThreadGroup.sendViews),
+   * one per entry in order, rather than packed at their offsets; the offsets
+   * still give the bucket's layout.
+   */
+  views: boolean;
   entries: readonly BucketEntry[];
 }
 
@@ -83,7 +91,7 @@ export function encodeBucketHeader(header: BucketHeader): Uint8Array {
   const view = new DataView(bytes.buffer);
   view.setUint32(0, HEADER_MAGIC, true);
   view.setUint16(4, HEADER_VERSION, true);
-  view.setUint16(6, header.last ? FLAG_LAST : 0, true);
+  view.setUint16(6, (header.last ? FLAG_LAST : 0) | (header.views ? FLAG_VIEWS : 0), true);
   view.setUint32(8, header.index, true);
   view.setUint32(12, header.entries.length, true);
   view.setUint32(16, header.payloadBytes, true);
@@ -173,7 +181,7 @@ export function decodeBucketHeader(bytes: unknown, maxPayloadBytes: number): Buc
   const version = view.getUint16(4, true);
   if (version !== HEADER_VERSION) fail(`unsupported version ${version} (this build reads ${HEADER_VERSION})`);
   const flags = view.getUint16(6, true);
-  if ((flags & ~FLAG_LAST) !== 0) fail(`unknown flags 0x${flags.toString(16)}`);
+  if ((flags & ~(FLAG_LAST | FLAG_VIEWS)) !== 0) fail(`unknown flags 0x${flags.toString(16)}`);
   const index = view.getUint32(8, true);
   const count = view.getUint32(12, true);
   const payloadBytes = view.getUint32(16, true);
@@ -203,7 +211,8 @@ export function decodeBucketHeader(bytes: unknown, maxPayloadBytes: number): Buc
   }
   if (reader.at !== bytes.byteLength)
     fail(`${bytes.byteLength - reader.at} unexpected bytes after entry ${count - 1}`);
-  return { index, last: (flags & FLAG_LAST) !== 0, payloadBytes, digest, entries };
+  const views = (flags & FLAG_VIEWS) !== 0;
+  return { index, last: (flags & FLAG_LAST) !== 0, payloadBytes, digest, views, entries };
 }
 
 function readEntry(reader: Reader, i: number): BucketEntry {

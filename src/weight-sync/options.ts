@@ -16,6 +16,13 @@ export interface WeightSyncOptions {
   phase?: number;
   /** Bound on every wait of a sync, in ms (default 60 000). */
   timeoutMs?: number;
+  /**
+   * Where the group lends views (ranks as threads: `group.lendsViews`), a
+   * sender hands each bucket's tensors over as views on its own memory
+   * instead of packing them into its bucket buffer: one copy fewer. Default
+   * true; false always packs. The layout, header and result are the same.
+   */
+  lend?: boolean;
   /** First of the four p2p tags the engine reserves on the group (default 0x77530000); give engines sharing a group different tags. */
   tag?: number;
 }
@@ -27,6 +34,8 @@ export interface WeightSyncConfig {
   phase: number;
   timeoutMs: number;
   tags: Tags;
+  /** Senders lend their tensors as views (the option, where the group can). */
+  lend: boolean;
 }
 
 export const MAX_BUCKET_BYTES = 2 ** 31;
@@ -85,6 +94,8 @@ export function resolveOptions(group: unknown, options: unknown): WeightSyncConf
       `${WHERE}: timeoutMs must be a positive number of milliseconds, got ${String(o.timeoutMs)}`,
     );
   }
+  if (o.lend !== undefined && typeof o.lend !== 'boolean')
+    throw new TypeError(`${WHERE}: lend must be a boolean, got ${describeValue(o.lend)}`);
   const tag = o.tag ?? DEFAULT_TAG;
   if (!Number.isSafeInteger(tag) || tag < 0)
     throw new RangeError(`${WHERE}: tag must be a non-negative integer, got ${String(tag)}`);
@@ -100,5 +111,6 @@ export function resolveOptions(group: unknown, options: unknown): WeightSyncConf
     phase,
     timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     tags: tagsFrom(tag),
+    lend: (o.lend ?? true) && group.lendsViews,
   };
 }

@@ -1,9 +1,11 @@
 /**
  * The receiving side of a sync. Bucket b comes from senders[b mod S]: first
  * its header (checked, and its digest compared with the one this receiver
- * computes), then its payload. When borrowing, the sender lends its bucket
- * where the group can (recvBorrowed) and gets it back when the caller moves
- * past it; elsewhere payloads land in two buffers kept by the receiver: while
+ * computes), then its payload: packed, or (header flag) one view per entry on
+ * the sender's own tensors (recvViews). When borrowing, the sender lends its
+ * views or bucket where the group can (recvBorrowed) and gets them back when
+ * the caller moves past it; elsewhere payloads land in two buffers kept by
+ * the receiver: while
  * the caller reads the tensors of bucket b, bucket b+1 is received into the
  * other buffer, and bucket b+2 reuses b's buffer only after the caller has
  * moved past b. Otherwise each payload lands
@@ -35,21 +37,23 @@ export class BucketReceiver {
   }
 
   receive(borrow: boolean, where: string): AsyncGenerator<[string, Tensor]> {
-    // Allocated on first borrowing use and kept: consecutive syncs reuse the same two buffers.
-    const reused = borrow
-      ? (this.#buffers ??= [0, 1].map(() => new Uint8Array(new SharedArrayBuffer(this.#config.bucketBytes))))
-      : undefined;
-    return new ReceiveSession(this.#group, this.#config, reused, where).run();
+    return new ReceiveSession(this.#group, this.#config, borrow ? this.#reused : undefined, where).run();
   }
+
+  /** Reused buffer `slot`, allocated on first use (a packed bucket received borrowing) and kept for later syncs. */
+  readonly #reused = (slot: number): Uint8Array => {
+    this.#buffers ??= [0, 1].map(() => new Uint8Array(new SharedArrayBuffer(this.#config.bucketBytes)));
+    return this.#buffers[slot];
+  };
 }
 
 class ReceiveSession {
   readonly #group: ThreadGroup;
   readonly #config: WeightSyncConfig;
   /** The two reused buffers when borrowing; undefined when each bucket gets memory of its own. */
-  readonly #reused: Uint8Array[] | undefined;
-  /** Where each received bucket's payload is, until the caller moves past it. */
-  readonly #landed = new Map<number, Uint8Array>();
+  readonly #reused: ((slot: number) => Uint8Array) | undefined;
+  /** Where each received bucket's entries are (one chunk per entry), until the caller moves past it. */
+  readonly #landed = new Map<number, Uint8Array[]>();
   /** Buckets lent by their sender (borrowing): returned when the caller moves past them. */
   readonly #loans = new Map<number, () => Promise<void>>();
   readonly #where: string;
@@ -67,7 +71,12 @@ class ReceiveSession {
   #outcomeSent = false;
   #failed = false;
 
-  constructor(group: ThreadGroup, config: WeightSyncConfig, reused: Uint8Array[] | undefined, where: string) {
+  constructor(
+    group: ThreadGroup,
+    config: WeightSyncConfig,
+    reused: ((slot: number) => Uint8Array) | undefined,
+    where: string,
+  ) {
     this.#group = group;
     this.#config = config;
     this.#reused = reused;
@@ -238,23 +247,68 @@ class ReceiveSession {
 
   async #takePayload(header: BucketHeader): Promise<BucketHeader> {
     const { index, payloadBytes } = header;
-    const reused = this.#reused?.[index % 2];
-    const buffer = reused ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
-    this.#landed.set(index, buffer);
-    if (payloadBytes === 0) return header;
+    if (payloadBytes === 0) {
+      this.#landed.set(
+        index,
+        header.entries.map(() => new Uint8Array(0)),
+      );
+      return header;
+    }
     const { tags, timeoutMs } = this.#config;
-    const target = Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [payloadBytes], 'uint8');
+    const sender = this.#sender(index);
     const options = { tag: tags.payload, timeoutMs };
-    if (!reused) {
-      await this.#group.recv(target, this.#sender(index), options);
+    if (header.views) {
+      const loan = await this.#group.recvViews(sender, options);
+      let chunks: Uint8Array[];
+      try {
+        chunks = this.#checkViews(header, sender, loan.views);
+      } catch (error) {
+        quiet(loan.release()); // the sender's send completes; this receiver's outcome tells it what went wrong
+        throw error;
+      }
+      if (this.#reused) {
+        // Borrowing: the sender's own tensors, until the caller moves past this bucket.
+        this.#landed.set(index, chunks);
+        this.#loans.set(index, loan.release);
+        return header;
+      }
+      const own = new Uint8Array(new SharedArrayBuffer(payloadBytes));
+      header.entries.forEach((e, i) => own.set(chunks[i], e.offset));
+      this.#landed.set(index, chunksOf(header, own));
+      await loan.release();
+      return header;
+    }
+    const buffer = this.#reused?.(index % 2) ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
+    const target = Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [payloadBytes], 'uint8');
+    if (!this.#reused) {
+      await this.#group.recv(target, sender, options);
+      this.#landed.set(index, chunksOf(header, buffer));
       return header;
     }
     // Borrowing: the sender's bucket itself where the group can lend it (no copy), else `target`. The
     // sender reuses that bucket only after every receiver released it, when its caller moved past it.
-    const borrowed = await this.#group.recvBorrowed(target, this.#sender(index), options);
-    this.#landed.set(index, borrowed.tensor.bytes());
+    const borrowed = await this.#group.recvBorrowed(target, sender, options);
+    this.#landed.set(index, chunksOf(header, borrowed.tensor.bytes()));
     this.#loans.set(index, borrowed.release);
     return header;
+  }
+
+  /** A lent bucket must hold one view per entry, each of the entry's size; a mismatch is the sender's fault. */
+  #checkViews(header: BucketHeader, sender: number, views: readonly Tensor[]): Uint8Array[] {
+    const { entries, index } = header;
+    const at = `${this.#where}: bucket ${index} from sender ${sender}`;
+    if (views.length !== entries.length) {
+      throw new WeightSyncError(`${at} lent ${views.length} views for its ${entries.length} entries`);
+    }
+    return views.map((v, i) => {
+      const e = entries[i];
+      if (v.nbytes !== e.chunkBytes) {
+        throw new WeightSyncError(
+          `${at}: entry ${i} ('${e.name}') arrived as ${v.nbytes} bytes, but its header says ${e.chunkBytes}`,
+        );
+      }
+      return v.bytes();
+    });
   }
 
   /** Reads every sender's stream end, compares it with what arrived, and tells every sender the outcome. */
@@ -323,4 +377,9 @@ class ReceiveSession {
     }
     return error;
   }
+}
+
+/** Each entry's bytes in a packed payload. */
+function chunksOf(header: BucketHeader, payload: Uint8Array): Uint8Array[] {
+  return header.entries.map((e) => payload.subarray(e.offset, e.offset + e.chunkBytes));
 }

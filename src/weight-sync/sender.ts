@@ -4,7 +4,9 @@
  * buckets b with b mod S equal to its place among the senders. It has two
  * bucket buffers: it packs the next bucket into one while the other is in
  * flight, and reuses a buffer only after every receiver has finished reading
- * it (the p2p send resolves then). Its header stream ends with a stream end:
+ * it (the p2p send resolves then). Where the group lends views it packs
+ * nothing: a bucket's entries go out as views on the tensors themselves, and
+ * still at most two of its buckets are in flight. Its header stream ends with a stream end:
  * what it planned, or the error its weights iterator (or packing) threw.
  */
 import { Tensor } from '../tensor/tensor.ts';
@@ -13,7 +15,7 @@ import { DIGEST_SEED, stampDigest } from './digest.ts';
 import { WeightSyncError } from './errors.ts';
 import { encodeBucketHeader, startedTensors } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
-import { type PlannedBucket, planBuckets, type WeightStream } from './plan.ts';
+import { type PlannedBucket, type PlannedChunk, planBuckets, type WeightStream } from './plan.ts';
 import { LINGER_TIMEOUTS, messageOf, parseOutcome, quiet } from './protocol.ts';
 import { encodeStreamEnd, type StreamEnd } from './stream-end.ts';
 
@@ -34,9 +36,9 @@ export class BucketSender {
   }
 
   async send(weights: WeightStream, where: string): Promise<void> {
-    const { bucketBytes, senders } = this.#config;
+    const { bucketBytes, senders, lend } = this.#config;
     // Allocated on first use and kept: consecutive syncs reuse the same two buffers.
-    this.#buffers ??= [0, 1].map(() => new Uint8Array(new SharedArrayBuffer(bucketBytes)));
+    if (!lend) this.#buffers ??= [0, 1].map(() => new Uint8Array(new SharedArrayBuffer(bucketBytes)));
     const inFlight: Promise<void>[] = [];
     let digest = DIGEST_SEED;
     let buckets = 0;
@@ -49,15 +51,15 @@ export class BucketSender {
         const next = await this.#ownStep(() => plan.next());
         if (next.done) break;
         const bucket = next.value;
-        const header = encodeBucketHeader({ ...bucket, entries: bucket.chunks, digest: 0 });
+        const header = encodeBucketHeader({ ...bucket, entries: bucket.chunks, digest: 0, views: lend });
         digest = stampDigest(digest, header);
         buckets++;
         tensors += startedTensors(bucket.chunks);
         if (bucket.index % senders.length !== this.#place) continue;
         const slot = mine++ % 2;
         await this.#settled(inFlight[slot], where);
-        const buffer = this.#buffers[slot];
-        await this.#ownStep(() => pack(bucket, buffer));
+        const buffer = this.#buffers?.[slot];
+        if (buffer) await this.#ownStep(() => pack(bucket, buffer));
         const turn: PayloadTurn = { after: payloadTurn, issued: () => {} };
         payloadTurn = new Promise((resolve) => (turn.issued = resolve));
         inFlight[slot] = quiet(this.#transfer(bucket, header, buffer, turn, where));
@@ -98,14 +100,15 @@ export class BucketSender {
 
   /**
    * Header to every receiver, then, once all took it, the used part of the
-   * buffer. A receiver pairs payloads with buckets by their order on the
-   * stream, so the payload goes out only after this sender's previous bucket's
-   * did, even when every receiver took this header first.
+   * buffer (or, lending, a view per entry). A receiver pairs payloads with
+   * buckets by their order on the stream, so the payload goes out only after
+   * this sender's previous bucket's did, even when every receiver took this
+   * header first.
    */
   async #transfer(
     bucket: PlannedBucket,
     header: Uint8Array,
-    buffer: Uint8Array,
+    buffer: Uint8Array | undefined,
     turn: PayloadTurn,
     where: string,
   ): Promise<void> {
@@ -116,8 +119,13 @@ export class BucketSender {
       );
       await turn.after;
       if (bucket.payloadBytes === 0) return;
-      const payload = Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [bucket.payloadBytes], 'uint8');
-      const sends = receivers.map((r) => this.#group.send(payload, r, { tag: tags.payload, timeoutMs }));
+      const options = { tag: tags.payload, timeoutMs };
+      const views = buffer ? undefined : bucket.chunks.map(chunkView);
+      const payload =
+        buffer && Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [bucket.payloadBytes], 'uint8');
+      const sends = receivers.map((r) =>
+        views ? this.#group.sendViews(views, r, options) : this.#group.send(payload!, r, options),
+      );
       turn.issued();
       await Promise.all(sends);
     } catch (error) {
@@ -166,6 +174,12 @@ export class BucketSender {
 interface PayloadTurn {
   after: Promise<void>;
   issued: () => void;
+}
+
+/** The bytes of a chunk, on the tensor's own memory. */
+function chunkView(c: PlannedChunk): Tensor {
+  const bytes = c.tensor.bytes();
+  return Tensor.fromBuffer(bytes.buffer, bytes.byteOffset + c.chunkStart, [c.chunkBytes], 'uint8');
 }
 
 /** Copies each chunk to its offset; the alignment gaps are zeroed so a payload depends only on the stream. */
