@@ -273,7 +273,7 @@ class ReceiveSession {
         return header;
       }
       const own = new Uint8Array(new SharedArrayBuffer(payloadBytes));
-      header.entries.forEach((e, i) => own.set(chunks[i], e.offset));
+      for (const [i, e] of header.entries.entries()) own.set(chunks[i], e.offset);
       this.#landed.set(index, chunksOf(header, own));
       await loan.release();
       return header;
