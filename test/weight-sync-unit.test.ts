@@ -254,4 +254,38 @@ describe('bucket sender', () => {
     await sent;
     expect(payloads).toEqual([48, 40, 24]);
   });
+
+  it("lending, sends each bucket's views with its header, in bucket order, without waiting for the header to be taken", async () => {
+    const headersTaken: Array<() => void> = [];
+    const lent: number[][] = [];
+    const group = {
+      rank: 0,
+      sendObject: () => new Promise<void>((resolve) => headersTaken.push(resolve)),
+      sendViews: (views: Tensor[]) => {
+        lent.push(views.map((v) => v.nbytes));
+        return Promise.resolve();
+      },
+      recvObject: () => Promise.resolve({ ok: true }),
+    } as unknown as ThreadGroup;
+    const sender = new BucketSender(group, {
+      senders: [0],
+      receivers: [1],
+      bucketBytes: 64,
+      phase: 1,
+      timeoutMs: 5000,
+      tags: tagsFrom(0),
+      lend: true,
+    });
+    const stream = [48, 8, 40, 24].map((n, i): [string, Tensor] => [`t${i}`, Tensor.empty([n], 'uint8')]);
+    const sent = sender.send(stream, 'test');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // No header was taken yet, and the first two buckets' views (one per entry, not packed) are out.
+    expect(lent).toEqual([[48, 8], [40]]);
+    for (let taken = 0; taken < 5; taken++) {
+      headersTaken.shift()?.();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    await sent;
+    expect(lent).toEqual([[48, 8], [40], [24]]);
+  });
 });

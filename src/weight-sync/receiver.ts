@@ -1,20 +1,24 @@
 /**
  * The receiving side of a sync. Bucket b comes from senders[b mod S]: first
  * its header (checked, and its digest compared with the one this receiver
- * computes), then its payload: packed, or (header flag) one view per entry on
- * the sender's own tensors (recvViews). When borrowing, the sender lends its
- * views or bucket where the group can (recvBorrowed) and gets them back when
- * the caller moves past it; elsewhere payloads land in two buffers kept by
- * the receiver: while
- * the caller reads the tensors of bucket b, bucket b+1 is received into the
- * other buffer, and bucket b+2 reuses b's buffer only after the caller has
- * moved past b. Otherwise each payload lands
- * in memory of its own that is handed to the caller (one allocation per
- * bucket, not per tensor: allocation dominated when it was per tensor), so
- * nothing the caller holds is ever overwritten. A header is
- * taken only once bucket b − phase has arrived, and a sender sends a payload
- * only after every receiver took its header, so at most `phase` buckets are
- * in flight.
+ * computes), then its payload.
+ *
+ * Packed payloads (between processes, or `lend: false`): when borrowing, the
+ * sender lends its bucket where the group can (recvBorrowed) and gets it back
+ * when the caller moves past it, or the payload lands in one of two buffers
+ * this receiver keeps, bucket b+2 reusing b's only after the caller moved
+ * past b. Otherwise each payload lands in memory of its own handed to the
+ * caller (one allocation per bucket, not per tensor), so nothing the caller
+ * holds is ever overwritten. A header is taken only once bucket b − phase has
+ * arrived, and a sender sends a payload only after every receiver took its
+ * header, so at most `phase` buckets are in flight.
+ *
+ * Lent payloads (header flag; between threads): one view per entry on the
+ * sender's own tensors (recvViews), which come with the header. Borrowing
+ * yields them as they are, until the caller moves past the bucket; otherwise
+ * they are copied into memory of the caller's own and given back at once.
+ * Each bucket is taken when the caller gets to it; what is in flight is then
+ * bounded by the senders, two buckets each.
  */
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
@@ -69,6 +73,8 @@ class ReceiveSession {
   #buckets = 0;
   #tensors = 0;
   #outcomeSent = false;
+  /** The last header said its bucket is lent (every bucket of an engine's stream is, or none). */
+  #lent = false;
   #failed = false;
 
   constructor(
@@ -116,8 +122,14 @@ class ReceiveSession {
 
   /** Bucket `index` once its payload is in its buffer; also starts the headers and payload that may run ahead. */
   async #next(index: number): Promise<BucketHeader> {
-    for (let k = index; k <= index + this.#config.phase; k++) this.#header(k);
-    this.#payload(index + 1);
+    // Lent buckets come with their header (the sender does not wait for it to be taken). A receive
+    // posted early parks, and its wake-up waits for this thread's event loop, which is busy while the
+    // caller copies; one posted when the caller gets there finds the bucket waiting and takes it at once.
+    const ahead = this.#lent ? 0 : this.#config.phase;
+    for (let k = index; k <= index + ahead; k++) {
+      this.#header(k);
+      this.#payload(k);
+    }
     const header = await this.#payload(index);
     if (header === undefined)
       throw new WeightSyncError(`bucket ${index} was read past the end of the stream`);
@@ -149,21 +161,24 @@ class ReceiveSession {
       markPosted = resolve;
     });
     const payload = quiet(
-      Promise.all([
-        this.#header(index),
-        index >= 2 ? this.#releasedAt(index - 2) : null,
-        previousPosted,
-      ]).then(
-        ([header]) => {
-          const taken = header === undefined ? undefined : this.#takePayload(header);
-          markPosted();
-          return taken;
-        },
-        (error: unknown) => {
-          markPosted();
-          throw error;
-        },
-      ),
+      Promise.all([this.#header(index), previousPosted])
+        .then(async ([header]) => {
+          // A packed payload lands in a reused buffer or in new memory: it waits until the caller moved
+          // past bucket index − 2. Lent views take no memory here, so they run ahead as far as phase lets.
+          if (header !== undefined && !header.views && index >= 2) await this.#releasedAt(index - 2);
+          return header;
+        })
+        .then(
+          (header) => {
+            const taken = header === undefined ? undefined : this.#takePayload(header);
+            markPosted();
+            return taken;
+          },
+          (error: unknown) => {
+            markPosted();
+            throw error;
+          },
+        ),
     );
     this.#payloads[index] = payload;
     return payload;
@@ -207,6 +222,7 @@ class ReceiveSession {
       );
     }
     this.#digest = expected;
+    this.#lent = header.views;
     this.#buckets++;
     this.#tensors += startedTensors(header.entries);
     return header;

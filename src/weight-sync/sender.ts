@@ -68,8 +68,10 @@ export class BucketSender {
       // Leaving early (a failed transfer): close the caller's iterator, as for-await would.
       await plan.return(undefined).catch(() => {});
     }
-    for (const transfer of inFlight) await this.#settled(transfer, where);
+    // Everything is packed and issued: the end goes out now, behind the last header, so a receiver finds it
+    // when it gets there instead of waiting for this sender to see its last buckets released first.
     this.#endStream({ failed: false, buckets, tensors, digest });
+    for (const transfer of inFlight) await this.#settled(transfer, where);
     await this.#agree(where);
   }
 
@@ -113,13 +115,17 @@ export class BucketSender {
     where: string,
   ): Promise<void> {
     const { receivers, tags, timeoutMs } = this.#config;
+    const options = { tag: tags.payload, timeoutMs };
     try {
-      await Promise.all(
-        receivers.map((r) => this.#group.sendObject(header, r, { tag: tags.header, timeoutMs })),
+      const headers = receivers.map((r) =>
+        this.#group.sendObject(header, r, { tag: tags.header, timeoutMs }),
       );
+      // A packed payload waits until every receiver took the header, which it takes only once it has room
+      // for the payload (phase). Lent views take no room: they go out with the header, and a receiver
+      // finds them there when it gets to them rather than waiting for this sender to wake up again.
+      if (buffer) await Promise.all(headers);
       await turn.after;
-      if (bucket.payloadBytes === 0) return;
-      const options = { tag: tags.payload, timeoutMs };
+      if (bucket.payloadBytes === 0) return void (await Promise.all(headers));
       const views = buffer ? undefined : bucket.chunks.map(chunkView);
       const payload =
         buffer && Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [bucket.payloadBytes], 'uint8');
@@ -127,7 +133,7 @@ export class BucketSender {
         views ? this.#group.sendViews(views, r, options) : this.#group.send(payload!, r, options),
       );
       turn.issued();
-      await Promise.all(sends);
+      await Promise.all([...headers, ...sends]);
     } catch (error) {
       throw new WeightSyncError(`${where}: bucket ${bucket.index}: ${messageOf(error)}`, { cause: error });
     } finally {
