@@ -53,7 +53,11 @@ export class WeightSyncEngine {
     return this.#sender ? 'sender' : 'receiver';
   }
 
-  /** On every sender: packs and sends the stream; resolves once every receiver has confirmed it. */
+  /**
+   * On every sender: sends the stream (packed, or lent as views between
+   * threads); resolves once every receiver has confirmed it. The stream's
+   * tensors must not change until then.
+   */
   async send(weights: WeightStream): Promise<void> {
     const where = 'WeightSyncEngine.send';
     if (!this.#sender) throw this.#wrongRole(where, 'sender');

@@ -164,7 +164,7 @@ class ReceiveSession {
       Promise.all([this.#header(index), previousPosted])
         .then(async ([header]) => {
           // A packed payload lands in a reused buffer or in new memory: it waits until the caller moved
-          // past bucket index − 2. Lent views take no memory here, so they run ahead as far as phase lets.
+          // past bucket index − 2. Lent views take no memory here and need not wait.
           if (header !== undefined && !header.views && index >= 2) await this.#releasedAt(index - 2);
           return header;
         })
