@@ -15,8 +15,14 @@ export interface ModelSpec {
   expertHidden: number;
 }
 
-export type SyncMode = 'naive' | 'engine S=1' | 'engine S=2' | 'engine S=2 owned';
-export const SYNC_MODES: readonly SyncMode[] = ['naive', 'engine S=1', 'engine S=2', 'engine S=2 owned'];
+export type SyncMode = 'naive' | 'engine S=1' | 'engine S=2' | 'engine S=2 owned' | 'copy floor';
+export const SYNC_MODES: readonly SyncMode[] = [
+  'naive',
+  'engine S=1',
+  'engine S=2',
+  'engine S=2 owned',
+  'copy floor',
+];
 
 export interface RankArgs {
   model: ModelSpec;
@@ -28,7 +34,7 @@ export interface ModeSample {
   mode: SyncMode;
   /** Per sync, median over reps (after one warm-up sync). */
   ms: number;
-  /** Every rollout's weights equal the trainers' after the last sync. */
+  /** Every rollout's weights equal the trainers' after the last sync (the floor: its own source's). */
   exact: boolean;
 }
 
@@ -122,6 +128,12 @@ export default async function main(ctx: RankContext, args: RankArgs): Promise<Ra
   });
 
   async function syncOnce(mode: SyncMode): Promise<void> {
+    if (mode === 'copy floor') {
+      // The memory traffic of loading a model with no messages at all: each rollout copies a model's
+      // worth between tensors of its own, both at once. No way of syncing into `target` costs less.
+      if (!isTrainer) for (const [i, [, t]] of target.entries()) t.copy_(source[i][1]);
+      return;
+    }
     if (mode === 'naive') {
       if (ctx.rank === 1) return;
       const tensors = isTrainer ? source : target;
@@ -153,7 +165,9 @@ export default async function main(ctx: RankContext, args: RankArgs): Promise<Ra
       await ctx.world.barrier();
       if (rep > 0) times.push(performance.now() - started);
     }
-    samples.push({ mode, ms: median(times), exact: isTrainer || holds(target, args.model, 1) });
+    // The floor copies the rollout's own model (seed 0); every sync delivers the trainers' (seed 1).
+    const seed = mode === 'copy floor' ? 0 : 1;
+    samples.push({ mode, ms: median(times), exact: isTrainer || holds(target, args.model, seed) });
   }
   return { tensors: source.length, bytes: source.reduce((n, [, t]) => n + t.nbytes, 0), samples };
 }

@@ -69,6 +69,9 @@ export async function runWeightSyncBench(
   log(
     `# median of ${args.reps} syncs after a warm-up; naive = one broadcast per tensor from rank 0; engine rows load into the model (borrow + copy_), 'owned' keeps the yielded tensors`,
   );
+  log(
+    `# copy floor = each rollout copies a model's worth between tensors of its own, no messages: the least any sync into the model costs here`,
+  );
   log(`# weight sync, 2 trainers -> 2 rollouts (threads, ${availableParallelism()} cores): ${model}`);
   const rows = tabulate(threads, bytes, log);
   // Processes pay per message what threads do not (files, wake-ups): where bucketing is meant to win.
