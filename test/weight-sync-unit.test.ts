@@ -220,6 +220,18 @@ describe('bucket plan', () => {
   });
 });
 
+/** A one-receiver sender over a stand-in group, with 64-byte buckets. */
+const stubSender = (group: ThreadGroup, lend: boolean) =>
+  new BucketSender(group, {
+    senders: [0],
+    receivers: [1],
+    bucketBytes: 64,
+    phase: 1,
+    timeoutMs: 5000,
+    tags: tagsFrom(0),
+    lend,
+  });
+
 describe('bucket sender', () => {
   it("sends payloads in bucket order even when a later bucket's header is taken first", async () => {
     // A stand-in group: the first header waits until released, every other message goes through at once.
@@ -236,15 +248,7 @@ describe('bucket sender', () => {
       },
       recvObject: () => Promise.resolve({ ok: true }),
     } as unknown as ThreadGroup;
-    const sender = new BucketSender(group, {
-      senders: [0],
-      receivers: [1],
-      bucketBytes: 64,
-      phase: 1,
-      timeoutMs: 5000,
-      tags: tagsFrom(0),
-      lend: false,
-    });
+    const sender = stubSender(group, false);
     // 48, 40 and 24 bytes: one bucket each, so the payload sizes tell the buckets apart.
     const stream = [48, 40, 24].map((n, i): [string, Tensor] => [`t${i}`, Tensor.empty([n], 'uint8')]);
     const sent = sender.send(stream, 'test');
@@ -267,15 +271,7 @@ describe('bucket sender', () => {
       },
       recvObject: () => Promise.resolve({ ok: true }),
     } as unknown as ThreadGroup;
-    const sender = new BucketSender(group, {
-      senders: [0],
-      receivers: [1],
-      bucketBytes: 64,
-      phase: 1,
-      timeoutMs: 5000,
-      tags: tagsFrom(0),
-      lend: true,
-    });
+    const sender = stubSender(group, true);
     const stream = [48, 8, 40, 24].map((n, i): [string, Tensor] => [`t${i}`, Tensor.empty([n], 'uint8')]);
     const sent = sender.send(stream, 'test');
     await new Promise((resolve) => setTimeout(resolve, 20));
