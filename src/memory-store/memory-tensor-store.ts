@@ -20,7 +20,7 @@ import { deadlineAfter, waitForWord } from '../runtime/wait.ts';
 import { deviceIndex } from '../tensor/device.ts';
 import { type Device, dtypeCode, dtypeFromCode } from '../tensor/dtype.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import { assertCommTensor } from '../tensor/validate.ts';
+import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
 import { SharedBufferRegistry } from './buffer-registry.ts';
 import {
   ERROR_LOCAL,
@@ -161,13 +161,7 @@ export class MemoryTensorStore implements TensorStore {
     options: StoreSetOptions = {},
   ): Promise<void> {
     const where = () => `srcSetViews(${JSON.stringify(key)})`;
-    if (!Array.isArray(tensors)) throw new TypeError(`${where()}: tensors must be an array of Tensors`);
-    tensors.forEach((t, i) => {
-      assertCommTensor(t, `${where()}: tensors[${i}]`);
-      if (t.device !== 'cpu') {
-        throw new TypeError(`${where()}: tensors[${i}] is on ${t.device}; views are of host memory`);
-      }
-    });
+    assertHostTensors(tensors, where());
     this.#checkSet(key, consumers, where);
     const staging: SharedArrayBuffer[] = [];
     const shared = tensors.map((t) => this.#shared(t, staging));

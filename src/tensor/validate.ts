@@ -12,6 +12,19 @@ export function assertCommTensor(tensor: unknown, where: string): asserts tensor
   }
 }
 
+/** The tensors of a views message (sendViews, srcSetViews): an array of contiguous host tensors; returns their bytes. */
+export function assertHostTensors(tensors: unknown, where: string): number {
+  if (!Array.isArray(tensors)) throw new TypeError(`${where}: tensors must be an array of Tensors`);
+  let bytes = 0;
+  tensors.forEach((t: unknown, i) => {
+    assertCommTensor(t, `${where}: tensors[${i}]`);
+    if (t.device !== 'cpu')
+      throw new TypeError(`${where}: tensors[${i}] is on ${t.device}; views are of host memory`);
+    bytes += t.nbytes;
+  });
+  return bytes;
+}
+
 export function describeValue(value: unknown): string {
   if (value === null || value === undefined) return String(value);
   if (Array.isArray(value)) return `an array of length ${value.length}`;

@@ -13,7 +13,7 @@ import { CollectiveMismatchError } from '../runtime/errors.ts';
 import { Work } from '../runtime/work.ts';
 import { assertReduceOp, type ReduceOp } from '../tensor/reduce-ops.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import { assertCommTensor } from '../tensor/validate.ts';
+import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
 import type {
   ArrivalPattern,
   Backend,
@@ -711,14 +711,7 @@ export class ThreadGroup {
       'sendViews',
       { ...options, dst, tag },
       () => {
-        if (!Array.isArray(tensors)) throw new TypeError('sendViews: tensors must be an array of Tensors');
-        let bytes = 0;
-        tensors.forEach((t, i) => {
-          assertCommTensor(t, `sendViews: tensors[${i}]`);
-          if (t.device !== 'cpu')
-            throw new TypeError(`sendViews: tensors[${i}] is on ${t.device}; views are of host memory`);
-          bytes += t.nbytes;
-        });
+        const bytes = assertHostTensors(tensors, 'sendViews');
         this.#peer(dst, 'dst', 'sendViews');
         const checkedTag = checkTag(options?.tag, 'sendViews');
         this.#assertLendsViews('sendViews');

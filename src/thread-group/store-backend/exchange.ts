@@ -153,13 +153,13 @@ export class Exchange {
   }
 
   #viewsStore(): Required<Pick<TensorStore, 'srcSetViews' | 'destGetViews'>> {
-    const { srcSetViews, destGetViews } = this.#store;
-    if (!srcSetViews || !destGetViews) {
+    const store = this.#store;
+    if (!store.srcSetViews || !store.destGetViews) {
       throw new TypeError(
-        `${this.#where()}: this group's store cannot lend views (${this.#store.constructor.name})`,
+        `${this.#where()}: this group's store cannot lend views (${store.constructor.name})`,
       );
     }
-    return { srcSetViews: srcSetViews.bind(this.#store), destGetViews: destGetViews.bind(this.#store) };
+    return store as Required<Pick<TensorStore, 'srcSetViews' | 'destGetViews'>>;
   }
 
   /** Waits until every consumer of this rank's value for (phase, consumer) finished reading it. */
