@@ -15,8 +15,9 @@ type Announcement =
 
 const POLL_MS = 50;
 
-function keyOf(owner: number, id: number): string {
-  return `${owner}:${id}`;
+/** One number per (owner, id): ids stay far below 2^32 and ranks below 2^21, so it is exact. */
+function keyOf(owner: number, id: number): number {
+  return owner * 2 ** 32 + id;
 }
 
 export class SharedBufferRegistry {
@@ -24,8 +25,8 @@ export class SharedBufferRegistry {
   readonly #owner: number;
   readonly #ownIds = new WeakMap<SharedArrayBuffer, number>();
   readonly #own = new Map<number, WeakRef<SharedArrayBuffer>>();
-  readonly #peers = new Map<string, SharedArrayBuffer>();
-  readonly #arrivals = new Map<string, Array<() => void>>();
+  readonly #peers = new Map<number, SharedArrayBuffer>();
+  readonly #arrivals = new Map<number, Array<() => void>>();
   readonly #finalizer: FinalizationRegistry<number>;
   #nextId = 1;
   #closed = false;
@@ -59,6 +60,11 @@ export class SharedBufferRegistry {
     return id;
   }
 
+  /** The buffer behind (owner, id) if it has arrived already. */
+  known(owner: number, id: number): SharedArrayBuffer | undefined {
+    return owner === this.#owner ? this.#own.get(id)?.deref() : this.#peers.get(keyOf(owner, id));
+  }
+
   /** The buffer behind (owner, id); waits for its announcement if it is still in flight. */
   async resolve(
     owner: number,
@@ -68,13 +74,13 @@ export class SharedBufferRegistry {
   ): Promise<SharedArrayBuffer> {
     const key = keyOf(owner, id);
     for (;;) {
-      const found = owner === this.#owner ? this.#own.get(id)?.deref() : this.#peers.get(key);
+      const found = this.known(owner, id);
       if (found) return found;
       abort?.throwIfAborted();
       const remaining = deadline - performance.now();
       if (remaining <= 0) {
         throw new CommTimeoutError(
-          `rank ${this.#owner}: buffer ${key} announced by rank ${owner} never arrived`,
+          `rank ${this.#owner}: buffer ${owner}:${id} announced by rank ${owner} never arrived`,
         );
       }
       await new Promise<void>((wake) => {

@@ -342,7 +342,9 @@ export class MemoryTensorStore implements TensorStore {
       const tensor = Tensor.fromDevicePointer(BigInt(found.byteOffset), device, found.shape, found.dtype);
       return { tensor, tag, producerRank };
     }
-    const buffer = await this.#resolve(key, found.owner, found.bufferId, deadline);
+    const buffer =
+      this.#registry.known(found.owner, found.bufferId) ??
+      (await this.#resolve(key, found.owner, found.bufferId, deadline));
     return {
       tensor: Tensor.fromBuffer(buffer, found.byteOffset, found.shape, found.dtype),
       tag,
@@ -360,12 +362,17 @@ export class MemoryTensorStore implements TensorStore {
         `${where()}: the value under this key is one tensor, not a list of views`,
       );
     }
-    const listBuffer = await this.#resolve(key, found.owner, found.bufferId, deadline);
+    const { owner } = found;
+    const listBuffer =
+      this.#registry.known(owner, found.bufferId) ??
+      (await this.#resolve(key, owner, found.bufferId, deadline));
     const list = new Float64Array(listBuffer, found.byteOffset, found.shape[0]);
-    const views: Tensor[] = [];
+    const views: Tensor[] = new Array(list.length / VIEW_WORDS);
     for (let at = 0; at < list.length; at += VIEW_WORDS) {
-      const buffer = await this.#resolve(key, found.owner, list[at], deadline);
-      views.push(Tensor.fromBuffer(buffer, list[at + 1], [list[at + 2]], 'uint8'));
+      // Buffers seen before are mapped already: only a new one waits (a turn) for its announcement.
+      const buffer =
+        this.#registry.known(owner, list[at]) ?? (await this.#resolve(key, owner, list[at], deadline));
+      views[at / VIEW_WORDS] = Tensor.fromBuffer(buffer, list[at + 1], [list[at + 2]], 'uint8');
     }
     return { views, tag: found.tag, producerRank: found.producerRank };
   }

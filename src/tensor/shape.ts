@@ -26,7 +26,17 @@ export function checkShape(shape: unknown, where: string, what = 'shape'): numbe
   if (!Array.isArray(shape)) {
     throw new TypeError(`${where}: ${what} must be an array of non-negative integers, got ${typeof shape}`);
   }
-  return shape.map((size, d) => checkIndex(size, where, `${what}[${d}]`));
+  const dims = new Array<number>(shape.length);
+  for (let d = 0; d < shape.length; d++) {
+    const size: unknown = shape[d];
+    // The message is built only for a bad size: shapes are checked on every tensor made.
+    dims[d] = isIndex(size) ? size : checkIndex(size, where, `${what}[${d}]`);
+  }
+  return dims;
+}
+
+function isIndex(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
 /** A non-negative safe integer (sizes, strides, offsets, lengths). */

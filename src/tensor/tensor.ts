@@ -67,6 +67,9 @@ export class Tensor {
   /** Byte offset in the storage (host buffer or device allocation) of element [0,...,0]. */
   readonly byteOffset: number;
   readonly #storage: ArrayBufferLike | DeviceStorage;
+  // The layout never changes after construction; these are read on every message a tensor takes part in.
+  readonly #numel: number;
+  readonly #contiguous: boolean;
 
   private constructor(
     storage: ArrayBufferLike | DeviceStorage,
@@ -82,6 +85,8 @@ export class Tensor {
     this.shape = Object.freeze(shape);
     this.strides = Object.freeze(strides);
     this.dtype = dtype;
+    this.#numel = numelOf(shape);
+    this.#contiguous = isContiguousLayout(shape, strides);
   }
 
   /** A view on existing memory (no copy); strides default to contiguous. */
@@ -274,7 +279,7 @@ export class Tensor {
   }
 
   get numel(): number {
-    return numelOf(this.shape);
+    return this.#numel;
   }
 
   get nbytes(): number {
@@ -283,7 +288,7 @@ export class Tensor {
 
   /** Row-major; dims of size 1 may have any stride, and an empty tensor is contiguous. */
   isContiguous(): boolean {
-    return isContiguousLayout(this.shape, this.strides);
+    return this.#contiguous;
   }
 
   /** True for host storage in a SharedArrayBuffer (never for a device tensor). */

@@ -16,12 +16,14 @@ export function assertCommTensor(tensor: unknown, where: string): asserts tensor
 export function assertHostTensors(tensors: unknown, where: string): number {
   if (!Array.isArray(tensors)) throw new TypeError(`${where}: tensors must be an array of Tensors`);
   let bytes = 0;
-  tensors.forEach((t: unknown, i) => {
-    assertCommTensor(t, `${where}: tensors[${i}]`);
+  for (let i = 0; i < tensors.length; i++) {
+    const t: unknown = tensors[i];
+    // The name is built only for a bad tensor: a views message may carry thousands.
+    if (!(t instanceof Tensor) || !t.isContiguous()) assertCommTensor(t, `${where}: tensors[${i}]`);
     if (t.device !== 'cpu')
       throw new TypeError(`${where}: tensors[${i}] is on ${t.device}; views are of host memory`);
     bytes += t.nbytes;
-  });
+  }
   return bytes;
 }
 

@@ -866,11 +866,7 @@ function objectToTensor(obj: unknown, where: string): Tensor {
   } catch (error) {
     throw new TypeError(`${where}: the object cannot be structured-cloned: ${(error as Error).message}`);
   }
-  return Tensor.fromArray(
-    new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length),
-    [bytes.length],
-    'uint8',
-  );
+  return Tensor.fromBuffer(bytes.buffer, bytes.byteOffset, [bytes.length], 'uint8');
 }
 
 function tensorToObject(tensor: Tensor): unknown {

@@ -116,44 +116,49 @@ export function encodeBucketHeader(header: BucketHeader): Uint8Array {
   return bytes;
 }
 
-/** Reads fields in order; every read checks that the bytes are there. */
+/**
+ * Reads fields in order; every read checks that the bytes are there. A field
+ * is named by its entry and a fixed label, spelled out only in an error.
+ */
 class Reader {
   at = FIXED_HEADER_BYTES;
   readonly #view: DataView;
   constructor(readonly bytes: Uint8Array) {
     this.#view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
-  #need(n: number, what: string): void {
+  #need(n: number, entry: number, field: string): void {
     if (this.at + n > this.bytes.byteLength) {
       throw new WeightSyncHeaderError(
-        `malformed weight-sync header: truncated at byte ${this.at} while reading ${what} (${this.bytes.byteLength} bytes in all)`,
+        `malformed weight-sync header: truncated at byte ${this.at} while reading entry ${entry} ${field} (${this.bytes.byteLength} bytes in all)`,
       );
     }
   }
-  u8(what: string): number {
-    this.#need(1, what);
+  u8(entry: number, field: string): number {
+    this.#need(1, entry, field);
     return this.#view.getUint8(this.at++);
   }
-  u16(what: string): number {
-    this.#need(2, what);
+  u16(entry: number, field: string): number {
+    this.#need(2, entry, field);
     const v = this.#view.getUint16(this.at, true);
     this.at += 2;
     return v;
   }
-  u32(what: string): number {
-    this.#need(4, what);
+  u32(entry: number, field: string): number {
+    this.#need(4, entry, field);
     const v = this.#view.getUint32(this.at, true);
     this.at += 4;
     return v;
   }
-  utf8(length: number, what: string): string {
-    this.#need(length, what);
+  utf8(length: number, entry: number, field: string): string {
+    this.#need(length, entry, field);
     const slice = this.bytes.subarray(this.at, this.at + length);
     this.at += length;
     try {
       return decoder.decode(slice);
     } catch {
-      throw new WeightSyncHeaderError(`malformed weight-sync header: ${what} is not valid UTF-8`);
+      throw new WeightSyncHeaderError(
+        `malformed weight-sync header: entry ${entry} ${field} is not valid UTF-8`,
+      );
     }
   }
 }
@@ -216,36 +221,39 @@ export function decodeBucketHeader(bytes: unknown, maxPayloadBytes: number): Buc
 }
 
 function readEntry(reader: Reader, i: number): BucketEntry {
-  const nameBytes = reader.u16(`entry ${i} name length`);
+  const nameBytes = reader.u16(i, 'name length');
   if (nameBytes > HEADER_LIMITS.maxNameBytes)
     fail(`entry ${i} name of ${nameBytes} bytes exceeds ${HEADER_LIMITS.maxNameBytes}`);
-  const name = reader.utf8(nameBytes, `entry ${i} name`);
-  const code = reader.u8(`entry ${i} dtype`);
+  const name = reader.utf8(nameBytes, i, 'name');
+  const code = reader.u8(i, 'dtype');
   let dtype: DType;
   try {
     dtype = dtypeFromCode(code);
   } catch {
     fail(`entry ${i} ('${name}') has unknown dtype code ${code}`);
   }
-  const ndim = reader.u8(`entry ${i} ndim`);
+  const ndim = reader.u8(i, 'ndim');
   if (ndim > HEADER_LIMITS.maxDims)
     fail(`entry ${i} ('${name}') has ${ndim} dims (limit ${HEADER_LIMITS.maxDims})`);
-  const shape: number[] = [];
-  for (let d = 0; d < ndim; d++) shape.push(reader.u32(`entry ${i} dim ${d}`));
-  const offset = reader.u32(`entry ${i} offset`);
-  const chunkStart = reader.u32(`entry ${i} chunk start`);
-  const chunkBytes = reader.u32(`entry ${i} chunk bytes`);
-  const what = `entry ${i} ('${name}', ${dtype}[${shape.join(',')}])`;
+  const shape: number[] = new Array(ndim);
+  for (let d = 0; d < ndim; d++) shape[d] = reader.u32(i, DIM_FIELDS[d]);
+  const offset = reader.u32(i, 'offset');
+  const chunkStart = reader.u32(i, 'chunk start');
+  const chunkBytes = reader.u32(i, 'chunk bytes');
+  // Built only for a bad entry: a header holds one entry per tensor of the bucket.
+  const what = () => `entry ${i} ('${name}', ${dtype}[${shape.join(',')}])`;
   const total = tensorBytes(dtype, shape);
   if (total > HEADER_LIMITS.maxTensorBytes)
-    fail(`${what} needs ${total} bytes (limit ${HEADER_LIMITS.maxTensorBytes})`);
-  if (offset % PAYLOAD_ALIGN !== 0) fail(`${what} offset ${offset} is not a multiple of ${PAYLOAD_ALIGN}`);
+    fail(`${what()} needs ${total} bytes (limit ${HEADER_LIMITS.maxTensorBytes})`);
+  if (offset % PAYLOAD_ALIGN !== 0) fail(`${what()} offset ${offset} is not a multiple of ${PAYLOAD_ALIGN}`);
   const item = itemSize(dtype);
   if (chunkStart % item !== 0 || chunkBytes % item !== 0) {
-    fail(`${what} chunk [${chunkStart}, +${chunkBytes}) does not fall on ${item}-byte element boundaries`);
+    fail(`${what()} chunk [${chunkStart}, +${chunkBytes}) does not fall on ${item}-byte element boundaries`);
   }
   if (chunkStart + chunkBytes > total)
-    fail(`${what} chunk [${chunkStart}, +${chunkBytes}) runs past its ${total} bytes`);
-  if (chunkBytes === 0 && total !== 0) fail(`${what} has an empty chunk`);
+    fail(`${what()} chunk [${chunkStart}, +${chunkBytes}) runs past its ${total} bytes`);
+  if (chunkBytes === 0 && total !== 0) fail(`${what()} has an empty chunk`);
   return { name, dtype, shape, offset, chunkStart, chunkBytes };
 }
+
+const DIM_FIELDS = Array.from({ length: HEADER_LIMITS.maxDims }, (_, d) => `dim ${d}`);

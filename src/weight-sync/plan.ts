@@ -10,7 +10,7 @@
  * with what follows. Pieces end on element boundaries.
  */
 import { itemSize } from '../tensor/dtype.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, describeValue } from '../tensor/validate.ts';
 import { alignUp, type BucketEntry, HEADER_LIMITS } from './header.ts';
 
@@ -30,31 +30,85 @@ export interface PlannedBucket {
 const encoder = new TextEncoder();
 
 function checkEntry(item: unknown, position: number, where: string): [string, Tensor] {
-  const at = `${where}: stream entry ${position}`;
+  // Built only for a bad entry: this runs for every tensor of every sync.
+  const at = () => `${where}: stream entry ${position}`;
   if (!Array.isArray(item) || item.length !== 2) {
-    throw new TypeError(`${at} must be a [name, Tensor] pair, got ${describeValue(item)}`);
+    throw new TypeError(`${at()} must be a [name, Tensor] pair, got ${describeValue(item)}`);
   }
   const [name, tensor] = item as [unknown, unknown];
   if (typeof name !== 'string' || name.length === 0) {
-    throw new TypeError(`${at}: the name must be a non-empty string, got ${describeValue(name)}`);
+    throw new TypeError(`${at()}: the name must be a non-empty string, got ${describeValue(name)}`);
   }
-  if (encoder.encode(name).length > HEADER_LIMITS.maxNameBytes) {
+  // A UTF-16 code unit is at most 3 UTF-8 bytes: only a long name needs encoding to be measured.
+  if (
+    name.length * 3 > HEADER_LIMITS.maxNameBytes &&
+    encoder.encode(name).length > HEADER_LIMITS.maxNameBytes
+  ) {
     throw new RangeError(
-      `${at}: the name '${name.slice(0, 40)}…' is over ${HEADER_LIMITS.maxNameBytes} UTF-8 bytes`,
+      `${at()}: the name '${name.slice(0, 40)}…' is over ${HEADER_LIMITS.maxNameBytes} UTF-8 bytes`,
     );
   }
-  assertCommTensor(tensor, `${at} ('${name}')`);
+  if (!(tensor instanceof Tensor) || !tensor.isContiguous()) assertCommTensor(tensor, `${at()} ('${name}')`);
   if (tensor.device !== 'cpu') {
     throw new TypeError(
-      `${at} ('${name}'): tensor is on ${tensor.device}; the weight-sync engine moves host tensors`,
+      `${at()} ('${name}'): tensor is on ${tensor.device}; the weight-sync engine moves host tensors`,
     );
   }
   if (tensor.shape.length > HEADER_LIMITS.maxDims) {
     throw new RangeError(
-      `${at} ('${name}'): ${tensor.describe()} has more than ${HEADER_LIMITS.maxDims} dims`,
+      `${at()} ('${name}'): ${tensor.describe()} has more than ${HEADER_LIMITS.maxDims} dims`,
     );
   }
   return [name, tensor];
+}
+
+const NO_BUCKETS: readonly PlannedBucket[] = Object.freeze([]);
+
+/** Places tensors into buckets one by one; the buckets a tensor completes come back from `add`. */
+class BucketPlanner {
+  #index = 0;
+  #used = 0;
+  #chunks: PlannedChunk[] = [];
+
+  constructor(readonly bucketBytes: number) {}
+
+  add([name, tensor]: [string, Tensor]): readonly PlannedBucket[] {
+    const { bucketBytes } = this;
+    const total = tensor.nbytes;
+    const elementBytes = itemSize(tensor.dtype);
+    let closed: PlannedBucket[] | undefined;
+    let start = 0;
+    for (;;) {
+      // bucketBytes is a multiple of PAYLOAD_ALIGN, so the aligned cursor never passes the end.
+      const offset = alignUp(this.#used);
+      const room = bucketBytes - offset;
+      if (total - start <= room) {
+        this.#place(name, tensor, offset, start, total - start);
+        return closed ?? NO_BUCKETS;
+      }
+      if (total > bucketBytes) {
+        const piece = room - (room % elementBytes);
+        if (piece > 0) {
+          this.#place(name, tensor, offset, start, piece);
+          start += piece;
+        }
+      }
+      (closed ??= []).push(this.close(false));
+    }
+  }
+
+  close(last: boolean): PlannedBucket {
+    const bucket = { index: this.#index++, last, payloadBytes: this.#used, chunks: this.#chunks };
+    this.#used = 0;
+    this.#chunks = [];
+    return bucket;
+  }
+
+  #place(name: string, tensor: Tensor, offset: number, chunkStart: number, chunkBytes: number): void {
+    const { dtype, shape } = tensor;
+    this.#chunks.push({ name, tensor, dtype, shape, offset, chunkStart, chunkBytes });
+    this.#used = offset + chunkBytes;
+  }
 }
 
 export async function* planBuckets(
@@ -71,42 +125,17 @@ export async function* planBuckets(
       `${where}: weights must be an Iterable or AsyncIterable of [name, Tensor], got ${describeValue(weights)}`,
     );
   }
-  let index = 0;
-  let used = 0;
-  let chunks: PlannedChunk[] = [];
-  const close = (last: boolean): PlannedBucket => {
-    const bucket = { index: index++, last, payloadBytes: used, chunks };
-    used = 0;
-    chunks = [];
-    return bucket;
-  };
+  const planner = new BucketPlanner(bucketBytes);
   let position = 0;
-  for await (const item of weights) {
-    const [name, tensor] = checkEntry(item, position++, where);
-    const total = tensor.nbytes;
-    const elementBytes = itemSize(tensor.dtype);
-    const place = (offset: number, chunkStart: number, chunkBytes: number) => {
-      chunks.push({ name, tensor, dtype: tensor.dtype, shape: tensor.shape, offset, chunkStart, chunkBytes });
-      used = offset + chunkBytes;
-    };
-    let start = 0;
-    for (;;) {
-      // bucketBytes is a multiple of PAYLOAD_ALIGN, so the aligned cursor never passes the end.
-      const offset = alignUp(used);
-      const room = bucketBytes - offset;
-      if (total - start <= room) {
-        place(offset, start, total - start);
-        break;
-      }
-      if (total > bucketBytes) {
-        const piece = room - (room % elementBytes);
-        if (piece > 0) {
-          place(offset, start, piece);
-          start += piece;
-        }
-      }
-      yield close(false);
+  // A plain Iterable is walked without an await per tensor (for-await would take a turn for each).
+  if (Symbol.asyncIterator in weights) {
+    for await (const item of weights) {
+      for (const bucket of planner.add(checkEntry(item, position++, where))) yield bucket;
+    }
+  } else {
+    for (const item of weights) {
+      for (const bucket of planner.add(checkEntry(item, position++, where))) yield bucket;
     }
   }
-  yield close(true);
+  yield planner.close(true);
 }
