@@ -259,15 +259,19 @@ describe('bucket sender', () => {
     expect(payloads).toEqual([48, 40, 24]);
   });
 
-  it("lending, sends each bucket's views with its header, in bucket order, without waiting for the header to be taken", async () => {
-    const headersTaken: Array<() => void> = [];
-    const lent: number[][] = [];
+  it('lending, sends each bucket as one message (its header, then a view per entry), in bucket order, two in flight', async () => {
+    const released: Array<() => void> = [];
+    const lent: Array<{ header: unknown; views: number[] }> = [];
     const group = {
       rank: 0,
-      sendObject: () => new Promise<void>((resolve) => headersTaken.push(resolve)),
-      sendViews: (views: Tensor[]) => {
-        lent.push(views.map((v) => v.nbytes));
-        return Promise.resolve();
+      sendObject: () => Promise.reject(new Error('a lending sender sends no object messages')),
+      sendViews: ([head, ...views]: Tensor[]) => {
+        const bytes = head.bytes().slice();
+        lent.push({
+          header: isStreamEnd(bytes) ? 'end' : decodeBucketHeader(bytes, 64).index,
+          views: views.map((v) => v.nbytes),
+        });
+        return new Promise<void>((resolve) => released.push(resolve));
       },
       recvObject: () => Promise.resolve({ ok: true }),
     } as unknown as ThreadGroup;
@@ -275,13 +279,19 @@ describe('bucket sender', () => {
     const stream = [48, 8, 40, 24].map((n, i): [string, Tensor] => [`t${i}`, Tensor.empty([n], 'uint8')]);
     const sent = sender.send(stream, 'test');
     await new Promise((resolve) => setTimeout(resolve, 20));
-    // No header was taken yet, and the first two buckets' views (one per entry, not packed) are out.
-    expect(lent).toEqual([[48, 8], [40]]);
-    for (let taken = 0; taken < 5; taken++) {
-      headersTaken.shift()?.();
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
+    // Nothing was released yet: the first two buckets are out (views on the tensors, not packed), the third waits.
+    expect(lent).toEqual([
+      { header: 0, views: [48, 8] },
+      { header: 1, views: [40] },
+    ]);
+    released.shift()?.();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Bucket 0 came back: bucket 2 goes out, and with everything issued, the stream end behind it.
+    expect(lent.slice(2)).toEqual([
+      { header: 2, views: [24] },
+      { header: 'end', views: [] },
+    ]);
+    while (released.length > 0) released.shift()?.();
     await sent;
-    expect(lent).toEqual([[48, 8], [40], [24]]);
   });
 });

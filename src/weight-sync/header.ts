@@ -75,32 +75,43 @@ export function alignUp(n: number): number {
 }
 
 export function tensorBytes(dtype: DType, shape: readonly number[]): number {
-  return shape.reduce((a, b) => a * b, 1) * itemSize(dtype);
+  let n = itemSize(dtype);
+  for (const size of shape) n *= size;
+  return n;
 }
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
+/** UTF-8 length of `s`; names are almost always ASCII, which needs no encoding to measure. */
+export function utf8Length(s: string): number {
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) >= 0x80) return encoder.encode(s).length;
+  return s.length;
+}
+
 export function encodeBucketHeader(header: BucketHeader): Uint8Array {
-  const names = header.entries.map((e) => encoder.encode(e.name));
-  const size = header.entries.reduce(
-    (n, e, i) => n + MIN_ENTRY_BYTES + names[i].length + 4 * e.shape.length,
-    FIXED_HEADER_BYTES,
-  );
+  const { entries } = header;
+  const nameBytes = new Array<number>(entries.length);
+  let size = FIXED_HEADER_BYTES;
+  for (let i = 0; i < entries.length; i++) {
+    nameBytes[i] = utf8Length(entries[i].name);
+    size += MIN_ENTRY_BYTES + nameBytes[i] + 4 * entries[i].shape.length;
+  }
   const bytes = new Uint8Array(size);
   const view = new DataView(bytes.buffer);
   view.setUint32(0, HEADER_MAGIC, true);
   view.setUint16(4, HEADER_VERSION, true);
   view.setUint16(6, (header.last ? FLAG_LAST : 0) | (header.views ? FLAG_VIEWS : 0), true);
   view.setUint32(8, header.index, true);
-  view.setUint32(12, header.entries.length, true);
+  view.setUint32(12, entries.length, true);
   view.setUint32(16, header.payloadBytes, true);
   view.setUint32(DIGEST_OFFSET, header.digest >>> 0, true);
   let at = FIXED_HEADER_BYTES;
-  header.entries.forEach((e, i) => {
-    view.setUint16(at, names[i].length, true);
-    bytes.set(names[i], at + 2);
-    at += 2 + names[i].length;
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i];
+    view.setUint16(at, nameBytes[i], true);
+    writeName(e.name, nameBytes[i], bytes, at + 2);
+    at += 2 + nameBytes[i];
     view.setUint8(at, dtypeCode(e.dtype));
     view.setUint8(at + 1, e.shape.length);
     at += 2;
@@ -112,8 +123,24 @@ export function encodeBucketHeader(header: BucketHeader): Uint8Array {
     view.setUint32(at + 4, e.chunkStart, true);
     view.setUint32(at + 8, e.chunkBytes, true);
     at += 12;
-  });
+  }
   return bytes;
+}
+
+function writeName(name: string, length: number, bytes: Uint8Array, at: number): void {
+  if (length !== name.length) {
+    encoder.encodeInto(name, bytes.subarray(at, at + length));
+    return;
+  }
+  for (let i = 0; i < length; i++) bytes[at + i] = name.charCodeAt(i);
+}
+
+/** ASCII read directly (the common case); anything else goes through the strict decoder. */
+function readName(bytes: Uint8Array, at: number, length: number): string {
+  let ascii = true;
+  for (let i = at; i < at + length && ascii; i++) ascii = bytes[i] < 0x80;
+  const slice = bytes.subarray(at, at + length);
+  return ascii ? String.fromCharCode.apply(null, slice as unknown as number[]) : decoder.decode(slice);
 }
 
 /**
@@ -151,10 +178,10 @@ class Reader {
   }
   utf8(length: number, entry: number, field: string): string {
     this.#need(length, entry, field);
-    const slice = this.bytes.subarray(this.at, this.at + length);
+    const at = this.at;
     this.at += length;
     try {
-      return decoder.decode(slice);
+      return readName(this.bytes, at, length);
     } catch {
       throw new WeightSyncHeaderError(
         `malformed weight-sync header: entry ${entry} ${field} is not valid UTF-8`,
@@ -240,20 +267,30 @@ function readEntry(reader: Reader, i: number): BucketEntry {
   const offset = reader.u32(i, 'offset');
   const chunkStart = reader.u32(i, 'chunk start');
   const chunkBytes = reader.u32(i, 'chunk bytes');
-  // Built only for a bad entry: a header holds one entry per tensor of the bucket.
-  const what = () => `entry ${i} ('${name}', ${dtype}[${shape.join(',')}])`;
   const total = tensorBytes(dtype, shape);
   if (total > HEADER_LIMITS.maxTensorBytes)
-    fail(`${what()} needs ${total} bytes (limit ${HEADER_LIMITS.maxTensorBytes})`);
-  if (offset % PAYLOAD_ALIGN !== 0) fail(`${what()} offset ${offset} is not a multiple of ${PAYLOAD_ALIGN}`);
+    fail(
+      `${describeEntry(i, name, dtype, shape)} needs ${total} bytes (limit ${HEADER_LIMITS.maxTensorBytes})`,
+    );
+  if (offset % PAYLOAD_ALIGN !== 0)
+    fail(`${describeEntry(i, name, dtype, shape)} offset ${offset} is not a multiple of ${PAYLOAD_ALIGN}`);
   const item = itemSize(dtype);
   if (chunkStart % item !== 0 || chunkBytes % item !== 0) {
-    fail(`${what()} chunk [${chunkStart}, +${chunkBytes}) does not fall on ${item}-byte element boundaries`);
+    fail(
+      `${describeEntry(i, name, dtype, shape)} chunk [${chunkStart}, +${chunkBytes}) does not fall on ${item}-byte element boundaries`,
+    );
   }
   if (chunkStart + chunkBytes > total)
-    fail(`${what()} chunk [${chunkStart}, +${chunkBytes}) runs past its ${total} bytes`);
-  if (chunkBytes === 0 && total !== 0) fail(`${what()} has an empty chunk`);
+    fail(
+      `${describeEntry(i, name, dtype, shape)} chunk [${chunkStart}, +${chunkBytes}) runs past its ${total} bytes`,
+    );
+  if (chunkBytes === 0 && total !== 0) fail(`${describeEntry(i, name, dtype, shape)} has an empty chunk`);
   return { name, dtype, shape, offset, chunkStart, chunkBytes };
+}
+
+/** Spelled out only for a bad entry: a header holds one entry per tensor of the bucket. */
+function describeEntry(i: number, name: string, dtype: DType, shape: readonly number[]): string {
+  return `entry ${i} ('${name}', ${dtype}[${shape.join(',')}])`;
 }
 
 const DIM_FIELDS = Array.from({ length: HEADER_LIMITS.maxDims }, (_, d) => `dim ${d}`);

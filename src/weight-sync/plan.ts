@@ -12,7 +12,7 @@
 import { itemSize } from '../tensor/dtype.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, describeValue } from '../tensor/validate.ts';
-import { alignUp, type BucketEntry, HEADER_LIMITS } from './header.ts';
+import { alignUp, type BucketEntry, HEADER_LIMITS, utf8Length } from './header.ts';
 
 export type WeightStream = Iterable<readonly [string, Tensor]> | AsyncIterable<readonly [string, Tensor]>;
 
@@ -27,39 +27,43 @@ export interface PlannedBucket {
   chunks: PlannedChunk[];
 }
 
-const encoder = new TextEncoder();
-
 function checkEntry(item: unknown, position: number, where: string): [string, Tensor] {
-  // Built only for a bad entry: this runs for every tensor of every sync.
-  const at = () => `${where}: stream entry ${position}`;
   if (!Array.isArray(item) || item.length !== 2) {
-    throw new TypeError(`${at()} must be a [name, Tensor] pair, got ${describeValue(item)}`);
+    throw new TypeError(
+      `${entryAt(where, position)} must be a [name, Tensor] pair, got ${describeValue(item)}`,
+    );
   }
   const [name, tensor] = item as [unknown, unknown];
   if (typeof name !== 'string' || name.length === 0) {
-    throw new TypeError(`${at()}: the name must be a non-empty string, got ${describeValue(name)}`);
-  }
-  // A UTF-16 code unit is at most 3 UTF-8 bytes: only a long name needs encoding to be measured.
-  if (
-    name.length * 3 > HEADER_LIMITS.maxNameBytes &&
-    encoder.encode(name).length > HEADER_LIMITS.maxNameBytes
-  ) {
-    throw new RangeError(
-      `${at()}: the name '${name.slice(0, 40)}…' is over ${HEADER_LIMITS.maxNameBytes} UTF-8 bytes`,
+    throw new TypeError(
+      `${entryAt(where, position)}: the name must be a non-empty string, got ${describeValue(name)}`,
     );
   }
-  if (!(tensor instanceof Tensor) || !tensor.isContiguous()) assertCommTensor(tensor, `${at()} ('${name}')`);
+  // A UTF-16 code unit is at most 3 UTF-8 bytes: only a long name needs encoding to be measured.
+  if (name.length * 3 > HEADER_LIMITS.maxNameBytes && utf8Length(name) > HEADER_LIMITS.maxNameBytes) {
+    throw new RangeError(
+      `${entryAt(where, position)}: the name '${name.slice(0, 40)}…' is over ${HEADER_LIMITS.maxNameBytes} UTF-8 bytes`,
+    );
+  }
+  if (!(tensor instanceof Tensor) || !tensor.isContiguous()) {
+    assertCommTensor(tensor, `${entryAt(where, position)} ('${name}')`);
+  }
   if (tensor.device !== 'cpu') {
     throw new TypeError(
-      `${at()} ('${name}'): tensor is on ${tensor.device}; the weight-sync engine moves host tensors`,
+      `${entryAt(where, position)} ('${name}'): tensor is on ${tensor.device}; the weight-sync engine moves host tensors`,
     );
   }
   if (tensor.shape.length > HEADER_LIMITS.maxDims) {
     throw new RangeError(
-      `${at()} ('${name}'): ${tensor.describe()} has more than ${HEADER_LIMITS.maxDims} dims`,
+      `${entryAt(where, position)} ('${name}'): ${tensor.describe()} has more than ${HEADER_LIMITS.maxDims} dims`,
     );
   }
   return [name, tensor];
+}
+
+/** Spelled out only for a bad entry: checkEntry runs for every tensor of every sync. */
+function entryAt(where: string, position: number): string {
+  return `${where}: stream entry ${position}`;
 }
 
 const NO_BUCKETS: readonly PlannedBucket[] = Object.freeze([]);

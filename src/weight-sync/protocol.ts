@@ -1,7 +1,8 @@
 /**
  * The messages of one sync besides the buckets, and the tags they travel on.
  * Per bucket b, its sender (senders[b mod S]) sends each receiver the binary
- * header (header.ts) and then the payload bytes. After its last bucket every
+ * header (header.ts) and then the payload bytes, or, lending, the header with
+ * a view per entry in one message (record.ts). After its last bucket every
  * sender closes its header stream to every receiver with a stream end
  * (stream-end.ts): the bucket count and digest it planned, or the error its
  * stream failed with. Each receiver compares them with what it received and

@@ -13,8 +13,9 @@
  * arrived, and a sender sends a payload only after every receiver took its
  * header, so at most `phase` buckets are in flight.
  *
- * Lent payloads (header flag; between threads): one view per entry on the
- * sender's own tensors (recvViews), which come with the header. Borrowing
+ * Lent payloads (`lend`, between threads): one view per entry on the
+ * sender's own tensors, in the same views message as the header (record.ts).
+ * Borrowing
  * yields them as they are, until the caller moves past the bucket; otherwise
  * they are copied into memory of the caller's own and given back at once.
  * Each bucket is taken when the caller gets to it; what is in flight is then
@@ -28,6 +29,7 @@ import { WeightSyncError, WeightSyncHeaderError } from './errors.ts';
 import { type BucketHeader, decodeBucketHeader, startedTensors } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
 import { LINGER_TIMEOUTS, messageOf, quiet } from './protocol.ts';
+import { type ReceivedRecord, recvRecord } from './record.ts';
 import { decodeStreamEnd, isStreamEnd, type StreamEnd } from './stream-end.ts';
 
 export class BucketReceiver {
@@ -58,6 +60,8 @@ class ReceiveSession {
   readonly #reused: ((slot: number) => Uint8Array) | undefined;
   /** Where each received bucket's entries are (one chunk per entry), until the caller moves past it. */
   readonly #landed = new Map<number, Uint8Array[]>();
+  /** Lent buckets taken with their header, until their entries are checked and landed. */
+  readonly #lentViews = new Map<number, ReceivedRecord>();
   /** Buckets lent by their sender (borrowing): returned when the caller moves past them. */
   readonly #loans = new Map<number, () => Promise<void>>();
   readonly #where: string;
@@ -73,8 +77,6 @@ class ReceiveSession {
   #buckets = 0;
   #tensors = 0;
   #outcomeSent = false;
-  /** The last header said its bucket is lent (every bucket of an engine's stream is, or none). */
-  #lent = false;
   #failed = false;
 
   constructor(
@@ -125,7 +127,7 @@ class ReceiveSession {
     // Lent buckets come with their header (the sender does not wait for it to be taken). A receive
     // posted early parks, and its wake-up waits for this thread's event loop, which is busy while the
     // caller copies; one posted when the caller gets there finds the bucket waiting and takes it at once.
-    const ahead = this.#lent ? 0 : this.#config.phase;
+    const ahead = this.#config.lend ? 0 : this.#config.phase;
     for (let k = index; k <= index + ahead; k++) {
       this.#header(k);
       this.#payload(k);
@@ -206,9 +208,22 @@ class ReceiveSession {
   }
 
   async #takeHeader(index: number): Promise<BucketHeader> {
-    const { tags, timeoutMs } = this.#config;
+    const { tags, timeoutMs, lend } = this.#config;
     const sender = this.#sender(index);
-    const raw = await this.#group.recvObject(sender, { tag: tags.header, timeoutMs });
+    const received = await recvRecord(this.#group, lend, sender, { tag: tags.header, timeoutMs });
+    try {
+      const header = this.#checkHeader(index, sender, received.record);
+      if (lend) this.#lentViews.set(index, received);
+      else await received.release();
+      return header;
+    } catch (error) {
+      quiet(received.release()); // the sender's send completes; this receiver's outcome tells it what went wrong
+      throw error;
+    }
+  }
+
+  /** A bucket's header record: decoded, in its place in the stream, and with the digest of the stream so far. */
+  #checkHeader(index: number, sender: number, raw: unknown): BucketHeader {
     if (isStreamEnd(raw)) throw this.#endedEarly(index, sender, this.#decodeEnd(raw, sender));
     const header = this.#decodeHeader(raw, `bucket ${index} from sender ${sender}`);
     // Headers are taken in stream order (each waits for the one before), so the digest chains in order.
@@ -221,8 +236,13 @@ class ReceiveSession {
           `but the stream received so far hashes to ${hex(expected)}`,
       );
     }
+    if (header.views !== this.#config.lend) {
+      throw new WeightSyncError(
+        `${this.#where}: bucket ${index} from sender ${sender} is ${header.views ? 'lent' : 'packed'}, ` +
+          `but this receiver's engine ${this.#config.lend ? 'lends' : 'packs'}: the ranks were given different lend options`,
+      );
+    }
     this.#digest = expected;
-    this.#lent = header.views;
     this.#buckets++;
     this.#tensors += startedTensors(header.entries);
     return header;
@@ -263,18 +283,10 @@ class ReceiveSession {
 
   async #takePayload(header: BucketHeader): Promise<BucketHeader> {
     const { index, payloadBytes } = header;
-    if (payloadBytes === 0) {
-      this.#landed.set(
-        index,
-        header.entries.map(() => new Uint8Array(0)),
-      );
-      return header;
-    }
-    const { tags, timeoutMs } = this.#config;
     const sender = this.#sender(index);
-    const options = { tag: tags.payload, timeoutMs };
     if (header.views) {
-      const loan = await this.#group.recvViews(sender, options);
+      const loan = this.#lentViews.get(index)!;
+      this.#lentViews.delete(index);
       let chunks: Uint8Array[];
       try {
         chunks = this.#checkViews(header, sender, loan.views);
@@ -294,6 +306,15 @@ class ReceiveSession {
       await loan.release();
       return header;
     }
+    if (payloadBytes === 0) {
+      this.#landed.set(
+        index,
+        header.entries.map(() => new Uint8Array(0)),
+      );
+      return header;
+    }
+    const { tags, timeoutMs } = this.#config;
+    const options = { tag: tags.payload, timeoutMs };
     const buffer = this.#reused?.(index % 2) ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
     const target = Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [payloadBytes], 'uint8');
     if (!this.#reused) {
@@ -330,13 +351,18 @@ class ReceiveSession {
   /** Reads every sender's stream end, compares it with what arrived, and tells every sender the outcome. */
   async #agree(): Promise<void> {
     const { senders, tags, timeoutMs } = this.#config;
+    const { lend } = this.#config;
     const ends = await Promise.all(
       senders.map(async (s) => ({
         s,
-        raw: await this.#group.recvObject(s, { tag: tags.header, timeoutMs }),
+        received: await recvRecord(this.#group, lend, s, { tag: tags.header, timeoutMs }),
       })),
     );
-    for (const { s, raw } of ends) this.#checkEnd(s, raw);
+    try {
+      for (const { s, received } of ends) this.#checkEnd(s, received.record);
+    } finally {
+      for (const { received } of ends) quiet(received.release());
+    }
     this.#outcomeSent = true;
     await Promise.all(
       senders.map((s) => this.#group.sendObject({ ok: true }, s, { tag: tags.outcome, timeoutMs })),
@@ -376,6 +402,8 @@ class ReceiveSession {
     // Lent buckets go back, so their senders' sends complete and they can read the outcome.
     for (const loan of this.#loans.values()) quiet(loan());
     this.#loans.clear();
+    for (const taken of this.#lentViews.values()) quiet(taken.release());
+    this.#lentViews.clear();
     if (!this.#outcomeSent) {
       const { senders, tags, timeoutMs } = this.#config;
       const outcome = { ok: false, error: messageOf(error) };

@@ -5,8 +5,9 @@
  * bucket buffers: it packs the next bucket into one while the other is in
  * flight, and reuses a buffer only after every receiver has finished reading
  * it (the p2p send resolves then). Where the group lends views it packs
- * nothing: a bucket's entries go out as views on the tensors themselves, and
- * still at most two of its buckets are in flight. Its header stream ends with a stream end:
+ * nothing: a bucket's entries go out as views on the tensors themselves,
+ * behind its header in one message, and still at most two of its buckets are
+ * in flight. Its header stream ends with a stream end:
  * what it planned, or the error its weights iterator (or packing) threw.
  */
 import { Tensor } from '../tensor/tensor.ts';
@@ -17,6 +18,7 @@ import { encodeBucketHeader, startedTensors } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
 import { type PlannedBucket, type PlannedChunk, planBuckets, type WeightStream } from './plan.ts';
 import { LINGER_TIMEOUTS, messageOf, parseOutcome, quiet } from './protocol.ts';
+import { sendRecord } from './record.ts';
 import { encodeStreamEnd, type StreamEnd } from './stream-end.ts';
 
 /** How long a failed sender looks for a receiver's error report that would explain its failure. */
@@ -92,20 +94,20 @@ export class BucketSender {
 
   /** Closes this sender's header stream to every receiver. Not awaited: a receiver that already failed never takes it. */
   #endStream(end: StreamEnd): void {
-    const { receivers, tags, timeoutMs } = this.#config;
+    const { receivers, tags, timeoutMs, lend } = this.#config;
     const record = encodeStreamEnd(end);
     // A failure report must still be there when a receiver reaches it, after the buckets before it.
     const linger = end.failed ? LINGER_TIMEOUTS * timeoutMs : timeoutMs;
     for (const r of receivers)
-      quiet(this.#group.sendObject(record, r, { tag: tags.header, timeoutMs: linger }));
+      quiet(sendRecord(this.#group, lend, record, [], r, { tag: tags.header, timeoutMs: linger }));
   }
 
   /**
-   * Header to every receiver, then, once all took it, the used part of the
-   * buffer (or, lending, a view per entry). A receiver pairs payloads with
-   * buckets by their order on the stream, so the payload goes out only after
-   * this sender's previous bucket's did, even when every receiver took this
-   * header first.
+   * Lent: the header and a view per entry, as one message to every receiver.
+   * Packed: the header to every receiver, then, once all took it, the used
+   * part of the buffer. A receiver pairs payloads with buckets by their order
+   * on the stream, so a payload goes out only after this sender's previous
+   * bucket's did, even when every receiver took this header first.
    */
   async #transfer(
     bucket: PlannedBucket,
@@ -114,26 +116,26 @@ export class BucketSender {
     turn: PayloadTurn,
     where: string,
   ): Promise<void> {
-    const { receivers, tags, timeoutMs } = this.#config;
-    const options = { tag: tags.payload, timeoutMs };
+    const { receivers, tags, timeoutMs, lend } = this.#config;
     try {
+      if (lend) {
+        const views = bucket.chunks.map(chunkView);
+        const options = { tag: tags.header, timeoutMs };
+        await Promise.all(receivers.map((r) => sendRecord(this.#group, lend, header, views, r, options)));
+        return;
+      }
       const headers = receivers.map((r) =>
         this.#group.sendObject(header, r, { tag: tags.header, timeoutMs }),
       );
-      // A packed payload waits until every receiver took the header, which it takes only once it has room
-      // for the payload (phase). Lent views take no room: they go out with the header, and a receiver
-      // finds them there when it gets to them rather than waiting for this sender to wake up again.
-      if (buffer) await Promise.all(headers);
+      // The payload waits until every receiver took the header, which it takes only once it has room
+      // for the payload (phase).
+      await Promise.all(headers);
       await turn.after;
-      if (bucket.payloadBytes === 0) return void (await Promise.all(headers));
-      const views = buffer ? undefined : bucket.chunks.map(chunkView);
-      const payload =
-        buffer && Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [bucket.payloadBytes], 'uint8');
-      const sends = receivers.map((r) =>
-        views ? this.#group.sendViews(views, r, options) : this.#group.send(payload!, r, options),
-      );
+      if (bucket.payloadBytes === 0) return;
+      const payload = Tensor.fromBuffer(buffer!.buffer, buffer!.byteOffset, [bucket.payloadBytes], 'uint8');
+      const sends = receivers.map((r) => this.#group.send(payload, r, { tag: tags.payload, timeoutMs }));
       turn.issued();
-      await Promise.all([...headers, ...sends]);
+      await Promise.all(sends);
     } catch (error) {
       throw new WeightSyncError(`${where}: bucket ${bucket.index}: ${messageOf(error)}`, { cause: error });
     } finally {
