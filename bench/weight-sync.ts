@@ -27,7 +27,7 @@ const MiB = 1 << 20;
 const FULL: RankArgs = {
   model: { layers: 21, hidden: 1024, experts: 40, expertHidden: 256 },
   bucketBytes: 64 * MiB,
-  reps: 3,
+  reps: 5,
 };
 const QUICK: RankArgs = {
   model: { layers: 6, hidden: 512, experts: 16, expertHidden: 256 },
