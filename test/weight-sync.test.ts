@@ -65,7 +65,7 @@ describe('WeightSyncEngine between threads', () => {
     ]);
   }, 120_000);
 
-  it('fails on every rank, naming the problem, for diverging streams, a malformed header and silent peers', async () => {
+  it('fails on every rank, naming the problem, for diverging streams, a malformed header, differing lend options and silent peers', async () => {
     const res: Result[] = await spawnThreads(entry, { worldSize: 4, args: { scenario: 'errors' } });
     for (const r of res) {
       expect(r.mismatchMiddle.error).toMatch(/senders iterated different weight streams/);
@@ -88,6 +88,10 @@ describe('WeightSyncEngine between threads', () => {
       { ok: false, error: expect.stringMatching(/lent 1 views for its 2 entries/) },
       { ok: false, error: expect.stringMatching(/lent 1 views for its 2 entries/) },
     ]);
+    for (const r of [0, 2, 3]) {
+      expect(res[r].lendDiffers.error).toMatch(/the ranks were given different lend options/);
+      expect(res[r].lendDiffers.ms).toBeLessThan(1500);
+    }
     expect(res[0].silent.error).toMatch(/bucket 0: .*timed out after 1500 ms/);
     expect(res[3].silent.error).toMatch(/timed out after 1500 ms/);
   }, 60_000);

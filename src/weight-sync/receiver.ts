@@ -21,6 +21,7 @@
  * Each bucket is taken when the caller gets to it; what is in flight is then
  * bounded by the senders, two buckets each.
  */
+import { CollectiveMismatchError } from '../runtime/errors.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ChunkAssembler } from './assembler.ts';
@@ -210,7 +211,16 @@ class ReceiveSession {
   async #takeHeader(index: number): Promise<BucketHeader> {
     const { tags, timeoutMs, lend } = this.#config;
     const sender = this.#sender(index);
-    const received = await recvRecord(this.#group, lend, sender, { tag: tags.header, timeoutMs });
+    const received = await recvRecord(this.#group, lend, sender, { tag: tags.header, timeoutMs }).catch(
+      (error: unknown) => {
+        // The one mismatch a record can meet: a message of the other kind, lent where packed was due or back.
+        if (!(error instanceof CollectiveMismatchError)) throw error;
+        throw new WeightSyncError(
+          `${this.#where}: bucket ${index} from sender ${sender} did not come ${lend ? 'lent' : 'packed'}, ` +
+            `as this receiver's engine expects: the ranks were given different lend options (${error.message})`,
+        );
+      },
+    );
     try {
       const header = this.#checkHeader(index, sender, received.record);
       if (lend) this.#lentViews.set(index, received);
