@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { JobFailedError, RankFailedError, spawnThreads } from '../src/index.ts';
 import { settledThreadCount, threadCount } from './fixtures/threads.ts';
@@ -64,6 +67,30 @@ describe('spawnThreads', () => {
     expect(error.message).toMatch(/job timed out after 500 ms; ranks still running: 0, 1/);
     expect(Date.now() - started).toBeLessThan(5000);
     expect(await settledThreadCount(before)).toBe(before);
+  });
+
+  it('stops a rank that is still loading its modules only once it has loaded (stopping one mid-load can abort the process)', async () => {
+    const before = threadCount();
+    const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-loading-'));
+    const marker = join(dir, 'loaded');
+    writeFileSync(marker, '');
+    process.env.TENSORCOMM_TEST_LOADED_FILE = marker;
+    try {
+      const started = Date.now();
+      const error = (await spawnThreads(fixture('slow-loading-rank.ts'), {
+        worldSize: 2,
+        graceMs: 50,
+      }).catch((e: unknown) => e)) as JobFailedError;
+      expect(error).toBeInstanceOf(JobFailedError);
+      expect(error.failures[0]).toMatchObject({ rank: 0, error: { message: 'rank 0 fails at once' } });
+      // Rank 1 was due to stop 50 ms after rank 0 failed, 1.5 s before it had loaded: it was stopped after.
+      expect(readFileSync(marker, 'utf8')).toBe('loaded\n');
+      expect(Date.now() - started).toBeLessThan(8000);
+      expect(await settledThreadCount(before)).toBe(before);
+    } finally {
+      delete process.env.TENSORCOMM_TEST_LOADED_FILE;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses bad options with messages naming them', async () => {

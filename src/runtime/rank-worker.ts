@@ -23,6 +23,7 @@ async function run(): Promise<void> {
   try {
     ctx = await setup.createRankContext(data.identity, data.shared, abort, data.job);
     const entry = (await import(data.entryUrl)) as { default?: unknown };
+    report({ kind: 'loaded' });
     if (typeof entry.default !== 'function') {
       throw new TypeError(`entry module ${data.entryUrl} must export a default function main(ctx, args)`);
     }

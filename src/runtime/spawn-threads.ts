@@ -45,7 +45,16 @@ export interface RankWorkerData {
   job: JobOptions;
 }
 
-export type RankWorkerReport = RankReport;
+/** A rank's outcome, and before it that the rank has loaded its modules and starts its main function. */
+export type RankWorkerReport = RankReport | { kind: 'loaded' };
+
+/**
+ * Stopping a thread while a native addon initialises (koffi, lz4 and zstd load
+ * with the library) aborts the whole process: node-addon-api treats the failed
+ * napi_throw of a terminating thread as fatal. A thread that is still loading
+ * is stopped once it has loaded, or after this long at the latest.
+ */
+const LOADING_STOP_MS = 10_000;
 
 /** Resolves to the ranks' return values in rank order, or rejects naming every failed rank. */
 export async function spawnThreads<R = unknown>(
@@ -103,8 +112,22 @@ export async function spawnThreads<R = unknown>(
     }
   }
 
+  const loaded = new Array<boolean>(worldSize).fill(false);
+  const stopWhenLoaded = new Set<number>();
+  const lastResortTimers: NodeJS.Timeout[] = [];
+
+  function stop(rank: number): void {
+    if (loaded[rank]) {
+      void workers[rank].terminate();
+      return;
+    }
+    if (stopWhenLoaded.has(rank)) return;
+    stopWhenLoaded.add(rank);
+    lastResortTimers.push(setTimeout(() => void workers[rank].terminate(), LOADING_STOP_MS));
+  }
+
   function terminateAll(): void {
-    for (const w of workers) void w.terminate();
+    for (let rank = 0; rank < worldSize; rank++) stop(rank);
   }
 
   const { timeoutMs } = options;
@@ -123,6 +146,11 @@ export async function spawnThreads<R = unknown>(
       (worker, rank) =>
         new Promise<void>((resolveExit) => {
           worker.on('message', (report: RankWorkerReport) => {
+            if (report.kind === 'loaded') {
+              loaded[rank] = true;
+              if (stopWhenLoaded.has(rank)) void worker.terminate();
+              return;
+            }
             if (settled[rank]) return;
             settled[rank] = true;
             if (report.kind === 'result') {
@@ -151,6 +179,7 @@ export async function spawnThreads<R = unknown>(
   );
   clearTimeout(jobTimer);
   clearTimeout(graceTimer);
+  for (const timer of lastResortTimers) clearTimeout(timer);
   // Ranks wrote their calls as parts when they closed; one file with a track per rank is what tools open.
   if (job.debug?.trace) mergeTraceParts(job.debug.trace, worldSize);
   if (failures.length > 0) throw jobFailure(failures, names);
