@@ -369,7 +369,7 @@ export class MemoryTensorStore implements TensorStore {
     const list = new Float64Array(listBuffer, found.byteOffset, found.shape[0]);
     const views: Tensor[] = new Array(list.length / VIEW_WORDS);
     for (let at = 0; at < list.length; at += VIEW_WORDS) {
-      // Buffers seen before are mapped already: only a new one waits (a turn) for its announcement.
+      // Buffers seen before are mapped already: only a new one is awaited (its announcement may be in flight).
       const buffer =
         this.#registry.known(owner, list[at]) ?? (await this.#resolve(key, owner, list[at], deadline));
       views[at / VIEW_WORDS] = Tensor.fromBuffer(buffer, list[at + 1], [list[at + 2]], 'uint8');

@@ -12,6 +12,11 @@ export function assertCommTensor(tensor: unknown, where: string): asserts tensor
   }
 }
 
+/** What assertCommTensor accepts, checked without building its message: for loops over many tensors. */
+export function isCommTensor(tensor: unknown): tensor is Tensor {
+  return tensor instanceof Tensor && tensor.isContiguous();
+}
+
 /** The tensors of a views message (sendViews, srcSetViews): an array of contiguous host tensors; returns their bytes. */
 export function assertHostTensors(tensors: unknown, where: string): number {
   if (!Array.isArray(tensors)) throw new TypeError(`${where}: tensors must be an array of Tensors`);
@@ -19,7 +24,7 @@ export function assertHostTensors(tensors: unknown, where: string): number {
   for (let i = 0; i < tensors.length; i++) {
     const t: unknown = tensors[i];
     // The name is built only for a bad tensor: a views message may carry thousands.
-    if (!(t instanceof Tensor) || !t.isContiguous()) assertCommTensor(t, `${where}: tensors[${i}]`);
+    if (!isCommTensor(t)) assertCommTensor(t, `${where}: tensors[${i}]`);
     if (t.device !== 'cpu')
       throw new TypeError(`${where}: tensors[${i}] is on ${t.device}; views are of host memory`);
     bytes += t.nbytes;

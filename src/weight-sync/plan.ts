@@ -10,8 +10,8 @@
  * with what follows. Pieces end on element boundaries.
  */
 import { itemSize } from '../tensor/dtype.ts';
-import { Tensor } from '../tensor/tensor.ts';
-import { assertCommTensor, describeValue } from '../tensor/validate.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { assertCommTensor, describeValue, isCommTensor } from '../tensor/validate.ts';
 import { alignUp, type BucketEntry, HEADER_LIMITS, utf8Length } from './header.ts';
 
 export type WeightStream = Iterable<readonly [string, Tensor]> | AsyncIterable<readonly [string, Tensor]>;
@@ -45,9 +45,7 @@ function checkEntry(item: unknown, position: number, where: string): [string, Te
       `${entryAt(where, position)}: the name '${name.slice(0, 40)}…' is over ${HEADER_LIMITS.maxNameBytes} UTF-8 bytes`,
     );
   }
-  if (!(tensor instanceof Tensor) || !tensor.isContiguous()) {
-    assertCommTensor(tensor, `${entryAt(where, position)} ('${name}')`);
-  }
+  if (!isCommTensor(tensor)) assertCommTensor(tensor, `${entryAt(where, position)} ('${name}')`);
   if (tensor.device !== 'cpu') {
     throw new TypeError(
       `${entryAt(where, position)} ('${name}'): tensor is on ${tensor.device}; the weight-sync engine moves host tensors`,

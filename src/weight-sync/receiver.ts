@@ -15,8 +15,7 @@
  *
  * Lent payloads (`lend`, between threads): one view per entry on the
  * sender's own tensors, in the same views message as the header (record.ts).
- * Borrowing
- * yields them as they are, until the caller moves past the bucket; otherwise
+ * Borrowing yields them as they are, until the caller moves past the bucket; otherwise
  * they are copied into memory of the caller's own and given back at once.
  * Each bucket is taken when the caller gets to it; what is in flight is then
  * bounded by the senders, two buckets each.
@@ -360,8 +359,7 @@ class ReceiveSession {
 
   /** Reads every sender's stream end, compares it with what arrived, and tells every sender the outcome. */
   async #agree(): Promise<void> {
-    const { senders, tags, timeoutMs } = this.#config;
-    const { lend } = this.#config;
+    const { senders, tags, timeoutMs, lend } = this.#config;
     const ends = await Promise.all(
       senders.map(async (s) => ({
         s,
