@@ -7,8 +7,8 @@
  *   npx tsx bench/gpu.ts [--quick]
  */
 
+import { cudaRuntime } from '../src/cuda/cudart.ts';
 import { spawnThreads } from '../src/index.ts';
-import { cudaRuntime } from '../src/nccl/cudart.ts';
 import { isMainModule } from './cli.ts';
 import type { GpuBenchArgs, GpuBenchSample } from './gpu-rank.ts';
 import { type Column, fixed, formatTable } from './table.ts';

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles tensorcomm's reduction kernels (src/nccl/kernels/reduce.cu) to PTX.
+# Compiles tensorcomm's reduction kernels (src/cuda/kernels/reduce.cu) to PTX.
 # The PTX is committed, so a machine with a GPU driver but no CUDA toolkit can
 # load it; rerun this after editing reduce.cu or reduce-ops.h (a test fails
 # while the committed file is stale).
@@ -7,12 +7,12 @@
 # compute_75 is the oldest virtual architecture nvcc 13 accepts; the driver
 # JIT-compiles its PTX for any newer GPU.
 #
-# Usage: scripts/build-kernels.sh [output.ptx]   (default: src/nccl/kernels/reduce.ptx)
+# Usage: scripts/build-kernels.sh [output.ptx]   (default: src/cuda/kernels/reduce.ptx)
 # nvcc is $NVCC, else nvcc on PATH, else $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-kernels="$root/src/nccl/kernels"
+kernels="$root/src/cuda/kernels"
 output="${1:-$kernels/reduce.ptx}"
 
 nvcc="${NVCC:-}"

@@ -3,7 +3,7 @@
  * found (or why not) and the visible devices. Exits 1 when no device can be
  * used, so scripts/gpu-check.sh stops before the GPU suite.
  */
-import { cudaRuntime } from '../src/nccl/cudart.ts';
+import { cudaRuntime } from '../src/cuda/cudart.ts';
 import { ncclLibrary } from '../src/nccl/nccl-library.ts';
 
 function describe<T>(what: string, get: () => T, show: (value: T) => string): T | undefined {

@@ -1,9 +1,19 @@
 /** tensorcomm: distributed tensor communication for Node.js. Everything public is exported here. */
-import './thread-group/rank-context.ts';
+import './context/rank-context.ts';
 // The GPU layer registers itself with the tensor and store layers; no CUDA library loads until a GPU is asked for.
-import './nccl/device-backend.ts';
-import './nccl/device-ipc.ts';
+import './cuda/device-backend.ts';
+import './cuda/device-ipc.ts';
 
+export { type InitProcessOptions, initProcess } from './context/process-context.ts';
+export type { RankContext } from './context/rank-context.ts';
+export { type ContextExtension, extendRankContext } from './context/rank-context.ts';
+export {
+  type DeviceMemoryStats,
+  DeviceOutOfMemoryError,
+  deviceMemoryStats,
+  releaseDeviceMemory,
+} from './cuda/device-memory.ts';
+export { CudaError, GpuUnavailableError } from './cuda/errors.ts';
 export {
   describeRanks,
   dumpFlightRecorder,
@@ -45,18 +55,14 @@ export {
   jobDirectoryInfo,
   removeJobDirectory,
 } from './file-store/index.ts';
+export { type LaunchOptions, launchProcesses, type OutputSink } from './launch/launch-processes.ts';
+export { type SpawnThreadsOptions, spawnThreads } from './launch/spawn-threads.ts';
 export {
   type MemoryStoreOptions,
   type MemoryStoreShared,
   MemoryTensorStore,
 } from './memory-store/memory-tensor-store.ts';
-export {
-  type DeviceMemoryStats,
-  DeviceOutOfMemoryError,
-  deviceMemoryStats,
-  releaseDeviceMemory,
-} from './nccl/device-memory.ts';
-export { CudaError, GpuUnavailableError, NcclError } from './nccl/errors.ts';
+export { NcclError } from './nccl/errors.ts';
 export { NcclBackend, type NcclBackendOptions } from './nccl/nccl-backend.ts';
 export { Collective, type CollectiveHost } from './p2p/collective.ts';
 export { type BroadcastOptions, CollectiveGroup } from './p2p/collective-group.ts';
@@ -71,6 +77,14 @@ export {
   type TensorFutureHandle,
 } from './promise-future/tensor-future.ts';
 export { createTensorPromise, TensorPromise } from './promise-future/tensor-promise.ts';
+export { generateRendezvousSecret, rendezvousSecretFromEnv } from './rendezvous/auth.ts';
+export {
+  RendezvousClient,
+  type RendezvousClientOptions,
+  type RendezvousWaitOptions,
+} from './rendezvous/client.ts';
+export { RendezvousAuthError, RendezvousError, RendezvousTimeoutError } from './rendezvous/errors.ts';
+export { RendezvousServer, type RendezvousServerOptions } from './rendezvous/server.ts';
 export { AbortWord } from './runtime/abort-word.ts';
 export type {
   ClusterConfig,
@@ -93,16 +107,6 @@ export {
   JobFailedError,
   RankFailedError,
 } from './runtime/errors.ts';
-export { type LaunchOptions, launchProcesses, type OutputSink } from './runtime/launch-processes.ts';
-export { generateRendezvousSecret, rendezvousSecretFromEnv } from './runtime/rendezvous-auth.ts';
-export {
-  RendezvousClient,
-  type RendezvousClientOptions,
-  type RendezvousWaitOptions,
-} from './runtime/rendezvous-client.ts';
-export { RendezvousAuthError, RendezvousError, RendezvousTimeoutError } from './runtime/rendezvous-errors.ts';
-export { RendezvousServer, type RendezvousServerOptions } from './runtime/rendezvous-server.ts';
-export { type SpawnThreadsOptions, spawnThreads } from './runtime/spawn-threads.ts';
 export type {
   StoreEntry,
   StoreFinishOptions,
@@ -129,9 +133,6 @@ export type {
   BorrowedViews,
   CallInfo,
 } from './thread-group/backend.ts';
-export { type InitProcessOptions, initProcess } from './thread-group/process-context.ts';
-export type { RankContext } from './thread-group/rank-context.ts';
-export { type ContextExtension, extendRankContext } from './thread-group/rank-context.ts';
 export { StoreBackend } from './thread-group/store-backend/store-backend.ts';
 export {
   type CallOptions,

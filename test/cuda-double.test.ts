@@ -17,7 +17,7 @@ import { kernelVectors } from './cuda-double/kernel-vectors.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SELFTEST_DIR = join(ROOT, 'test/cuda-double/selftest');
-const PTX = join(ROOT, 'src/nccl/kernels/reduce.ptx');
+const PTX = join(ROOT, 'src/cuda/kernels/reduce.ptx');
 
 interface Outcome {
   code: number | null;

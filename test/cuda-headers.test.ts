@@ -10,15 +10,10 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CUDA_IPC_HANDLE_BYTES,
-  NCCL_UNIQUE_ID_BYTES,
-  NcclDataType,
-  NcclRedOp,
-  NcclResult,
-} from '../src/nccl/api.ts';
-import { CUDA_CONSTANTS, CUDA_STRUCT_SIZES } from '../src/nccl/cudart.ts';
-import { DIM3_BYTES } from '../src/nccl/kernel-loader.ts';
+import { CUDA_IPC_HANDLE_BYTES } from '../src/cuda/api.ts';
+import { CUDA_CONSTANTS, CUDA_STRUCT_SIZES } from '../src/cuda/cudart.ts';
+import { DIM3_BYTES } from '../src/cuda/kernel-loader.ts';
+import { NCCL_UNIQUE_ID_BYTES, NcclDataType, NcclRedOp, NcclResult } from '../src/nccl/api.ts';
 import { NCCL_CONFIG, NCCL_CONFIG_LAYOUT } from '../src/nccl/nccl-library.ts';
 
 const CUDA_INCLUDE = '/usr/local/cuda/include';

@@ -4,16 +4,16 @@ import { promisify } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import '../src/nccl/device-backend.ts';
-import { CUDA_CONSTANTS, cudaRuntime } from '../src/nccl/cudart.ts';
+import '../src/cuda/device-backend.ts';
+import { CUDA_CONSTANTS, cudaRuntime } from '../src/cuda/cudart.ts';
 import {
   allocateDeviceMemory,
   DeviceOutOfMemoryError,
   deviceMemoryStats,
   releaseDeviceMemory,
   roundAllocation,
-} from '../src/nccl/device-memory.ts';
-import { GpuUnavailableError } from '../src/nccl/errors.ts';
+} from '../src/cuda/device-memory.ts';
+import { GpuUnavailableError } from '../src/cuda/errors.ts';
 import { DTYPES, type DType } from '../src/tensor/dtype.ts';
 import { Tensor } from '../src/tensor/tensor.ts';
 import { useCudaDouble } from './cuda-double/build.ts';
@@ -352,7 +352,7 @@ describe('device tensors (CUDA test double)', () => {
 describe('device tensors without a GPU', () => {
   it('the real libcudart on a machine without a GPU: GpuUnavailableError naming the call, device and reason', async () => {
     const tensorUrl = new URL('../src/tensor/tensor.ts', import.meta.url).href;
-    const backendUrl = new URL('../src/nccl/device-backend.ts', import.meta.url).href;
+    const backendUrl = new URL('../src/cuda/device-backend.ts', import.meta.url).href;
     const script = `
       import { readFileSync } from 'node:fs';
       const { Tensor } = await import(${JSON.stringify(tensorUrl)});

@@ -1,5 +1,5 @@
 /**
- * The koffi bindings (src/nccl/cudart.ts, nccl-library.ts, kernel-loader.ts,
+ * The koffi bindings (src/cuda/cudart.ts, src/nccl/nccl-library.ts, src/cuda/kernel-loader.ts,
  * library-loader.ts): first against the real libcudart on a machine without
  * a GPU, in a child process of its own so that library and the test double
  * never share a process; then every call against the CUDA/NCCL test double.
@@ -11,18 +11,19 @@ import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { NcclDataType, type NcclLibrary, NcclRedOp, NcclResult, reduceKernelName } from '../src/nccl/api.ts';
-import { type CudaRuntimeBinding, cudaRuntime } from '../src/nccl/cudart.ts';
+import { reduceKernelName } from '../src/cuda/api.ts';
+import { type CudaRuntimeBinding, cudaRuntime } from '../src/cuda/cudart.ts';
+import { cudaKernels } from '../src/cuda/kernel-loader.ts';
+import { typeScriptBootstrap } from '../src/launch/module-url.ts';
+import { NcclDataType, type NcclLibrary, NcclRedOp, NcclResult } from '../src/nccl/api.ts';
 import { NcclError } from '../src/nccl/errors.ts';
-import { cudaKernels } from '../src/nccl/kernel-loader.ts';
 import { ncclLibrary } from '../src/nccl/nccl-library.ts';
-import { typeScriptBootstrap } from '../src/runtime/module-url.ts';
 import { useCudaDouble } from './cuda-double/build.ts';
 import { type CudaDoubleControl, cudaDoubleControl } from './cuda-double/control.ts';
 import type { RankInput, RankOutput } from './fixtures/nccl-bindings-rank.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
-const source = (path: string) => new URL(`../src/nccl/${path}`, import.meta.url).href;
+const source = (path: string) => new URL(`../src/${path}`, import.meta.url).href;
 
 interface ErrorReport {
   name: string;
@@ -76,9 +77,9 @@ describe('without a GPU, against the real libcudart', () => {
     writeFileSync(join(wheelDir, 'libnccl.so.2'), 'not a shared library');
     results = inChildProcess(
       `
-      const { cudaRuntime } = await import(${JSON.stringify(source('cudart.ts'))});
-      const { ncclLibrary } = await import(${JSON.stringify(source('nccl-library.ts'))});
-      const { cudaKernels } = await import(${JSON.stringify(source('kernel-loader.ts'))});
+      const { cudaRuntime } = await import(${JSON.stringify(source('cuda/cudart.ts'))});
+      const { ncclLibrary } = await import(${JSON.stringify(source('nccl/nccl-library.ts'))});
+      const { cudaKernels } = await import(${JSON.stringify(source('cuda/kernel-loader.ts'))});
       const runtime = cudaRuntime();
       report('path', runtime.path);
       report('reasonBefore', runtime.noDeviceReason() ?? null);
@@ -150,7 +151,7 @@ describe('importing the bindings', () => {
   it('loads no CUDA library', () => {
     const results = inChildProcess(
       `
-      for (const file of ['cudart.ts', 'nccl-library.ts', 'kernel-loader.ts', 'library-loader.ts', 'errors.ts']) {
+      for (const file of ['cuda/cudart.ts', 'nccl/nccl-library.ts', 'cuda/kernel-loader.ts', 'cuda/library-loader.ts', 'cuda/errors.ts', 'nccl/errors.ts']) {
         await import(new URL(file, ${JSON.stringify(source(''))}).href);
       }
       const { readFileSync } = await import('node:fs');
@@ -227,7 +228,7 @@ describe('against the CUDA/NCCL test double', () => {
       symlinkSync(cuda.path, join(wheelDir, basename(cuda.path)));
       const found = inChildProcess(
         `
-        const { ncclLibrary } = await import(${JSON.stringify(source('nccl-library.ts'))});
+        const { ncclLibrary } = await import(${JSON.stringify(source('nccl/nccl-library.ts'))});
         report('path', ncclLibrary().path);
         report('version', ncclLibrary().version());
         `,
@@ -393,7 +394,7 @@ describe('against the CUDA/NCCL test double', () => {
 
       const peer = inChildProcess(
         `
-        const { cudaRuntime } = await import(${JSON.stringify(source('cudart.ts'))});
+        const { cudaRuntime } = await import(${JSON.stringify(source('cuda/cudart.ts'))});
         const { cudaDoubleControl } = await import(${JSON.stringify(new URL('./cuda-double/control.ts', import.meta.url).href)});
         const cuda = cudaRuntime();
         const control = cudaDoubleControl();
@@ -518,7 +519,7 @@ describe('against the CUDA/NCCL test double', () => {
 
   it('kernels: the reduction PTX loads, and tc_reduce_sum_float32 adds two inputs', () => {
     const kernels = cudaKernels();
-    const ptx = readFileSync(new URL('../src/nccl/kernels/reduce.ptx', import.meta.url), 'utf8');
+    const ptx = readFileSync(new URL('../src/cuda/kernels/reduce.ptx', import.meta.url), 'utf8');
     const n = 5;
     const inputs = [
       [1, 2, 3, 4, 5],

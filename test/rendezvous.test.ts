@@ -13,12 +13,7 @@ import {
   RendezvousTimeoutError,
   rendezvousSecretFromEnv,
 } from '../src/index.ts';
-import {
-  FrameType,
-  FrameWriter,
-  PROTOCOL_MAGIC,
-  PROTOCOL_VERSION,
-} from '../src/runtime/rendezvous-protocol.ts';
+import { FrameType, FrameWriter, PROTOCOL_MAGIC, PROTOCOL_VERSION } from '../src/rendezvous/protocol.ts';
 
 const SECRET = 'a-shared-secret-of-some-length';
 const text = (bytes: Uint8Array) => Buffer.from(bytes).toString('utf8');
@@ -425,8 +420,8 @@ describe('RendezvousServer and RendezvousClient', () => {
   });
 
   it('leaves no handles open: a process using server and clients exits on its own after close', async () => {
-    const serverUrl = new URL('../src/runtime/rendezvous-server.ts', import.meta.url).href;
-    const clientUrl = new URL('../src/runtime/rendezvous-client.ts', import.meta.url).href;
+    const serverUrl = new URL('../src/rendezvous/server.ts', import.meta.url).href;
+    const clientUrl = new URL('../src/rendezvous/client.ts', import.meta.url).href;
     const script = `
       const { RendezvousServer } = await import(${JSON.stringify(serverUrl)});
       const { RendezvousClient } = await import(${JSON.stringify(clientUrl)});

@@ -4,9 +4,9 @@
  * rank(s) when one fails.
  */
 import { parseArgs } from 'node:util';
+import { launchProcesses } from '../launch/launch-processes.ts';
 import { loadClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
-import { launchProcesses } from '../runtime/launch-processes.ts';
 import { type Device, parseDevice } from '../tensor/dtype.ts';
 
 const USAGE = `usage: tensorcomm run --nproc N [options] script.js [script args]

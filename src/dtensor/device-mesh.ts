@@ -4,10 +4,11 @@
  * sub-group per line of the grid, taken from the ThreadGroupManager so every
  * user of the same member set shares one group.
  */
+
+import { currentRankContext } from '../context/rank-context.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { describeValue } from '../tensor/validate.ts';
 import { groupKeyPrefix } from '../thread-group/group-id.ts';
-import { currentRankContext } from '../thread-group/rank-context.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
 import type { ThreadGroupManager } from '../thread-group/thread-group-manager.ts';
 

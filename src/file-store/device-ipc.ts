@@ -1,6 +1,6 @@
 /**
  * The seam through which FileTensorStore hands GPU tensors between processes
- * by CUDA IPC. The store sits below the GPU layer (src/nccl/), which fills
+ * by CUDA IPC. The store sits below the GPU layer (src/cuda/), which fills
  * this in when tensorcomm is imported; the store itself never loads CUDA.
  */
 import type { DType } from '../tensor/dtype.ts';

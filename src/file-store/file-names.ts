@@ -15,7 +15,7 @@
  * long as their store.
  */
 import { createHash } from 'node:crypto';
-import { MAX_KEY_BYTES } from '../memory-store/slot-table.ts';
+import { MAX_KEY_BYTES } from '../runtime/store-limits.ts';
 
 export const TMP_DIR = 'tmp';
 export const CLAIMS_DIR = 'claims';

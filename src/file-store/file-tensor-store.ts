@@ -32,8 +32,8 @@ import {
   writevSync,
 } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { encodeBounded, MAX_DIMS, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../memory-store/slot-table.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
+import { encodeBounded, MAX_DIMS, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type {
   StoreEntry,
   StoreFinishOptions,

@@ -20,7 +20,7 @@
  * never a wrong tensor or an unbounded allocation.
  */
 import { crc32 } from 'node:zlib';
-import { MAX_DIMS, MAX_KEY_BYTES, MAX_TAG_BYTES } from '../memory-store/slot-table.ts';
+import { MAX_DIMS, MAX_KEY_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import { type DType, dtypeCode, dtypeFromCode, itemSize } from '../tensor/dtype.ts';
 import { FileStoreCorruptError } from './errors.ts';
 

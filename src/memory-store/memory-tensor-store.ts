@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import { CollectiveMismatchError } from '../runtime/errors.ts';
+import { encodeBounded, MAX_DIMS, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type {
   StoreEntry,
   StoreFinishOptions,
@@ -26,11 +27,7 @@ import {
   ERROR_LOCAL,
   ERROR_MISMATCH,
   ERROR_NONE,
-  encodeBounded,
   F,
-  MAX_DIMS,
-  MAX_ERROR_BYTES,
-  MAX_TAG_BYTES,
   PLACEMENT,
   type SharedSlotTable,
   SlotTable,

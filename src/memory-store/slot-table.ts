@@ -6,11 +6,7 @@
  * which every publish into that bucket bumps.
  */
 import type { AbortWord } from '../runtime/abort-word.ts';
-
-export const MAX_KEY_BYTES = 128;
-export const MAX_TAG_BYTES = 256;
-export const MAX_ERROR_BYTES = 384;
-export const MAX_DIMS = 16;
+import { encodeText, MAX_ERROR_BYTES, MAX_KEY_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 
 /** Int32 word offsets inside a slot. */
 export const W = {
@@ -65,19 +61,7 @@ export interface SharedSlotTable {
   buffer: SharedArrayBuffer;
 }
 
-const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-
-/** UTF-8 of `text`; keys and signatures are ASCII in practice, so that path avoids TextEncoder. */
-function encodeText(text: string): Uint8Array {
-  const bytes = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c >= 0x80) return encoder.encode(text);
-    bytes[i] = c;
-  }
-  return bytes;
-}
 
 function decodeText(bytes: Uint8Array, start: number, end: number): string {
   let ascii = true;
@@ -85,15 +69,6 @@ function decodeText(bytes: Uint8Array, start: number, end: number): string {
   // Decoding needs an unshared copy; these texts are a few hundred bytes at most.
   if (!ascii) return decoder.decode(bytes.slice(start, end));
   return String.fromCharCode.apply(null, bytes.subarray(start, end) as unknown as number[]);
-}
-
-export function encodeBounded(text: string, maxBytes: number): Uint8Array {
-  const bytes = encodeText(text);
-  if (bytes.length <= maxBytes) return bytes;
-  // Cut on a character boundary so the truncated text still decodes.
-  let end = maxBytes;
-  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
-  return bytes.subarray(0, end);
 }
 
 function fnv1a(bytes: Uint8Array): number {

@@ -6,13 +6,13 @@
  * store, as torch pairs gloo with NCCL ("cpu:gloo,cuda:nccl"). Constructing
  * one loads no CUDA library: that waits for the first GPU call.
  */
+
+import { useDevice as useCudaDevice } from '../cuda/device-memory.ts';
 import { deviceIndex } from '../tensor/device.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { ReduceOp } from '../tensor/reduce-ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import type { ArrivalPattern, Backend, BatchedP2P, CallInfo } from '../thread-group/backend.ts';
-import type { GroupView } from '../thread-group/store-backend/exchange.ts';
-import { useDevice as useCudaDevice } from './device-memory.ts';
+import type { ArrivalPattern, Backend, BatchedP2P, CallInfo, GroupView } from '../thread-group/backend.ts';
 import { ncclReduction } from './nccl-dtypes.ts';
 import { ncclLibrary } from './nccl-library.ts';
 import * as ops from './nccl-ops.ts';

@@ -7,8 +7,7 @@
  * blocks while the members find each other.
  */
 import { Tensor } from '../tensor/tensor.ts';
-import type { Backend, CallInfo } from '../thread-group/backend.ts';
-import type { GroupView } from '../thread-group/store-backend/exchange.ts';
+import type { Backend, CallInfo, GroupView } from '../thread-group/backend.ts';
 import { type CommHandle, NCCL_UNIQUE_ID_BYTES, type NcclLibrary, NcclResult } from './api.ts';
 import { ncclResultError } from './nccl-result.ts';
 

@@ -3,8 +3,8 @@
  * creates only as many events as it has calls in flight at once.
  */
 
+import type { CudaRuntime, EventHandle } from '../cuda/api.ts';
 import { runAll } from '../runtime/run-all.ts';
-import type { CudaRuntime, EventHandle } from './api.ts';
 
 export class EventPool {
   readonly #cuda: CudaRuntime;

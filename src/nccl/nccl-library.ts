@@ -5,9 +5,9 @@
  * ncclCommInitRankConfig.
  */
 import koffi from 'koffi';
+import { type LibrarySpec, type LoadedLibrary, lazyBinding } from '../cuda/library-loader.ts';
 import { type CommHandle, NCCL_UNIQUE_ID_BYTES, type NcclLibrary, NcclResult } from './api.ts';
 import { NcclError } from './errors.ts';
-import { type LoadedLibrary, lazyBinding, NCCL_LIBRARY } from './library-loader.ts';
 
 /**
  * The ncclConfig_t handed to NCCL is NCCL 2.18's: size, magic, version,
@@ -71,6 +71,16 @@ export function ncclResultName(code: number): string {
 }
 
 /** libnccl of this thread; loads it on the first call (GpuUnavailableError when it cannot be found). */
+/** The NCCL wheels install under nvidia/nccl/lib. */
+const NCCL_LIBRARY: LibrarySpec = {
+  name: 'libnccl',
+  envVar: 'TENSORCOMM_NCCL_LIBRARY',
+  fileNames: ['libnccl.so.2', 'libnccl.so'],
+  toolkitDirs: ['lib64', 'targets/x86_64-linux/lib'],
+  wheelDirs: ['nvidia/nccl/lib'],
+  installHint: 'install NCCL (libnccl2) or `pip install nvidia-nccl-cu13` / `nvidia-nccl-cu12`',
+};
+
 export const ncclLibrary: () => NcclLibrary = lazyBinding(NCCL_LIBRARY, bindNccl);
 
 function bindNccl(library: LoadedLibrary): NcclLibrary {

@@ -7,10 +7,12 @@
  * buffers are device tensors from the caching allocator, made when the call
  * is submitted (see DeviceOp).
  */
+
+import type { DevicePointer } from '../cuda/api.ts';
+import { type DeviceScratch, deviceScratch } from '../cuda/device-memory.ts';
 import { type Device, itemSize } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { type DevicePointer, type NcclLibrary, NcclRedOp } from './api.ts';
-import { type DeviceScratch, deviceScratch } from './device-memory.ts';
+import { type NcclLibrary, NcclRedOp } from './api.ts';
 import { NCCL_BYTES, type NcclReduction } from './nccl-dtypes.ts';
 import type { DeviceOp, IssueContext } from './nccl-work-queue.ts';
 

@@ -8,18 +8,12 @@
  * failure aborts the communicator and fails every pending call, and every
  * later one, since NCCL can promise nothing about a communicator after an error.
  */
+
+import type { CudaRuntime, EventHandle, StreamHandle } from '../cuda/api.ts';
 import { CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
 import { runAll } from '../runtime/run-all.ts';
-import type { Backend, CallInfo } from '../thread-group/backend.ts';
-import type { GroupView } from '../thread-group/store-backend/exchange.ts';
-import {
-  type CommHandle,
-  type CudaRuntime,
-  type EventHandle,
-  type NcclLibrary,
-  NcclResult,
-  type StreamHandle,
-} from './api.ts';
+import type { Backend, CallInfo, GroupView } from '../thread-group/backend.ts';
+import { type CommHandle, type NcclLibrary, NcclResult } from './api.ts';
 import { NcclCommunicator } from './nccl-communicator.ts';
 import { EventPool } from './nccl-event-pool.ts';
 import { Poller } from './nccl-poller.ts';

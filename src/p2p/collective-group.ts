@@ -1,5 +1,5 @@
 /**
- * CollectiveGroup: typed messages between named workers (DESIGN.md, P2P).
+ * CollectiveGroup: typed messages between named workers (docs/design.md, P2P).
  * send/recv and sendTensor/recvTensor pair the two workers of a two-worker
  * group; broadcast goes from one named worker to the rest of a group of any
  * size. Each direction between two members is an independent ordered channel

@@ -5,7 +5,7 @@
  * exchanged until their first call.
  *
  * Wiring: this module registers `collective` as a RankContext extension
- * (thread-group/rank-context.ts builds it on first access and closes it with
+ * (context/rank-context.ts builds it on first access and closes it with
  * the context) and augments the RankContext type, so the lower layer never
  * imports p2p.
  *
@@ -14,9 +14,9 @@
  * a codec that fails its probe fails createCollectiveGroup, before any message.
  */
 
+import { extendRankContext, type RankContext } from '../context/rank-context.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import type { Device } from '../tensor/dtype.ts';
-import { extendRankContext, type RankContext } from '../thread-group/rank-context.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { CollectiveGroup } from './collective-group.ts';
 import type { CompressionStats } from './compression/tensor-compressor.ts';
@@ -154,7 +154,7 @@ export class Collective {
   }
 }
 
-declare module '../thread-group/rank-context.ts' {
+declare module '../context/rank-context.ts' {
   interface RankContext {
     /** This worker's p2p singleton (built on first access). */
     collective: Collective;

@@ -1,5 +1,5 @@
 /**
- * The binary header that leads every send()/broadcast() message (DESIGN.md
+ * The binary header that leads every send()/broadcast() message (docs/design.md
  * decision 5): a pure encoder/decoder with bounded sizes and checked counts, so
  * a malformed or hostile header is a P2PHeaderError, never a crash or an
  * allocation larger than the header itself. Tensor bytes are not in here; they

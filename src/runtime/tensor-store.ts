@@ -1,6 +1,6 @@
 /**
  * TensorStore: the four-step handshake that is the only synchronisation
- * contract between ranks (DESIGN.md decision 2). A producer publishes a tensor
+ * contract between ranks (docs/design.md decision 2). A producer publishes a tensor
  * under a key for a number of consumers; each consumer gets a view (zero-copy
  * where the medium allows), reads it, and says it finished; the producer may
  * touch the tensor again only after srcWaitUntilGetFinished returns. Keys are

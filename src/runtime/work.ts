@@ -1,5 +1,5 @@
 /**
- * Work<T>: the handle every communication call returns (DESIGN.md decision 1).
+ * Work<T>: the handle every communication call returns (docs/design.md decision 1).
  * It is PromiseLike, so `await work` is the blocking form; `done()` polls
  * without blocking; `then(fn)` chains and returns a Work, adopting a Work (or
  * any thenable) that `fn` returns.
@@ -51,7 +51,7 @@ export class Work<T> implements PromiseLike<T> {
     return this.#promise;
   }
 
-  // biome-ignore lint/suspicious/noThenProperty: Work is deliberately PromiseLike (DESIGN.md decision 1)
+  // biome-ignore lint/suspicious/noThenProperty: Work is deliberately PromiseLike (docs/design.md decision 1)
   then<R1 = T, R2 = never>(
     onFulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
     // biome-ignore lint/suspicious/noExplicitAny: matches PromiseLike, so handlers may type the reason

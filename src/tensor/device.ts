@@ -1,6 +1,6 @@
 /**
  * Where tensor storage may live. Host storage is plain JavaScript memory;
- * device storage comes from a backend that src/nccl/device-backend.ts
+ * device storage comes from a backend that src/cuda/device-backend.ts
  * registers, so the tensor layer never imports the CUDA bindings (and merely
  * loading tensorcomm never loads a CUDA library).
  */
@@ -40,7 +40,7 @@ export function deviceBackend(device: Device, where: string): DeviceBackend {
   if (registered === undefined) {
     throw new Error(
       `${where}: device '${device}' needs the GPU backend (CUDA tensors), which is not available: it is not ` +
-        `loaded in this program; import 'tensorcomm' (which registers it) or src/nccl/device-backend.ts, or use 'cpu'`,
+        `loaded in this program; import 'tensorcomm' (which registers it) or src/cuda/device-backend.ts, or use 'cpu'`,
     );
   }
   return registered;

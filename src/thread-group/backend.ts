@@ -8,8 +8,30 @@
 import type { CallRecord } from '../debug/call-record.ts';
 import type { HangFocus } from '../debug/hang-report.ts';
 import type { RankMonitor } from '../debug/monitor.ts';
+import { CollectiveMismatchError } from '../runtime/errors.ts';
 import type { ReduceOp } from '../tensor/reduce-ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+
+/** A group as a backend sees it: its key prefix, its name for messages, and its members. */
+export interface GroupView {
+  /** Key prefix unique to the group within the job. */
+  id: string;
+  name: string;
+  rank: number;
+  size: number;
+  /** Global rank of each group rank, for messages. */
+  ranks: readonly number[];
+}
+
+/** Two ranks disagree about a call; `peerRank` (global) is the other one, for its call site. */
+export class CallMismatchError extends CollectiveMismatchError {
+  constructor(
+    message: string,
+    readonly peerRank: number,
+  ) {
+    super(message);
+  }
+}
 
 /** One numbered call on a group, as every member issues it. */
 export interface CallInfo {

@@ -14,16 +14,16 @@ import { Work } from '../runtime/work.ts';
 import { assertReduceOp, type ReduceOp } from '../tensor/reduce-ops.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
-import type {
-  ArrivalPattern,
-  Backend,
-  BatchedP2P,
-  BorrowedTensor,
-  BorrowedViews,
-  CallDebug,
-  CallInfo,
+import {
+  type ArrivalPattern,
+  type Backend,
+  type BatchedP2P,
+  type BorrowedTensor,
+  type BorrowedViews,
+  type CallDebug,
+  type CallInfo,
+  CallMismatchError,
 } from './backend.ts';
-import { CallMismatchError } from './store-backend/exchange.ts';
 
 export interface CallOptions {
   timeoutMs?: number;

@@ -5,7 +5,7 @@
  * present and against fixed limits before it allocates anything, so a
  * malformed header is a WeightSyncHeaderError, never a crash or a huge
  * allocation. (Objects from the wire are never deserialized into code or
- * free-form structures; see DESIGN.md, decision 5.)
+ * free-form structures; see docs/design.md, decision 5.)
  *
  *   fixed part (24 B): magic u32 'TCWS' | version u16 | flags u16 (bit 0: last bucket;
  *                      bit 1: the payload travels as one lent view per entry, not packed)

@@ -28,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DOUBLE_DIR = join(ROOT, 'test/cuda-double');
-const KERNELS_DIR = join(ROOT, 'src/nccl/kernels');
+const KERNELS_DIR = join(ROOT, 'src/cuda/kernels');
 const CACHE_DIR = join(ROOT, 'node_modules/.cache/tensorcomm-cuda-double');
 const COMPILER = 'g++';
 const CUDART_FILE = 'libtcdouble-cudart.so';

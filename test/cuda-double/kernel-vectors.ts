@@ -6,7 +6,7 @@
  * bits, NaN payloads aside.
  */
 
-import { reduceKernelName } from '../../src/nccl/api.ts';
+import { reduceKernelName } from '../../src/cuda/api.ts';
 import { arrayConstructor, DTYPES, type DType, itemSize, type TypedArray } from '../../src/tensor/dtype.ts';
 import { float32ToBfloat16Bits, float32ToFloat16Bits } from '../../src/tensor/half.ts';
 import {

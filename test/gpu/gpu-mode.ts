@@ -6,8 +6,9 @@
  * TENSORCOMM_GPU_SUITE=require (scripts/gpu-check.sh) turns a missing GPU
  * into a failure instead of a skip.
  */
+
+import { cudaRuntime } from '../../src/cuda/cudart.ts';
 import type { Device } from '../../src/index.ts';
-import { cudaRuntime } from '../../src/nccl/cudart.ts';
 import { ncclLibrary } from '../../src/nccl/nccl-library.ts';
 import { useCudaDouble } from '../cuda-double/build.ts';
 

@@ -2,7 +2,7 @@
  * The lossless byte codecs behind tensor compression. lz4 (lz4-napi) is
  * stateless and unlimited; zstd (@mongodb-js/zstd) runs at most
  * `maxInflight` operations per worker. Both run on libuv's pool, so a rank's
- * event loop stays free while they work (DESIGN.md decision 3).
+ * event loop stays free while they work (docs/design.md decision 3).
  */
 
 import * as zstd from '@mongodb-js/zstd';

@@ -8,7 +8,7 @@
  *   rank reads and reduces 1/n of the data, in parallel.
  */
 
-import { deviceScratch } from '../../nccl/device-memory.ts';
+import { deviceScratch } from '../../cuda/device-memory.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import type { Exchange } from './exchange.ts';

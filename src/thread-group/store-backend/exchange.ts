@@ -18,7 +18,7 @@ import { formatDuration, formatEntries } from '../../debug/call-record.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
 import type { StoreWaitOptions, TensorStore } from '../../runtime/tensor-store.ts';
 import { Tensor } from '../../tensor/tensor.ts';
-import type { CallInfo } from '../backend.ts';
+import { type CallInfo, CallMismatchError, type GroupView } from '../backend.ts';
 
 /** Signature prefix of a value published in place of data by a rank whose call failed locally. */
 export const ABANDONED = '!abandoned:';
@@ -29,31 +29,11 @@ const PEER_CHECK_MS = 100;
 export const FINGERPRINT = Tensor.empty([0], 'uint8');
 const RECORDER_LINES_IN_REPORT = 8;
 
-/** Two ranks disagree about a call; `peerRank` (global) is the other one, for its call site. */
-export class CallMismatchError extends CollectiveMismatchError {
-  constructor(
-    message: string,
-    readonly peerRank: number,
-  ) {
-    super(message);
-  }
-}
-
 /** What a consumer is handed, with the producer's signature (a StoreEntry or a StoreViewsEntry). */
 interface Tagged {
   tag: string;
 }
 type TakeEntry<E> = (key: string, options: StoreWaitOptions) => Promise<E>;
-
-export interface GroupView {
-  /** Key prefix unique to the group within the job. */
-  id: string;
-  name: string;
-  rank: number;
-  size: number;
-  /** Global rank of each group rank, for messages. */
-  ranks: readonly number[];
-}
 
 export class Exchange {
   readonly #store: TensorStore;

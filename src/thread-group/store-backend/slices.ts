@@ -4,7 +4,7 @@
  * on a GPU (ranks sharing one device) take the device's copies and kernels.
  */
 
-import { reduceOnDevice } from '../../nccl/device-reduce.ts';
+import { reduceOnDevice } from '../../cuda/device-reduce.ts';
 import { CollectiveMismatchError } from '../../runtime/errors.ts';
 import { itemSize } from '../../tensor/dtype.ts';
 import { reduceArrays } from '../../tensor/reduce-kernels.ts';

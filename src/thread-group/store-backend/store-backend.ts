@@ -6,10 +6,17 @@
 import type { TensorStore } from '../../runtime/tensor-store.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
-import type { ArrivalPattern, Backend, BorrowedTensor, BorrowedViews, CallInfo } from '../backend.ts';
+import type {
+  ArrivalPattern,
+  Backend,
+  BorrowedTensor,
+  BorrowedViews,
+  CallInfo,
+  GroupView,
+} from '../backend.ts';
 import { allReduce } from './all-reduce.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
-import { ABANDONED, Exchange, type GroupView, runExchange } from './exchange.ts';
+import { ABANDONED, Exchange, runExchange } from './exchange.ts';
 import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './gather-scatter.ts';
 import { recv, StreamCounters, send } from './p2p.ts';
 import { broadcast, broadcastCompared, gather, reduce, scatter } from './rooted.ts';

@@ -1,5 +1,5 @@
 /** Errors of the rendezvous store, so callers can tell a refused peer from a broken connection or a timeout. */
-import { CommTimeoutError } from './errors.ts';
+import { CommTimeoutError } from '../runtime/errors.ts';
 
 /** A malformed or oversized frame, a closed connection, or a request the server refused. */
 export class RendezvousError extends Error {

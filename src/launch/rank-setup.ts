@@ -1,15 +1,15 @@
 /**
- * The seam between the thread launcher (runtime/) and the layers above it
+ * The seam between the thread launcher (launch/) and the layers above it
  * that build a RankContext (stores, groups). Those layers register a module
  * here; the launcher imports it in the main thread to create a job's shared
- * state and in every rank thread to build the rank's context, so runtime/
+ * state and in every rank thread to build the rank's context, so launch/
  * never imports upward.
  */
 
 import type { ResolvedDebugOptions } from '../debug/options.ts';
+import type { AbortWord } from '../runtime/abort-word.ts';
+import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import type { Device } from '../tensor/dtype.ts';
-import type { AbortWord } from './abort-word.ts';
-import type { ClusterConfig } from './config/cluster-config.ts';
 
 export interface RankIdentity {
   rank: number;

@@ -6,10 +6,10 @@
  * The socket holds the event loop only while calls are pending.
  */
 import net from 'node:net';
-import { CommTimeoutError } from './errors.ts';
-import { checkSecret, rendezvousSecretFromEnv } from './rendezvous-auth.ts';
-import { RendezvousError, RendezvousTimeoutError } from './rendezvous-errors.ts';
-import { clientHandshake, readFatal } from './rendezvous-handshake.ts';
+import { CommTimeoutError } from '../runtime/errors.ts';
+import { checkSecret, rendezvousSecretFromEnv } from './auth.ts';
+import { RendezvousError, RendezvousTimeoutError } from './errors.ts';
+import { clientHandshake, readFatal } from './handshake.ts';
 import {
   checkTimeoutMs,
   FrameDecoder,
@@ -23,7 +23,7 @@ import {
   type OpCode,
   Status,
   toBytes,
-} from './rendezvous-protocol.ts';
+} from './protocol.ts';
 
 export interface RendezvousClientOptions {
   host: string;

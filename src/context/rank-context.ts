@@ -1,28 +1,26 @@
 /**
  * RankContext for ranks that are threads of one process: a MemoryTensorStore
  * shared by the job, the world group, subgroups and the group manager. This
- * module is what runtime/spawnThreads imports in every rank thread.
+ * module is what launch/spawnThreads imports in every rank thread.
  */
 import { availableParallelism } from 'node:os';
+import { releaseDeviceMemory } from '../cuda/device-memory.ts';
 import { RankMonitor, rankMonitor, setRankMonitor } from '../debug/monitor.ts';
 import { resolveDebugOptions } from '../debug/options.ts';
 import { ThreadStatusBoard, type ThreadStatusShared } from '../debug/status-board.ts';
+import { type JobOptions, type RankIdentity, registerRankSetup } from '../launch/rank-setup.ts';
 import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memory-tensor-store.ts';
-import { releaseDeviceMemory } from '../nccl/device-memory.ts';
-import { NcclBackend, ncclServes } from '../nccl/nccl-backend.ts';
+import { NcclBackend } from '../nccl/nccl-backend.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { setCurrentRank } from '../runtime/current-rank.ts';
-import { type JobOptions, type RankIdentity, registerRankSetup } from '../runtime/rank-setup.ts';
 import { runAll } from '../runtime/run-all.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
-import type { Backend } from './backend.ts';
-import { checkMembers, groupKeyPrefix } from './group-id.ts';
-import type { GroupView } from './store-backend/exchange.ts';
-import { StoreBackend } from './store-backend/store-backend.ts';
-import { ThreadGroup } from './thread-group.ts';
-import { ThreadGroupManager } from './thread-group-manager.ts';
+import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
+import { ThreadGroup } from '../thread-group/thread-group.ts';
+import { ThreadGroupManager } from '../thread-group/thread-group-manager.ts';
+import { chooseBackend } from './backend-choice.ts';
 
 export interface RankContext extends RankIdentity {
   /** All ranks. */
@@ -134,20 +132,6 @@ export async function buildRankContext(
   /** Live groups on NCCL, in creation order: the same on every member, so close destroys them alike. */
   const ncclGroups = new Set<ThreadGroup>();
 
-  /** NCCL when every member has a GPU of its own; the store otherwise (CPU ranks, ranks sharing a GPU). */
-  function backendFor(kind: string, view: GroupView, timeoutMs: number): Backend {
-    // The startup barrier is about the store's listeners: no communicator for it.
-    if (kind !== 's' && ncclServes(view.ranks.map((r) => identity.devices[r]))) {
-      return new NcclBackend(view, {
-        device: identity.device,
-        destroyTimeoutMs: timeoutMs,
-        fallback: new StoreBackend(store, view),
-        bootstrap: new StoreBackend(store, { ...view, id: `${view.id}~nccl` }),
-      });
-    }
-    return new StoreBackend(store, view);
-  }
-
   function makeGroup(kind: string, members: readonly number[], name: string, timeoutMs: number): ThreadGroup {
     const memberList = members.join('.');
     // Members create a given member set in the same order, so this count agrees across them.
@@ -157,7 +141,11 @@ export async function buildRankContext(
     const groupRank = members.indexOf(rank);
     const info = { id, name, ranks: members, rank: groupRank, globalRank: rank, timeoutMs };
     const view = { id, name, rank: groupRank, size: members.length, ranks: members };
-    const backend = groupRank >= 0 ? backendFor(kind, view, timeoutMs) : undefined;
+    // The startup barrier is about the store's listeners: no communicator for it.
+    const backend =
+      groupRank >= 0
+        ? chooseBackend(view, { store, devices: identity.devices, timeoutMs, storeOnly: kind === 's' })
+        : undefined;
     const group = new ThreadGroup(info, backend);
     if (backend instanceof NcclBackend) {
       for (const g of ncclGroups) if (g.destroyed) ncclGroups.delete(g);

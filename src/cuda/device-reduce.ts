@@ -1,6 +1,6 @@
 /**
  * Element-wise reductions of tensors on one GPU (ranks sharing a device),
- * with tensorcomm's own kernels: src/nccl/kernels/reduce.ptx, built from
+ * with tensorcomm's own kernels: src/cuda/kernels/reduce.ptx, built from
  * reduce.cu, loaded once per device and thread on first use. The kernels
  * share reduce-ops.h with the CUDA test double, so CI checks the same
  * arithmetic the GPU runs, and it matches reduceArrays bit for bit.
@@ -13,8 +13,8 @@ import { type FunctionHandle, type ModuleHandle, reduceKernelName } from './api.
 import { deviceScratch, useDevice } from './device-memory.ts';
 import { cudaKernels } from './kernel-loader.ts';
 
-/** The same path from src/nccl/ and from dist/nccl/: the package ships src/. */
-const PTX_URL = new URL('../../src/nccl/kernels/reduce.ptx', import.meta.url);
+/** The same path from src/cuda/ and from dist/cuda/: the package ships src/. */
+const PTX_URL = new URL('../../src/cuda/kernels/reduce.ptx', import.meta.url);
 const THREADS_PER_BLOCK = 256;
 /** Enough blocks to fill any current GPU; the kernels loop over the rest (grid-stride). */
 const MAX_BLOCKS = 4096;

@@ -9,10 +9,10 @@
 import { Worker } from 'node:worker_threads';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
 import { mergeTraceParts } from '../debug/trace.ts';
-import { AbortWord, NO_RANK } from './abort-word.ts';
-import type { ClusterConfig } from './config/cluster-config.ts';
-import { checkClusterConfig } from './config/load.ts';
-import { JobFailedError } from './errors.ts';
+import { AbortWord, NO_RANK } from '../runtime/abort-word.ts';
+import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
+import { checkClusterConfig } from '../runtime/config/load.ts';
+import { JobFailedError } from '../runtime/errors.ts';
 import {
   checkJobOptions,
   describeFailures,

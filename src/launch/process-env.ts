@@ -4,9 +4,9 @@
  * and the job description every rank reads from the rendezvous store.
  */
 import type { ResolvedDebugOptions } from '../debug/options.ts';
+import type { RendezvousClient } from '../rendezvous/client.ts';
+import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import type { Device } from '../tensor/dtype.ts';
-import type { ClusterConfig } from './config/cluster-config.ts';
-import type { RendezvousClient } from './rendezvous-client.ts';
 
 export interface ProcessEnv {
   rank: number;

@@ -13,8 +13,8 @@ import {
   proof,
   proofMatches,
   rendezvousSecretFromEnv,
-} from './rendezvous-auth.ts';
-import { RendezvousAuthError, RendezvousError } from './rendezvous-errors.ts';
+} from './auth.ts';
+import { RendezvousAuthError, RendezvousError } from './errors.ts';
 import {
   DEFAULT_MAX_KEY_BYTES,
   DEFAULT_MAX_VALUE_BYTES,
@@ -35,8 +35,8 @@ import {
   PROTOCOL_MAGIC,
   PROTOCOL_VERSION,
   Status,
-} from './rendezvous-protocol.ts';
-import { type Parked, RendezvousTable } from './rendezvous-table.ts';
+} from './protocol.ts';
+import { type Parked, RendezvousTable } from './table.ts';
 
 export interface RendezvousServerOptions {
   /** Address to bind; default '127.0.0.1'. Any non-loopback address needs a secret. */

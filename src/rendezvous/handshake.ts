@@ -5,9 +5,9 @@
  * its welcome. Runs on a fresh socket before the client reads responses.
  */
 import type net from 'node:net';
-import { CommTimeoutError } from './errors.ts';
-import { newNonce, proof, proofMatches } from './rendezvous-auth.ts';
-import { RendezvousAuthError, RendezvousError } from './rendezvous-errors.ts';
+import { CommTimeoutError } from '../runtime/errors.ts';
+import { newNonce, proof, proofMatches } from './auth.ts';
+import { RendezvousAuthError, RendezvousError } from './errors.ts';
 import {
   FatalKind,
   type FrameDecoder,
@@ -21,7 +21,7 @@ import {
   NONCE_BYTES,
   PROTOCOL_MAGIC,
   PROTOCOL_VERSION,
-} from './rendezvous-protocol.ts';
+} from './protocol.ts';
 
 export interface HandshakeOptions {
   secret: string | undefined;

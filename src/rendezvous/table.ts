@@ -4,7 +4,7 @@
  * Every parked call has its own deadline and belongs to an owner (a
  * connection), so a connection that goes away takes its waiters with it.
  */
-import { RendezvousError } from './rendezvous-errors.ts';
+import { RendezvousError } from './errors.ts';
 
 /** How one parked call is answered. */
 export interface Parked {

@@ -1,5 +1,5 @@
 /**
- * Finding and loading libcudart / libnccl. Order: the env override (a full
+ * Finding and loading libcudart (and, for nccl/, libnccl). Order: the env override (a full
  * path; when set, nothing else is tried), the sonames through the dynamic
  * loader's own search (LD_LIBRARY_PATH, ldconfig), then the places CUDA and
  * NVIDIA's Python wheels install them. Python's site-packages directories
@@ -49,15 +49,6 @@ export const CUDART_LIBRARY: LibrarySpec = {
   toolkitDirs: ['lib64', 'targets/x86_64-linux/lib'],
   wheelDirs: ['nvidia/cu13/lib', 'nvidia/cuda_runtime/lib'],
   installHint: 'install the CUDA toolkit or `pip install nvidia-cuda-runtime`',
-};
-
-export const NCCL_LIBRARY: LibrarySpec = {
-  name: 'libnccl',
-  envVar: 'TENSORCOMM_NCCL_LIBRARY',
-  fileNames: ['libnccl.so.2', 'libnccl.so'],
-  toolkitDirs: ['lib64', 'targets/x86_64-linux/lib'],
-  wheelDirs: ['nvidia/nccl/lib'],
-  installHint: 'install NCCL (libnccl2) or `pip install nvidia-nccl-cu13` / `nvidia-nccl-cu12`',
 };
 
 const loaded = new Map<string, LoadedLibrary | GpuUnavailableError>();

@@ -4,7 +4,7 @@
  * launcher exactly once.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { AbortWord } from './abort-word.ts';
+import { AbortWord } from '../runtime/abort-word.ts';
 import { errorReport } from './rank-report.ts';
 import type { ClosableContext, RankSetupModule } from './rank-setup.ts';
 import type { RankWorkerData, RankWorkerReport } from './spawn-threads.ts';

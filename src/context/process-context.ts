@@ -15,18 +15,18 @@ import {
   FileTensorStore,
   removeJobDirectory,
 } from '../file-store/index.ts';
-import { checkClusterConfig } from '../runtime/config/load.ts';
-import { checkJobOptions, DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../runtime/job-options.ts';
+import { checkJobOptions, DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../launch/job-options.ts';
 import {
   fetchJob,
   type ProcessEnv,
   type ProcessJobInfo,
   publishJob,
   readProcessEnv,
-} from '../runtime/process-env.ts';
-import { registerProcessSetup } from '../runtime/rank-setup.ts';
-import { RendezvousClient } from '../runtime/rendezvous-client.ts';
-import { RendezvousServer } from '../runtime/rendezvous-server.ts';
+} from '../launch/process-env.ts';
+import { registerProcessSetup } from '../launch/rank-setup.ts';
+import { RendezvousClient } from '../rendezvous/client.ts';
+import { RendezvousServer } from '../rendezvous/server.ts';
+import { checkClusterConfig } from '../runtime/config/load.ts';
 import { parseDevice } from '../tensor/dtype.ts';
 import { buildRankContext, type RankContext } from './rank-context.ts';
 

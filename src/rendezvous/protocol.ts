@@ -5,7 +5,7 @@
  * field with bounds checks, so a hostile or broken peer can cause an error on
  * its own connection but never an unbounded allocation or code execution.
  */
-import { RendezvousError } from './rendezvous-errors.ts';
+import { RendezvousError } from './errors.ts';
 
 export const PROTOCOL_MAGIC = 0x54435256; // 'TCRV'
 export const PROTOCOL_VERSION = 1;

@@ -11,9 +11,11 @@ import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
 import { mergeTraceParts } from '../debug/trace.ts';
-import type { ClusterConfig } from './config/cluster-config.ts';
-import { checkClusterConfig } from './config/load.ts';
-import { JobFailedError } from './errors.ts';
+import { RendezvousClient } from '../rendezvous/client.ts';
+import { RendezvousServer } from '../rendezvous/server.ts';
+import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
+import { checkClusterConfig } from '../runtime/config/load.ts';
+import { JobFailedError } from '../runtime/errors.ts';
 import {
   checkJobOptions,
   describeFailures,
@@ -26,8 +28,6 @@ import { resolveEntry, typeScriptLoaderUrl } from './module-url.ts';
 import { type ProcessJobInfo, processEnvFor, publishJob } from './process-env.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { type ProcessSetupModule, processSetupUrl } from './rank-setup.ts';
-import { RendezvousClient } from './rendezvous-client.ts';
-import { RendezvousServer } from './rendezvous-server.ts';
 
 export type OutputSink = (rank: number, line: string, stream: 'stdout' | 'stderr') => void;
 

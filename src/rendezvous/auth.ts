@@ -6,7 +6,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
-import { RendezvousAuthError } from './rendezvous-errors.ts';
+import { RendezvousAuthError } from './errors.ts';
 
 export const SECRET_ENV = 'TENSORCOMM_RENDEZVOUS_SECRET';
 const MIN_SECRET_LENGTH = 16;

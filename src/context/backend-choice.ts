@@ -1,0 +1,32 @@
+/**
+ * Which backend serves a group: NCCL when every member has a GPU of its own,
+ * the rank's TensorStore otherwise (CPU ranks, ranks sharing a GPU). The
+ * choice lives here, above both backends, so neither knows the other.
+ */
+import { NcclBackend, ncclServes } from '../nccl/nccl-backend.ts';
+import type { TensorStore } from '../runtime/tensor-store.ts';
+import type { Device } from '../tensor/dtype.ts';
+import type { Backend, GroupView } from '../thread-group/backend.ts';
+import { StoreBackend } from '../thread-group/store-backend/store-backend.ts';
+
+export interface BackendChoice {
+  store: TensorStore;
+  /** Every rank's device, by global rank. */
+  devices: readonly Device[];
+  /** How long destroying a communicator may take. */
+  timeoutMs: number;
+  /** A group that must not open a communicator (the startup barrier). */
+  storeOnly?: boolean;
+}
+
+export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
+  const { store, devices, timeoutMs } = choice;
+  if (choice.storeOnly || !ncclServes(view.ranks.map((r) => devices[r])))
+    return new StoreBackend(store, view);
+  return new NcclBackend(view, {
+    device: devices[view.ranks[view.rank]],
+    destroyTimeoutMs: timeoutMs,
+    fallback: new StoreBackend(store, view),
+    bootstrap: new StoreBackend(store, { ...view, id: `${view.id}~nccl` }),
+  });
+}

@@ -1,0 +1,32 @@
+/**
+ * Bounds every TensorStore keeps, so a key, a tag or an error text has the
+ * same limit between threads as between processes, and records stay fixed-size.
+ */
+
+export const MAX_KEY_BYTES = 128;
+export const MAX_TAG_BYTES = 256;
+export const MAX_ERROR_BYTES = 384;
+export const MAX_DIMS = 16;
+
+const encoder = new TextEncoder();
+
+/** UTF-8 of `text`; keys and signatures are ASCII in practice, so that path avoids TextEncoder. */
+export function encodeText(text: string): Uint8Array {
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x80) return encoder.encode(text);
+    bytes[i] = c;
+  }
+  return bytes;
+}
+
+/** UTF-8 of `text`, cut on a character boundary to at most `maxBytes`. */
+export function encodeBounded(text: string, maxBytes: number): Uint8Array {
+  const bytes = encodeText(text);
+  if (bytes.length <= maxBytes) return bytes;
+  // Cut on a character boundary so the truncated text still decodes.
+  let end = maxBytes;
+  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
+  return bytes.subarray(0, end);
+}
