@@ -21,7 +21,7 @@ export {
   writeHangReport,
 } from './debug/api.ts';
 export type { CallEntry, CallStatus } from './debug/call-record.ts';
-export { type DebugOptions, resolveDebugOptions } from './debug/options.ts';
+export { type DebugOptions, type ResolvedDebugOptions, resolveDebugOptions } from './debug/options.ts';
 export {
   type ChromeTrace,
   type ChromeTraceEvent,
@@ -62,10 +62,11 @@ export {
   type MemoryStoreShared,
   MemoryTensorStore,
 } from './memory-store/memory-tensor-store.ts';
+export type { SharedSlotTable, SlotTableSpec } from './memory-store/slot-table.ts';
 export { NcclError } from './nccl/errors.ts';
 export { NcclBackend, type NcclBackendOptions } from './nccl/nccl-backend.ts';
 export { Collective, type CollectiveHost } from './p2p/collective.ts';
-export { type BroadcastOptions, CollectiveGroup } from './p2p/collective-group.ts';
+export { type BroadcastOptions, CollectiveGroup, type GroupMembers } from './p2p/collective-group.ts';
 export { type BufferPoolStats, type PooledBuffer, TensorBufferPool } from './p2p/compression/buffer-pool.ts';
 export type { CompressionStats } from './p2p/compression/tensor-compressor.ts';
 export { P2PHeaderError, P2PProtocolError } from './p2p/errors.ts';
@@ -116,6 +117,7 @@ export type {
   TensorStore,
 } from './runtime/tensor-store.ts';
 export { Work } from './runtime/work.ts';
+export type { Scalar } from './tensor/convert.ts';
 export { type Device, DTYPES, type DType, type TypedArray } from './tensor/dtype.ts';
 export {
   bfloat16BitsToFloat32,
@@ -125,23 +127,27 @@ export {
 } from './tensor/half.ts';
 export { reduceArrays } from './tensor/reduce-kernels.ts';
 export { REDUCE_OPS, type ReduceOp } from './tensor/reduce-ops.ts';
-export { Tensor } from './tensor/tensor.ts';
+export type { ShapeLike } from './tensor/shape.ts';
+export { type AllcloseOptions, Tensor, type TensorOptions } from './tensor/tensor.ts';
 export type {
   ArrivalPattern,
   Backend,
+  BatchedP2P,
   BorrowedTensor,
   BorrowedViews,
   CallInfo,
+  GroupView,
 } from './thread-group/backend.ts';
 export { StoreBackend } from './thread-group/store-backend/store-backend.ts';
 export {
   type CallOptions,
+  type GroupInfo,
   type P2POp,
   type P2POptions,
   type ReduceOptions,
   ThreadGroup,
 } from './thread-group/thread-group.ts';
-export { ThreadGroupManager } from './thread-group/thread-group-manager.ts';
+export { type GroupFactory, ThreadGroupManager } from './thread-group/thread-group-manager.ts';
 export { type ReceiveOptions, WeightSyncEngine } from './weight-sync/engine.ts';
 export { WeightSyncError, WeightSyncHeaderError } from './weight-sync/errors.ts';
 export type { WeightSyncOptions } from './weight-sync/options.ts';

@@ -29,7 +29,7 @@ options:
   -e, --max-bytes <n>    largest message (default 64M)
   -f, --factor <n>       size multiplication step (default 4)
   --quick                short timing budget per size
-  --no-checks            turn off the fingerprint checks and call sites (see README, Debugging)
+  --no-checks            turn off the fingerprint checks and call sites (see docs/guides/debugging.md)
   --json <file>          also write the figures as JSON
   --svg <file>           also write a chart of busbw against message size
   -h, --help             this text`;

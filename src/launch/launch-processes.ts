@@ -46,7 +46,7 @@ export interface LaunchOptions extends JobShapeOptions {
   /** Address the rendezvous store binds to (default 127.0.0.1; anything else needs a shared secret). */
   masterAddr?: string;
   masterPort?: number;
-  /** Fingerprint checks, call sites, flight recorder, trace file, hang reports (env TENSORCOMM_*; README, Debugging). */
+  /** Fingerprint checks, call sites, flight recorder, trace file, hang reports (env TENSORCOMM_*; docs/guides/debugging.md). */
   debug?: DebugOptions;
   /** Aborting it stops the job as if a rank had failed (the CLI wires SIGINT/SIGTERM here). */
   signal?: AbortSignal;

@@ -31,7 +31,7 @@ export interface SpawnThreadsOptions extends JobShapeOptions {
   args?: unknown;
   /** Compression, buffer pool, network emulation (loadClusterConfig); validated here, then `ctx.config` on every rank. */
   config?: ClusterConfig;
-  /** Fingerprint checks, call sites, flight recorder, trace file (env TENSORCOMM_*; see README, Debugging). */
+  /** Fingerprint checks, call sites, flight recorder, trace file (env TENSORCOMM_*; see docs/guides/debugging.md). */
   debug?: DebugOptions;
 }
 

@@ -1,5 +1,5 @@
 /**
- * CollectiveGroup: typed messages between named workers (docs/design.md, P2P).
+ * CollectiveGroup: typed messages between named workers (docs/guides/p2p-and-compression.md).
  * send/recv and sendTensor/recvTensor pair the two workers of a two-worker
  * group; broadcast goes from one named worker to the rest of a group of any
  * size. Each direction between two members is an independent ordered channel
@@ -34,7 +34,10 @@ export interface GroupMembers {
   directionGroup(from: number, to: number): ThreadGroup;
   /** This worker's device: GPU tensors it receives land there. */
   device: Device;
-  /** The worker's compression and network emulation, shared by its groups. */
+  /**
+   * The worker's compression and network emulation, shared by its groups.
+   * @internal
+   */
   services: P2PServices;
 }
 

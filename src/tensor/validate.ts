@@ -1,4 +1,4 @@
-/** Checks every communication call applies to the tensors it is handed (docs/design.md: Tensor). */
+/** Checks every communication call applies to the tensors it is handed (a non-contiguous tensor is a TypeError naming the call). */
 import { Tensor } from './tensor.ts';
 
 export function assertCommTensor(tensor: unknown, where: string): asserts tensor is Tensor {

@@ -45,7 +45,10 @@ export interface CallInfo {
    * (DebugOptions.checks; the same on every rank of a job). Default true.
    */
   checks?: boolean;
-  /** The call as the rank's monitor tracks it: lets slow waits check on peers and explain timeouts. */
+  /**
+   * The call as the rank's monitor tracks it: lets slow waits check on peers and explain timeouts.
+   * @internal
+   */
   debug?: CallDebug;
 }
 

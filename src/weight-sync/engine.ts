@@ -1,7 +1,7 @@
 /**
  * WeightSyncEngine: moves a trainer's weights (a stream of named tensors of
  * mixed dtypes) from sender ranks to receiver ranks of one group, packed into
- * buckets, bit-exact and in stream order. See README "Weight sync".
+ * buckets, bit-exact and in stream order. See docs/guides/weight-sync.md.
  *
  *   const engine = new WeightSyncEngine(group, { senders: [0, 1], receivers: [2, 3], bucketBytes: 64 << 20 });
  *   await engine.send(model.namedParameters());                  // on every sender, the same stream

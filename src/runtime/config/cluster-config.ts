@@ -1,6 +1,6 @@
 /**
  * ClusterConfig: the validated, camelCase form of a cluster config file (the
- * seed's snake_case schema, docs/design.md "Config"). It lives in runtime/ because
+ * seed's snake_case schema, docs/guides/p2p-and-compression.md, "Cluster config"). It lives in runtime/ because
  * the launchers carry it to every rank; the layers above (p2p) read it.
  *
  * ```yaml
