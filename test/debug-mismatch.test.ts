@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { Outcome } from './fixtures/debug-rank.ts';
+import type { Outcome } from './fixtures/debug-mismatch.ts';
 import { type LaunchRanks, MEDIA } from './fixtures/media.ts';
 
-const entry = new URL('./fixtures/debug-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/debug-mismatch.ts', import.meta.url);
 /** A long collective timeout: every failure below must come from a check, far sooner. */
 const TIMEOUT_MS = 20_000;
 const FAST_MS = 5_000;
@@ -61,8 +61,8 @@ describe.each(MEDIA)('in %s', (_medium, launch) => {
         const all = failed.map((f) => f.message).join('\n');
         expect(all).toContain(theirs);
         // The odd rank out names itself and a peer, with both call sites in user code (tensorcomm's frames stripped).
-        expect(failed[2].message).toMatch(/rank 2 called it at .*debug-rank\.ts:\d+:\d+/);
-        expect(failed[2].message).toMatch(/rank [01] called it at .*debug-rank\.ts:\d+:\d+/);
+        expect(failed[2].message).toMatch(/rank 2 called it at .*debug-mismatch\.ts:\d+:\d+/);
+        expect(failed[2].message).toMatch(/rank [01] called it at .*debug-mismatch\.ts:\d+:\d+/);
         expect(all).not.toMatch(/src[/\\](thread-group|debug|runtime)[/\\]/);
       });
     }
@@ -87,8 +87,8 @@ describe.each(MEDIA)('in %s', (_medium, launch) => {
         'CollectiveMismatchError',
       );
       for (const o of outcomes.slice(0, 2) as Failed[]) {
-        expect(o.message).toMatch(/rank 0 called it at .*debug-rank\.ts:\d+/);
-        expect(o.message).toMatch(/rank 1 called it at .*debug-rank\.ts:\d+/);
+        expect(o.message).toMatch(/rank 0 called it at .*debug-mismatch\.ts:\d+/);
+        expect(o.message).toMatch(/rank 1 called it at .*debug-mismatch\.ts:\d+/);
       }
     });
   });

@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type CallEntry, spawnThreads } from '../src/index.ts';
-import type { Outcome } from './fixtures/debug-rank.ts';
+import type { Outcome } from './fixtures/debug-mismatch.ts';
 import { MEDIA } from './fixtures/media.ts';
 
-const entry = new URL('./fixtures/debug-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/debug-mismatch.ts', import.meta.url);
 type Failed = Extract<Outcome, { ok: false }>;
 
 const dirs: string[] = [];
@@ -36,7 +36,7 @@ describe('hang report', () => {
       );
       // The waiting ranks say what they wait in, for whom, and from where they called it.
       expect(m).toMatch(
-        /rank 0: 1 call\(s\) pending[^\n]*\n\s+allReduce\(float32\[4\], sum\) #1 on group "world" for [^\n]*waiting for group rank 2 \(global rank 2\) \(called at .*debug-rank\.ts:\d+/,
+        /rank 0: 1 call\(s\) pending[^\n]*\n\s+allReduce\(float32\[4\], sum\) #1 on group "world" for [^\n]*waiting for group rank 2 \(global rank 2\) \(called at .*debug-mismatch\.ts:\d+/,
       );
       expect(m).toMatch(/flight recorder of rank \d \(last \d+ of \d+ calls\):/);
       expect(m).toMatch(/allReduce\(float32\[4\], sum\) #1 on group "world": pending for/);
@@ -92,7 +92,7 @@ describe('flight recorder', () => {
         bytes: 16,
       });
       expect(entries[1].endUs).toBeGreaterThanOrEqual(entries[1].startUs);
-      expect(entries[1].site).toMatch(/debug-rank\.ts:\d+/);
+      expect(entries[1].site).toMatch(/debug-mismatch\.ts:\d+/);
       expect(text.split('\n')).toHaveLength(3);
       expect(text).toMatch(/^broadcast\(float32\[2\], src=0\) #3 on group "world": ok in/m);
       expect(ranks).toMatch(/^rank 0: /m);

@@ -6,7 +6,7 @@ import { traceCommand } from '../src/cli/trace.ts';
 import { type ChromeTrace, type ChromeTraceEvent, spawnThreads } from '../src/index.ts';
 import { MEDIA } from './fixtures/media.ts';
 
-const entry = new URL('./fixtures/debug-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/debug-mismatch.ts', import.meta.url);
 const dirs: string[] = [];
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-trace-'));

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { spawnThreads } from '../src/index.ts';
 
-const entry = new URL('./fixtures/errors-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/validation.ts', import.meta.url);
 type Outcome = { ok: boolean; name?: string; message?: string; ms?: number };
 const run = (scenario: string, worldSize = 2) =>
   spawnThreads(entry, { worldSize, args: { scenario }, collectiveTimeoutMs: 20_000 }) as Promise<Outcome[]>;
@@ -46,8 +46,8 @@ describe('mismatched calls fail on every rank involved', () => {
       'CollectiveMismatchError',
     );
     for (const o of outcomes) {
-      expect(o.message).toMatch(/rank 0 called it at .*errors-rank\.ts:\d+/);
-      expect(o.message).toMatch(/rank 1 called it at .*errors-rank\.ts:\d+/);
+      expect(o.message).toMatch(/rank 0 called it at .*validation\.ts:\d+/);
+      expect(o.message).toMatch(/rank 1 called it at .*validation\.ts:\d+/);
     }
   });
   it('point-to-point size', async () => {
