@@ -1,12 +1,13 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { type CallEntry, spawnThreads } from '../src/index.ts';
-import type { Outcome } from './fixtures/debug-mismatch.ts';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { spawnThreads } from '../src/index.ts';
+import type { scenarios } from './fixtures/debug-report.ts';
 import { MEDIA } from './fixtures/media.ts';
+import { type Outcome, scenarioFixture } from './fixtures/scenarios.ts';
 
-const entry = new URL('./fixtures/debug-mismatch.ts', import.meta.url);
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/debug-report.ts', import.meta.url));
 type Failed = Extract<Outcome, { ok: false }>;
 
 const dirs: string[] = [];
@@ -19,9 +20,26 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
+/**
+ * writeHangReport and the flight recorder of size 3 share one job: report-file,
+ * then recorder (report-file's allReduce and barrier are the world's calls #0
+ * and #1). Started by whichever of their tests runs first; its directory lives
+ * until all tests are done.
+ */
+const reportDir = mkdtempSync(join(tmpdir(), 'tensorcomm-debug-'));
+afterAll(() => rmSync(reportDir, { recursive: true, force: true }));
+let reportAndRecorder: ReturnType<typeof runReportAndRecorder> | undefined;
+const runReportAndRecorder = () =>
+  fixture.runSteps(
+    ['report-file', 'recorder'],
+    (entry, args) => spawnThreads(entry, { worldSize: 2, args, debug: { flightRecorderSize: 3 } }),
+    { dir: reportDir },
+  );
+const sharedJob = () => (reportAndRecorder ??= runReportAndRecorder());
+
 describe('hang report', () => {
   it('a slow rank: the timeout lists every rank, who has not arrived, and where each one is', async () => {
-    const outcomes = await spawnThreads<Outcome>(entry, { worldSize: 3, args: { scenario: 'hang' } });
+    const outcomes = await fixture.run('hang', (entry, args) => spawnThreads(entry, { worldSize: 3, args }));
     expect(outcomes[2].ok).toBe(true);
     for (const rank of [0, 1]) {
       const o = outcomes[rank] as Failed;
@@ -36,7 +54,7 @@ describe('hang report', () => {
       );
       // The waiting ranks say what they wait in, for whom, and from where they called it.
       expect(m).toMatch(
-        /rank 0: 1 call\(s\) pending[^\n]*\n\s+allReduce\(float32\[4\], sum\) #1 on group "world" for [^\n]*waiting for group rank 2 \(global rank 2\) \(called at .*debug-mismatch\.ts:\d+/,
+        /rank 0: 1 call\(s\) pending[^\n]*\n\s+allReduce\(float32\[4\], sum\) #1 on group "world" for [^\n]*waiting for group rank 2 \(global rank 2\) \(called at .*debug-report\.ts:\d+/,
       );
       expect(m).toMatch(/flight recorder of rank \d \(last \d+ of \d+ calls\):/);
       expect(m).toMatch(/allReduce\(float32\[4\], sum\) #1 on group "world": pending for/);
@@ -47,10 +65,9 @@ describe('hang report', () => {
     'hangReportDir, %s: the report also goes to a file, whose path the error gives',
     async (_medium, launch) => {
       const dir = tempDir();
-      const outcomes = await launch<Outcome>(entry, 2, {
-        args: { scenario: 'hang-file' },
-        debug: { hangReportDir: dir },
-      });
+      const outcomes = await fixture.run('hang-file', (entry, args) =>
+        launch(entry, 2, { args, debug: { hangReportDir: dir } }),
+      );
       const message = (outcomes[0] as Failed).message;
       const file = /hang report written to ([^)]+)\)/.exec(message)?.[1];
       expect(file).toBeDefined();
@@ -61,8 +78,8 @@ describe('hang report', () => {
   );
 
   it('writeHangReport on demand', async () => {
-    const dir = tempDir();
-    const files = await spawnThreads<string>(entry, { worldSize: 2, args: { scenario: 'report-file', dir } });
+    const dir = reportDir;
+    const files = (await sharedJob())['report-file'];
     expect(readdirSync(dir).sort()).toEqual(files.map((f) => f.slice(dir.length + 1)).sort());
     const text = readFileSync(files[1], 'utf8');
     expect(text).toMatch(/^rank 0: /m);
@@ -74,16 +91,13 @@ describe('hang report', () => {
 
 describe('flight recorder', () => {
   it('keeps the last flightRecorderSize calls, oldest first, with call sites', async () => {
-    const results = await spawnThreads<{ entries: CallEntry[]; text: string; ranks: string }>(entry, {
-      worldSize: 2,
-      args: { scenario: 'recorder' },
-      debug: { flightRecorderSize: 3 },
-    });
+    const results = (await sharedJob()).recorder;
     for (const [rank, { entries, text, ranks }] of results.entries()) {
+      // Calls #4 to #6: the recorder scenario's allReduces were #2 to #4 (after report-file's two calls).
       expect(entries.map((e) => [e.op, e.seq, e.status])).toEqual([
-        ['allReduce', 2, 'ok'],
-        ['broadcast', 3, 'ok'],
-        ['barrier', 4, 'ok'],
+        ['allReduce', 4, 'ok'],
+        ['broadcast', 5, 'ok'],
+        ['barrier', 6, 'ok'],
       ]);
       expect(entries[0]).toMatchObject({
         rank,
@@ -92,25 +106,23 @@ describe('flight recorder', () => {
         bytes: 16,
       });
       expect(entries[1].endUs).toBeGreaterThanOrEqual(entries[1].startUs);
-      expect(entries[1].site).toMatch(/debug-mismatch\.ts:\d+/);
+      expect(entries[1].site).toMatch(/debug-report\.ts:\d+/);
       expect(text.split('\n')).toHaveLength(3);
-      expect(text).toMatch(/^broadcast\(float32\[2\], src=0\) #3 on group "world": ok in/m);
+      expect(text).toMatch(/^broadcast\(float32\[2\], src=0\) #5 on group "world": ok in/m);
       expect(ranks).toMatch(/^rank 0: /m);
     }
   });
 
   it('size 0 turns it off; bad options are errors naming them', async () => {
-    const results = await spawnThreads<{ entries: CallEntry[] }>(entry, {
-      worldSize: 2,
-      args: { scenario: 'recorder' },
-      debug: { flightRecorderSize: 0 },
-    });
-    expect(results[0].entries).toEqual([]);
-    await expect(spawnThreads(entry, { worldSize: 1, debug: { flightRecorderSize: -1 } })).rejects.toThrow(
-      /spawnThreads: debug: flightRecorderSize must be an integer/,
+    const results = await fixture.run('recorder', (entry, args) =>
+      spawnThreads(entry, { worldSize: 2, args, debug: { flightRecorderSize: 0 } }),
     );
+    expect(results[0].entries).toEqual([]);
     await expect(
-      spawnThreads(entry, { worldSize: 1, debug: { check: true } as unknown as { checks: boolean } }),
+      spawnThreads(fixture.entry, { worldSize: 1, debug: { flightRecorderSize: -1 } }),
+    ).rejects.toThrow(/spawnThreads: debug: flightRecorderSize must be an integer/);
+    await expect(
+      spawnThreads(fixture.entry, { worldSize: 1, debug: { check: true } as unknown as { checks: boolean } }),
     ).rejects.toThrow(/unknown option "check"/);
   });
 });

@@ -4,9 +4,11 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { traceCommand } from '../src/cli/trace.ts';
 import { type ChromeTrace, type ChromeTraceEvent, spawnThreads } from '../src/index.ts';
+import type { scenarios } from './fixtures/debug-trace.ts';
 import { MEDIA } from './fixtures/media.ts';
+import { scenarioFixture } from './fixtures/scenarios.ts';
 
-const entry = new URL('./fixtures/debug-mismatch.ts', import.meta.url);
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/debug-trace.ts', import.meta.url));
 const dirs: string[] = [];
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-trace-'));
@@ -60,7 +62,7 @@ describe('traces', () => {
     'DebugOptions.trace (a .json path), %s: one file, one track per rank with its calls, and a summary',
     async (_medium, launch) => {
       const file = join(tempDir(), 'nested', 'job.json');
-      await launch(entry, 3, { args: { scenario: 'traced' }, debug: { trace: file } });
+      await fixture.run('traced', (entry, args) => launch(entry, 3, { args, debug: { trace: file } }));
       checkTrace(JSON.parse(readFileSync(file, 'utf8')) as ChromeTrace, 3);
       // The ranks' parts were merged and removed.
       expect(readdirSync(join(file, '..'))).toEqual(['job.json']);
@@ -70,7 +72,7 @@ describe('traces', () => {
   it('TENSORCOMM_TRACE=<dir>: a new file in that directory; `tensorcomm trace` prints its summary table', async () => {
     const dir = tempDir();
     process.env.TENSORCOMM_TRACE = dir;
-    await spawnThreads(entry, { worldSize: 3, args: { scenario: 'traced' } });
+    await fixture.run('traced', (entry, args) => spawnThreads(entry, { worldSize: 3, args }));
     const files = readdirSync(dir);
     expect(files).toEqual([expect.stringMatching(/^tensorcomm-trace-.*\.json$/)]);
     const file = join(dir, files[0]);
@@ -96,7 +98,7 @@ describe('traces', () => {
 
   it('no trace unless asked', async () => {
     const dir = tempDir();
-    await spawnThreads(entry, { worldSize: 2, args: { scenario: 'report-file', dir } });
+    await fixture.run('report-file', (entry, args) => spawnThreads(entry, { worldSize: 2, args }), { dir });
     expect(readdirSync(dir).every((f) => f.startsWith('hang-rank'))).toBe(true);
   });
 });
