@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { launchProcesses, loadClusterConfig, spawnThreads } from '../src/index.ts';
 
-const entry = new URL('./fixtures/compression-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/compression-threads.ts', import.meta.url);
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type Result = any;
 

@@ -501,7 +501,7 @@ describe('job directories', () => {
 });
 
 describe('FileTensorStore across processes', () => {
-  const peer = new URL('./fixtures/file-store-peer.ts', import.meta.url).pathname;
+  const peer = new URL('./fixtures/file-store.ts', import.meta.url).pathname;
 
   function runPeers(dir: string, scenario: string, worldSize: number): Promise<unknown[]> {
     return Promise.all(

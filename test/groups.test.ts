@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { spawnThreads } from '../src/index.ts';
 
-const entry = new URL('./fixtures/groups-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/groups.ts', import.meta.url);
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type ScenarioResult = any;
 const run = (scenario: string, worldSize: number) =>

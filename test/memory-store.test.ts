@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryTensorStore, spawnThreads, Tensor } from '../src/index.ts';
 
-const entry = new URL('./fixtures/store-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/memory-store.ts', import.meta.url);
 const run = (scenario: string, worldSize = 2) => spawnThreads(entry, { worldSize, args: { scenario } });
 
 describe('MemoryTensorStore', () => {

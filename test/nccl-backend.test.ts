@@ -10,7 +10,7 @@ import { ncclReduction } from '../src/nccl/nccl-dtypes.ts';
 import { useCudaDouble } from './cuda-double/build.ts';
 import { cudaDoubleControl } from './cuda-double/control.ts';
 
-const entry = new URL('./fixtures/nccl-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/nccl-backend.ts', import.meta.url);
 const gpus = (n: number): Device[] => Array.from({ length: n }, (_, i) => `cuda:${i}` as const);
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type Result = any;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { spawnThreads } from '../src/index.ts';
 
-const entry = new URL('./fixtures/p2p-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/p2p.ts', import.meta.url);
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type Result = any;
 const run = (scenario: string, names = ['actor', 'rollout'], extra: Record<string, unknown> = {}) =>

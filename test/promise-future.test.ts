@@ -25,7 +25,7 @@ describe('TensorPromise / TensorFuture', () => {
 
   it('cross ranks: forwarded handles, producer errors, misuse and timeouts are clear', async () => {
     // biome-ignore lint/suspicious/noExplicitAny: the fixture returns one record per rank
-    const [r0, r1, r2] = await spawnThreads<any>(new URL('./fixtures/promise-rank.ts', import.meta.url), {
+    const [r0, r1, r2] = await spawnThreads<any>(new URL('./fixtures/promise-future.ts', import.meta.url), {
       worldSize: 3,
       collectiveTimeoutMs: 20_000,
     });

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { MEDIA } from './fixtures/media.ts';
 
-const entry = new URL('./fixtures/borrow-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/recv-borrowed.ts', import.meta.url);
 
 describe.each(MEDIA)('recvBorrowed (%s)', (medium, launch) => {
   it('lends the value without copying; the send completes at release; a wrong shape fails both ends', async () => {

@@ -3,14 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { JobFailedError, RankFailedError, spawnThreads } from '../src/index.ts';
-import { settledThreadCount, threadCount } from './fixtures/threads.ts';
+import { settledThreadCount, threadCount } from './fixtures/spawn-threads-thread-count.ts';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
 
 describe('spawnThreads', () => {
   it('runs a TypeScript entry and resolves to every rank’s value in rank order', async () => {
     const before = threadCount();
-    const results = await spawnThreads(fixture('identity-rank.ts'), {
+    const results = await spawnThreads(fixture('spawn-threads-identity.ts'), {
       worldSize: 4,
       args: { tag: 'x' },
       names: ['a', 'b', 'c', 'd'],
@@ -77,7 +77,7 @@ describe('spawnThreads', () => {
     process.env.TENSORCOMM_TEST_LOADED_FILE = marker;
     try {
       const started = Date.now();
-      const error = (await spawnThreads(fixture('slow-loading-rank.ts'), {
+      const error = (await spawnThreads(fixture('spawn-threads-slow-loading.ts'), {
         worldSize: 2,
         graceMs: 50,
       }).catch((e: unknown) => e)) as JobFailedError;
@@ -94,7 +94,7 @@ describe('spawnThreads', () => {
   });
 
   it('refuses bad options with messages naming them', async () => {
-    const entry = fixture('identity-rank.ts');
+    const entry = fixture('spawn-threads-identity.ts');
     await expect(spawnThreads(entry, { worldSize: 0 })).rejects.toThrow(/worldSize must be an integer/);
     await expect(spawnThreads(entry, { worldSize: 2, names: ['a'] })).rejects.toThrow(/names has 1 entries/);
     await expect(spawnThreads(entry, { worldSize: 2, names: ['a', 'a'] })).rejects.toThrow(

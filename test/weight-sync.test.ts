@@ -2,9 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import { JobFailedError, spawnThreads } from '../src/index.ts';
 import { MODEL_SIZE, testModel } from './fixtures/weight-sync-model.ts';
-import type { DeliverConfig } from './fixtures/weight-sync-rank.ts';
+import type { DeliverConfig } from './fixtures/weight-sync.ts';
 
-const entry = new URL('./fixtures/weight-sync-rank.ts', import.meta.url);
+const entry = new URL('./fixtures/weight-sync.ts', import.meta.url);
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type Result = any;
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { spawnThreads } from '../../src/index.ts';
 import { announceSkip, TWO_RANK_PLACEMENTS } from './gpu-mode.ts';
 
-const entry = new URL('../fixtures/gpu-loop-rank.ts', import.meta.url);
+const entry = new URL('../fixtures/gpu-allocations.ts', import.meta.url);
 
 describe.each(TWO_RANK_PLACEMENTS)('allocations on %s', (title, devices, skipReason) => {
   it.skipIf(announceSkip(`allocations on ${title}`, skipReason))(

@@ -5,10 +5,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { spawnThreads } from '../../src/index.ts';
-import type { GpuP2PResult } from '../fixtures/gpu-p2p-rank.ts';
+import type { GpuP2PResult } from '../fixtures/gpu-p2p.ts';
 import { announceSkip, TWO_RANK_PLACEMENTS } from './gpu-mode.ts';
 
-const entry = new URL('../fixtures/gpu-p2p-rank.ts', import.meta.url);
+const entry = new URL('../fixtures/gpu-p2p.ts', import.meta.url);
 
 describe.each(TWO_RANK_PLACEMENTS)('p2p with GPU tensors on %s', (_title, devices, skipReason) => {
   it.skipIf(announceSkip(`p2p on ${_title}`, skipReason))(
