@@ -8,6 +8,8 @@ import { RankMonitor, rankMonitor, setRankMonitor } from '../src/debug/monitor.t
 import { resolveDebugOptions } from '../src/debug/options.ts';
 import { installProcessMonitor } from '../src/debug/process-monitor.ts';
 import { type StatusBoard, ThreadStatusBoard } from '../src/debug/status-board.ts';
+// Registers the op names the status board shows, as every program's ThreadGroup does.
+import '../src/thread-group/ops.ts';
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -116,7 +116,9 @@ export async function createRankContext(
     timeoutMs: options.collectiveTimeoutMs,
   });
   const board = new ThreadStatusBoard(shared.status);
-  setRankMonitor(new RankMonitor(identity.rank, board, options.debug ?? resolveDebugOptions(undefined)));
+  setRankMonitor(
+    new RankMonitor(identity.rank, board, options.debug ?? resolveDebugOptions(undefined), identity.names),
+  );
   return buildRankContext(identity, store, options);
 }
 

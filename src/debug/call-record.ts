@@ -1,31 +1,26 @@
 /** One communication call as the debugging tools see it: flight recorder entry, trace event, report line. */
 import type { CapturedSite } from './call-site.ts';
 
-/** Ops by code, for the status board's numeric fields. */
-export const OP_NAMES = [
-  'allReduce',
-  'broadcast',
-  'reduce',
-  'allGather',
-  'allGatherInto',
-  'reduceScatter',
-  'reduceScatterTensor',
-  'allToAll',
-  'allToAllSingle',
-  'gather',
-  'scatter',
-  'barrier',
-  'send',
-  'recv',
-  'recvObject',
-  'broadcastObject',
-  'allGatherObject',
-] as const;
+/**
+ * Ops by code, for the status board's numeric fields. The layer that defines
+ * the ops (thread-group's op table) registers their names, so this layer
+ * never imports upward; every rank registers the same list, so codes agree.
+ */
+let opNames: readonly string[] = [];
+let opCodes = new Map<string, number>();
 
-const OP_CODES = new Map<string, number>(OP_NAMES.map((name, i) => [name, i]));
+export function registerOpNames(names: readonly string[]): void {
+  opNames = Object.freeze([...names]);
+  opCodes = new Map(opNames.map((name, i) => [name, i]));
+}
 
+/** -1 for an op nobody registered. */
 export function opCode(op: string): number {
-  return OP_CODES.get(op) ?? -1;
+  return opCodes.get(op) ?? -1;
+}
+
+export function opName(code: number): string | undefined {
+  return opNames[code];
 }
 
 export type CallStatus = 'pending' | 'ok' | 'failed';

@@ -5,7 +5,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { formatDuration, OP_NAMES } from './call-record.ts';
+import { formatDuration, opName } from './call-record.ts';
 import {
   type CallMark,
   departureNote,
@@ -27,7 +27,7 @@ function groupOf(status: RankStatus, code: number): { id: string; name: string }
 }
 
 function markText(status: RankStatus, mark: CallMark): string {
-  const op = OP_NAMES[mark.op] ?? 'a call';
+  const op = opName(mark.op) ?? 'a call';
   const group = groupOf(status, mark.group)?.name ?? `#${mark.group}`;
   const seq = mark.seq >= 0 ? ` #${mark.seq}` : '';
   return `${op}${seq} on group "${group}"`;

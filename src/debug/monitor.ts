@@ -24,7 +24,14 @@ import { writeTracePart } from './trace.ts';
 /** A slow wait republishes the rank's snapshot at most this often. */
 const SNAPSHOT_INTERVAL_MS = 100;
 const KEPT_FAILURES = 4;
-const PEER_SITE_WAIT_MS = 300;
+/**
+ * How long a mismatch waits for the peer to publish the call it failed. The
+ * peer sees the same mismatch and publishes at once, but on a loaded machine
+ * (or a process peer still starting up) that can take longer than a few
+ * hundred milliseconds; the wait ends as soon as the call appears, so only a
+ * peer that never publishes it costs the whole wait, on an error path.
+ */
+const PEER_SITE_WAIT_MS = 2_000;
 const MAX_TRACE_EVENTS = 1_000_000;
 
 /** What ThreadGroup knows of a call when it starts. */
@@ -49,6 +56,8 @@ export class RankMonitor {
     readonly rank: number,
     readonly board: StatusBoard,
     readonly options: ResolvedDebugOptions,
+    /** Every rank's worker name, by global rank, for messages about peers. */
+    readonly names: readonly string[] = [],
   ) {
     this.recorder = new FlightRecorder(options.flightRecorderSize);
     this.#trace = options.trace ? [] : undefined;
@@ -149,6 +158,14 @@ export class RankMonitor {
     const waitingFor = this.#waitingFor.get(r);
     if (waitingFor) call.waitingFor = waitingFor;
     return call;
+  }
+
+  /** `rank 1 (rollout)`: a peer as messages name it; a default worker name (`rank-1`) adds nothing. */
+  label(globalRank: number): string {
+    const name = this.names[globalRank];
+    return name === undefined || name === `rank-${globalRank}`
+      ? `rank ${globalRank}`
+      : `rank ${globalRank} (${name})`;
   }
 
   /** How `globalRank` left, when it has left its main function; undefined while it runs. */

@@ -18,12 +18,18 @@ export function installProcessMonitor(
   worldSize: number,
   jobDir: string,
   given?: DebugOptions,
+  names: readonly string[] = [],
 ): RankMonitor {
   const options = resolveDebugOptions(given, process.env, 'initProcess: debug');
-  const monitor = new RankMonitor(rank, new FileStatusBoard(jobDir, worldSize, rank), {
-    ...options,
-    hangReportDir: options.hangReportDir ?? jobDir,
-  });
+  const monitor = new RankMonitor(
+    rank,
+    new FileStatusBoard(jobDir, worldSize, rank),
+    {
+      ...options,
+      hangReportDir: options.hangReportDir ?? jobDir,
+    },
+    names,
+  );
   setRankMonitor(monitor);
   return monitor;
 }

@@ -14,7 +14,7 @@ export type RankStateCode = (typeof RankState)[keyof typeof RankState];
 /** The numbers a rank updates on every call: its latest started and completed call. */
 export interface CallMark {
   seq: number;
-  /** Index into OP_NAMES, -1 for none. */
+  /** An op code (opCode), -1 for none. */
   op: number;
   /** Index into the rank's own group list (its snapshot's `groups`). */
   group: number;

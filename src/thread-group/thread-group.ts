@@ -15,7 +15,6 @@ import { assertReduceOp, type ReduceOp } from '../tensor/reduce-ops.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
 import {
-  type ArrivalPattern,
   type Backend,
   type BatchedP2P,
   type BorrowedTensor,
@@ -24,6 +23,7 @@ import {
   type CallInfo,
   CallMismatchError,
 } from './backend.ts';
+import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
 
 export interface CallOptions {
   timeoutMs?: number;
@@ -58,14 +58,10 @@ export interface GroupInfo {
 
 /**
  * What a call's local checks produce: the signature compared between ranks,
- * the keys it touches first, the bytes it moves (as nccl-tests counts them)
- * and, for point-to-point calls whose signature is only `p2p`, what to show.
+ * the bytes it moves (as nccl-tests counts them) and, for point-to-point
+ * calls whose signature is only `p2p`, what to show.
  */
-type Signed = { signature: string; pattern: ArrivalPattern; bytes: number; label?: string };
-/** Roles of a call as the caller gave them, used to tell peers of a call that failed its checks. */
-type RawRoles = { src?: unknown; dst?: unknown; tag?: unknown };
-
-const P2P_OPS = new Set(['send', 'recv', 'recvObject', 'sendViews', 'recvViews']);
+type Signed = { signature: string; bytes: number; label?: string };
 
 export class ThreadGroup {
   readonly #info: GroupInfo;
@@ -114,7 +110,7 @@ export class ThreadGroup {
    * `abandon`), so they fail with this rank's error instead of waiting.
    */
   #call<T>(
-    op: string,
+    op: OpName,
     options: (CallOptions & RawRoles) | undefined,
     check: () => Signed,
     run: (backend: Backend, call: CallInfo) => Promise<T>,
@@ -132,8 +128,9 @@ export class ThreadGroup {
     const timeoutMs = options?.timeoutMs ?? this.#info.timeoutMs;
     if (!(timeoutMs > 0))
       return Work.rejected(new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
+    const spec: OpSpec = OPS[op];
     // Point-to-point calls are matched per stream, not by the group's collective order.
-    const seq = P2P_OPS.has(op) ? -1 : this.#seq++;
+    const seq = spec.p2p ? -1 : this.#seq++;
     const checks = this.#checks;
     let signed: Signed;
     try {
@@ -142,7 +139,8 @@ export class ThreadGroup {
       const call: CallInfo = { seq, signature: op, timeoutMs, checks };
       // With fingerprints on, every collective's first exchange is every rank to every rank.
       const pattern =
-        patternOf(op, options, this.size) ?? (checks && seq >= 0 ? { kind: 'all' as const } : undefined);
+        spec.arrival(options ?? {}, this.size) ??
+        (checks && !spec.p2p ? { kind: 'all' as const } : undefined);
       if (!pattern) return Work.rejected(error);
       // Reject once the peers were told (bounded inside abandon), so a rank that returns right away
       // cannot cut the message short.
@@ -156,7 +154,7 @@ export class ThreadGroup {
     const monitor = this.#monitor;
     if (!monitor)
       return Work.run(() => run(backend, { seq, signature: signed.signature, timeoutMs, checks }));
-    const debug = this.#track(monitor, op, seq, signed, options);
+    const debug = this.#track(monitor, op, spec, seq, signed, options);
     return Work.run(() =>
       run(backend, { seq, signature: signed.signature, timeoutMs, checks, debug }).then(
         (value) => {
@@ -170,13 +168,14 @@ export class ThreadGroup {
 
   #track(
     monitor: RankMonitor,
-    op: string,
+    op: OpName,
+    spec: OpSpec,
     seq: number,
     signed: Signed,
     options: RawRoles | undefined,
   ): CallDebug {
-    const p2p = seq < 0;
-    const peer = p2p ? (op === 'send' ? options?.dst : options?.src) : undefined;
+    const p2p = spec.p2p;
+    const peer = spec.peerRole === undefined ? undefined : options?.[spec.peerRole];
     const record = monitor.begin({
       group: this.#info.name,
       groupCode: this.#groupCode,
@@ -243,7 +242,6 @@ export class ThreadGroup {
         const op = assertReduceOp(options?.op ?? 'sum', tensor.dtype, 'allReduce');
         return {
           signature: `allReduce(${tensor.describe()}, ${op})`,
-          pattern: { kind: 'all' },
           bytes: tensor.nbytes,
         };
       },
@@ -263,7 +261,6 @@ export class ThreadGroup {
         const src = this.#groupRank(options?.src, 'src', 'broadcast');
         return {
           signature: `broadcast(${tensor.describe()}, src=${src})`,
-          pattern: { kind: 'fromRoot', root: src },
           bytes: tensor.nbytes,
         };
       },
@@ -284,7 +281,6 @@ export class ThreadGroup {
         const op = assertReduceOp(options.op ?? 'sum', tensor.dtype, 'reduce');
         return {
           signature: `reduce(${tensor.describe()}, dst=${dst}, ${op})`,
-          pattern: { kind: 'toRoot', root: dst },
           bytes: tensor.nbytes,
         };
       },
@@ -304,7 +300,6 @@ export class ThreadGroup {
         this.#tensorList(outputs, 'allGather', 'outputs', input);
         return {
           signature: `allGather(${input.describe()})`,
-          pattern: { kind: 'all' },
           bytes: input.nbytes * this.size,
         };
       },
@@ -327,7 +322,6 @@ export class ThreadGroup {
         );
         return {
           signature: `allGatherInto(${input.describe()})`,
-          pattern: { kind: 'all' },
           bytes: output.nbytes,
         };
       },
@@ -354,7 +348,6 @@ export class ThreadGroup {
         const op = assertReduceOp(options?.op ?? 'sum', output.dtype, 'reduceScatter');
         return {
           signature: `reduceScatter(${output.describe()}, ${op})`,
-          pattern: { kind: 'pairwise' },
           bytes: output.nbytes * this.size,
         };
       },
@@ -378,7 +371,6 @@ export class ThreadGroup {
         const op = assertReduceOp(options?.op ?? 'sum', output.dtype, 'reduceScatterTensor');
         return {
           signature: `reduceScatterTensor(${input.describe()}, ${op})`,
-          pattern: { kind: 'all' },
           bytes: input.nbytes,
         };
       },
@@ -421,7 +413,6 @@ export class ThreadGroup {
         }
         return {
           signature: `allToAll(${inputs[0].dtype})`,
-          pattern: { kind: 'pairwise' },
           bytes: inputs.reduce((sum, t) => sum + t.nbytes, 0),
         };
       },
@@ -466,7 +457,6 @@ export class ThreadGroup {
         }
         return {
           signature: `allToAllSingle(${input.dtype}[*,${rest}])`,
-          pattern: { kind: 'pairwise' },
           bytes: input.nbytes,
         };
       },
@@ -516,7 +506,6 @@ export class ThreadGroup {
         if (this.rank === dst) this.#tensorList(options.gatherList, 'gather', 'gatherList', tensor);
         return {
           signature: `gather(${tensor.describe()}, dst=${dst})`,
-          pattern: { kind: 'toRoot', root: dst },
           bytes: tensor.nbytes * this.size,
         };
       },
@@ -538,7 +527,6 @@ export class ThreadGroup {
         if (this.rank === src) this.#tensorList(options.scatterList, 'scatter', 'scatterList', tensor);
         return {
           signature: `scatter(${tensor.describe()}, src=${src})`,
-          pattern: { kind: 'fromRootPairwise', root: src },
           bytes: tensor.nbytes * this.size,
         };
       },
@@ -558,7 +546,7 @@ export class ThreadGroup {
     return this.#call(
       'barrier',
       options,
-      () => ({ signature: 'barrier()', pattern: { kind: 'all' }, bytes: 0 }),
+      () => ({ signature: 'barrier()', bytes: 0 }),
       (b, call) => b.barrier(call),
     );
   }
@@ -605,9 +593,9 @@ export class ThreadGroup {
       () => {
         assertCommTensor(tensor, kind);
         this.#peer(peer, role, kind);
+        checkTag(options?.tag, kind);
         return {
           signature: 'p2p',
-          pattern: { kind, peer, tag: checkTag(options?.tag, kind) },
           bytes: tensor.nbytes,
           label: `${kind}(${tensor.describe()}, ${role}=${peer}, tag=${tag})`,
         };
@@ -713,11 +701,10 @@ export class ThreadGroup {
       () => {
         const bytes = assertHostTensors(tensors, 'sendViews');
         this.#peer(dst, 'dst', 'sendViews');
-        const checkedTag = checkTag(options?.tag, 'sendViews');
+        checkTag(options?.tag, 'sendViews');
         this.#assertLendsViews('sendViews');
         return {
           signature: 'p2p',
-          pattern: { kind: 'send', peer: dst, tag: checkedTag },
           bytes,
           label: `sendViews(${tensors.length} tensors, ${bytes} bytes, dst=${dst}, tag=${tag})`,
         };
@@ -756,9 +743,9 @@ export class ThreadGroup {
       () => {
         this.#peer(src, 'src', op);
         if (op === 'recvViews') this.#assertLendsViews(op);
+        checkTag(options?.tag, op);
         return {
           signature: 'p2p',
-          pattern: { kind: 'recv', peer: src, tag: checkTag(options?.tag, op) },
           bytes: 0,
           label: `${op}(src=${src}, tag=${tag})`,
         };
@@ -775,7 +762,6 @@ export class ThreadGroup {
         const src = this.#groupRank(options?.src, 'src', 'broadcastObject');
         return {
           signature: `broadcastObject(src=${src})`,
-          pattern: { kind: 'fromRoot', root: src },
           bytes: 0,
         };
       },
@@ -790,7 +776,7 @@ export class ThreadGroup {
     return this.#call(
       'allGatherObject',
       options,
-      () => ({ signature: 'allGatherObject()', pattern: { kind: 'all' }, bytes: 0 }),
+      () => ({ signature: 'allGatherObject()', bytes: 0 }),
       async (b, call) =>
         (await b.allGatherAny(call, objectToTensor(obj, 'allGatherObject'))).map(tensorToObject),
     );
@@ -822,41 +808,6 @@ function checkTag(tag: unknown, where: string): number {
     throw new RangeError(`${where}: tag must be a non-negative integer, got ${String(tag)}`);
   }
   return tag as number;
-}
-
-/** Which first-exchange keys a call would touch, from its raw options (before they are validated). */
-function patternOf(op: string, options: RawRoles | undefined, size: number): ArrivalPattern | undefined {
-  const o = options ?? {};
-  const rank = (v: unknown) =>
-    Number.isInteger(v) && (v as number) >= 0 && (v as number) < size ? (v as number) : -1;
-  switch (op) {
-    case 'allReduce':
-    case 'allGather':
-    case 'allGatherInto':
-    case 'reduceScatterTensor':
-    case 'barrier':
-    case 'allGatherObject':
-      return { kind: 'all' };
-    case 'reduceScatter':
-    case 'allToAll':
-    case 'allToAllSingle':
-      return { kind: 'pairwise' };
-    case 'broadcast':
-    case 'broadcastObject':
-      return rank(o.src) < 0 ? undefined : { kind: 'fromRoot', root: rank(o.src) };
-    case 'scatter':
-      return rank(o.src) < 0 ? undefined : { kind: 'fromRootPairwise', root: rank(o.src) };
-    case 'reduce':
-    case 'gather':
-      return rank(o.dst) < 0 ? undefined : { kind: 'toRoot', root: rank(o.dst) };
-    default: {
-      const sending = op === 'send' || op === 'sendViews';
-      const peer = rank(sending ? o.dst : o.src);
-      const tag = Number.isSafeInteger(o.tag) && (o.tag as number) >= 0 ? (o.tag as number) : -1;
-      if (peer < 0 || tag < 0) return undefined;
-      return { kind: sending ? 'send' : 'recv', peer, tag };
-    }
-  }
 }
 
 function objectToTensor(obj: unknown, where: string): Tensor {

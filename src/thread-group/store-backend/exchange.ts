@@ -237,7 +237,7 @@ export class Exchange {
         const last = await take(key, { timeoutMs: 1 }).catch(() => undefined);
         if (last) return last;
         throw new RankFailedError(
-          `${this.#where()}: rank ${this.#group.ranks[this.rank]} waited for rank ${globalProducer}, which will ` +
+          `${this.#where()}: rank ${this.#group.ranks[this.rank]} waited for ${debug.monitor.label(globalProducer)}, which will ` +
             `never make this call: ${departure}`,
           globalProducer,
         );
