@@ -92,10 +92,13 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
     timeoutMs: job.collectiveTimeoutMs,
   });
   // The job directory goes with the job: hang reports must outlive it.
-  installProcessMonitor(env.rank, env.worldSize, job.storeDir, {
-    ...job.debug,
-    hangReportDir: job.debug?.hangReportDir ?? join(tmpdir(), 'tensorcomm-hang-reports'),
-  });
+  installProcessMonitor(
+    env.rank,
+    env.worldSize,
+    job.storeDir,
+    { ...job.debug, hangReportDir: job.debug?.hangReportDir ?? join(tmpdir(), 'tensorcomm-hang-reports') },
+    job.names,
+  );
   await client.barrier('tensorcomm/start', env.worldSize, { timeoutMs });
   const identity = {
     rank: env.rank,
