@@ -1,15 +1,24 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { spawnThreads } from '../src/index.ts';
+import type { scenarios } from './fixtures/groups.ts';
+import { scenarioFixture } from './fixtures/scenarios.ts';
 
-const entry = new URL('./fixtures/groups.ts', import.meta.url);
-// biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
-type ScenarioResult = any;
-const run = (scenario: string, worldSize: number) =>
-  spawnThreads<ScenarioResult>(entry, { worldSize, args: { scenario } });
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/groups.ts', import.meta.url));
+const ranks = (worldSize: number) => (entry: URL, args: object) => spawnThreads(entry, { worldSize, args });
+
+/** The scenarios of each world size run in one job, one after the other on the same ranks; leak has its own. */
+let four: Awaited<ReturnType<typeof runFour>>;
+let three: Awaited<ReturnType<typeof runThree>>;
+const runFour = () => fixture.runSteps(['subgroups', 'manager', 'tags'], ranks(4));
+const runThree = () => fixture.runSteps(['async', 'objects'], ranks(3));
+beforeAll(async () => {
+  four = await runFour();
+  three = await runThree();
+});
 
 describe('groups', () => {
-  it('overlapping subgroups run at once; non-members get a clear error', async () => {
-    const res = await run('subgroups', 4);
+  it('overlapping subgroups run at once; non-members get a clear error', () => {
+    const res = four.subgroups;
     expect(res[0].a).toEqual([0, 3, 6, 6, 6]);
     expect(res[1].a).toEqual([1, 3, 6, 6, 6]);
     expect(res[1].b).toEqual([0, 90, 90, 90]);
@@ -21,8 +30,8 @@ describe('groups', () => {
     expect(res[3].notMember).toMatch(/rank 3 is not a member \(members: 0, 1, 2\)/);
   });
 
-  it('the manager shares one group per device combination and destroys in sorted order', async () => {
-    const res = await run('manager', 4);
+  it('the manager shares one group per device combination and destroys in sorted order', () => {
+    const res = four.manager;
     const sorted = ['0@cpu,1@cpu', '0@cpu,1@cpu,2@cpu,3@cpu', '0@cpu,2@cpu', '1@cpu,3@cpu'];
     for (const r of res) {
       expect(r.same).toBe(true);
@@ -37,8 +46,8 @@ describe('groups', () => {
 });
 
 describe('Work handles', () => {
-  it('many outstanding allReduces complete correctly; then() chains Works', async () => {
-    const res = await run('async', 3);
+  it('many outstanding allReduces complete correctly; then() chains Works', () => {
+    const res = three.async;
     for (const r of res) {
       expect(r.pendingAtStart).toBe(50);
       expect(r.allDone).toBe(true);
@@ -49,8 +58,8 @@ describe('Work handles', () => {
 });
 
 describe('object and point-to-point calls', () => {
-  it('allGatherObject, broadcastObject, sendObject/recvObject carry structured clones', async () => {
-    const res = await run('objects', 3);
+  it('allGatherObject, broadcastObject, sendObject/recvObject carry structured clones', () => {
+    const res = three.objects;
     for (const r of res) {
       expect(r.ranks).toEqual([0, 1, 2]);
       expect(r.maps).toEqual([
@@ -66,10 +75,10 @@ describe('object and point-to-point calls', () => {
     expect(res[1].received).toEqual({ hello: 'from 0', bytes: new Uint8Array([1, 2, 3]) });
   });
 
-  it('tags keep streams apart and batchIsendIrecv runs a ring without deadlock', async () => {
-    const res = await run('tags', 4);
+  it('tags keep streams apart and batchIsendIrecv runs a ring without deadlock', () => {
+    const res = four.tags;
     expect(res[1].got).toEqual([2, 2, 1, 1]);
-    expect(res.map((r: { ring: number[] }) => r.ring)).toEqual([
+    expect(res.map((r) => r.ring)).toEqual([
       [3, 3, 3],
       [0, 0, 0],
       [1, 1, 1],
@@ -78,7 +87,7 @@ describe('object and point-to-point calls', () => {
   });
 
   it('10,000 small collectives leave no slots, buffers or memory behind', async () => {
-    const res = await run('leak', 2);
+    const res = await fixture.run('leak', ranks(2));
     for (const r of res) {
       expect(r.slotsInUse).toBe(0);
       expect(r.heldPeerBuffers).toBe(0);

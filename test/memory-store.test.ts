@@ -1,27 +1,33 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { MemoryTensorStore, spawnThreads, Tensor } from '../src/index.ts';
+import type { scenarios } from './fixtures/memory-store.ts';
+import { scenarioFixture } from './fixtures/scenarios.ts';
 
-const entry = new URL('./fixtures/memory-store.ts', import.meta.url);
-const run = (scenario: string, worldSize = 2) => spawnThreads(entry, { worldSize, args: { scenario } });
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/memory-store.ts', import.meta.url));
+const ranks = (worldSize: number) => (entry: URL, args: object) => spawnThreads(entry, { worldSize, args });
+
+/** The two-rank scenarios run in one job, one after the other, each on keys of its own. */
+let two: Awaited<ReturnType<typeof runTwo>>;
+const runTwo = () => fixture.runSteps(['zero-copy', 'unshared', 'views', 'reuse'], ranks(2));
+beforeAll(async () => {
+  two = await runTwo();
+});
 
 describe('MemoryTensorStore', () => {
-  it('hands a consumer a zero-copy view of the producer’s 64 MiB tensor', async () => {
-    const [producer, consumer] = (await run('zero-copy')) as [
-      { after: number },
-      Record<string, number | boolean>,
-    ];
+  it('hands a consumer a zero-copy view of the producer’s 64 MiB tensor', () => {
+    const [producer, consumer] = two['zero-copy'] as [{ after: number }, Record<string, number | boolean>];
     expect(consumer).toMatchObject({ first: 42, shared: true, numel: 16 << 20 });
     // The consumer's write reached the producer's tensor: the view is its memory, not a copy.
     // (That destGet costs the same at any size is a bench figure, not a timed test.)
     expect(producer.after).toBe(7);
   });
 
-  it('stages a tensor that is not backed by a SharedArrayBuffer', async () => {
-    expect(await run('unshared')).toEqual(['sent', 5 * (1 << 18)]);
+  it('stages a tensor that is not backed by a SharedArrayBuffer', () => {
+    expect(two.unshared).toEqual(['sent', 5 * (1 << 18)]);
   });
 
-  it('lends several tensors as one value of views, and refuses to read a value as the other kind', async () => {
-    const [producer, consumer] = (await run('views')) as Array<Record<string, unknown>>;
+  it('lends several tensors as one value of views, and refuses to read a value as the other kind', () => {
+    const [producer, consumer] = two.views as Array<Record<string, unknown>>;
     expect(consumer).toMatchObject({
       tag: 'views',
       producer: 0,
@@ -44,12 +50,12 @@ describe('MemoryTensorStore', () => {
     expect(producer.asList).toMatch(/rank 1: destGetViews\("as-list"\)/);
   });
 
-  it('reuses a finished key and reports a consumer’s error to the producer', async () => {
-    expect(await run('reuse')).toEqual(['consumer saw garbage', 'reported']);
+  it('reuses a finished key and reports a consumer’s error to the producer', () => {
+    expect(two.reuse).toEqual(['consumer saw garbage', 'reported']);
   });
 
   it('times out a destGet of a key nobody sets, naming the key', async () => {
-    const [message] = (await run('timeout', 1)) as string[];
+    const [message] = await fixture.run('timeout', ranks(1));
     expect(message).toMatch(
       /^CommTimeoutError: destGet\("never"\) timed out after 100 ms on rank 0: no rank has set/,
     );

@@ -1,20 +1,29 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { spawnThreads } from '../src/index.ts';
+import type { scenarios } from './fixtures/p2p.ts';
+import { scenarioFixture } from './fixtures/scenarios.ts';
 
-const entry = new URL('./fixtures/p2p.ts', import.meta.url);
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/p2p.ts', import.meta.url));
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type Result = any;
-const run = (scenario: string, names = ['actor', 'rollout'], extra: Record<string, unknown> = {}) =>
-  spawnThreads<Result>(entry, {
-    worldSize: names.length,
-    names,
-    args: { scenario, ...extra },
-    timeoutMs: 50_000,
-  });
+const workers =
+  (names = ['actor', 'rollout']) =>
+  (entry: URL, args: object) =>
+    spawnThreads<Result>(entry, { worldSize: names.length, names, args, timeoutMs: 50_000 });
+
+/**
+ * The actor–rollout scenarios run in one job, one after the other: roundtrip
+ * first (it counts the manager's groups from none), mixing last (it leaves
+ * channels broken on purpose, each on a group of its own).
+ */
+let pairs: Record<'roundtrip' | 'order' | 'mixing', Result[]>;
+beforeAll(async () => {
+  pairs = await fixture.runSteps(['roundtrip', 'order', 'mixing'], workers());
+});
 
 describe('p2p between named workers', () => {
-  it('round-trips every kind of value both ways, sync and async; fast path; caching; bad input', async () => {
-    const [actor, rollout] = await run('roundtrip');
+  it('round-trips every kind of value both ways, sync and async; fast path; caching; bad input', () => {
+    const [actor, rollout] = pairs.roundtrip;
     const all = Array(14).fill(true);
     for (const r of [actor, rollout]) {
       expect(r.sameCollective).toBe(true);
@@ -44,15 +53,15 @@ describe('p2p between named workers', () => {
     expect(actor.afterErrors).toBe('still fine');
   });
 
-  it('keeps order: 1,000 un-awaited sends, then interleaved traffic in both directions', async () => {
-    const [actor, rollout] = await run('order');
+  it('keeps order: 1,000 un-awaited sends, then interleaved traffic in both directions', () => {
+    const [actor, rollout] = pairs.order;
     expect(rollout.inOrder).toBe(true);
     expect(actor.interleaved).toBe(true);
     expect(rollout.interleaved).toBe(true);
   });
 
-  it('detects send/recv mixed with sendTensor/recvTensor or broadcast instead of misreading', async () => {
-    const [actor, rollout] = await run('mixing');
+  it('detects send/recv mixed with sendTensor/recvTensor or broadcast instead of misreading', () => {
+    const [actor, rollout] = pairs.mixing;
     expect(rollout.rawIntoRecv).toMatch(
       /P2PProtocolError: recv from worker "actor".*not a send\(\) header.*sendTensor/,
     );
@@ -68,7 +77,7 @@ describe('p2p between named workers', () => {
   });
 
   it('broadcasts to three workers; checks members and sources', async () => {
-    const res = await run('three', ['actor', 'rollout', 'critic']);
+    const res: Result[] = await fixture.run('three', workers(['actor', 'rollout', 'critic']));
     for (const r of res) {
       expect(r.fromCritic).toBe(true);
       expect(r.ordered).toEqual([0, 1, 2, 3, 4]);
@@ -89,7 +98,7 @@ describe('p2p between named workers', () => {
 
   it('a peer that dies rejects pending receives naming it', async () => {
     const report = new SharedArrayBuffer(4096);
-    await expect(run('dies', ['actor', 'rollout'], { report })).rejects.toThrow(/boom in rollout/);
+    await expect(fixture.run('dies', workers(), { report })).rejects.toThrow(/boom in rollout/);
     const seen = new TextDecoder().decode(new Uint8Array(report).slice()).replace(/\0+$/, '');
     expect(seen).toMatch(
       /^RankFailedError: recv from worker "rollout" \(rank 1\): .*rollout.*boom in rollout/,
