@@ -28,6 +28,7 @@ import { RendezvousClient } from '../rendezvous/client.ts';
 import { RendezvousServer } from '../rendezvous/server.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
 import { parseDevice } from '../tensor/dtype.ts';
+import { checkOneNode } from './one-node.ts';
 import { buildRankContext, type RankContext } from './rank-context.ts';
 
 export function createProcessJob(jobId: string): string {
@@ -78,12 +79,21 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
   const server = hosting
     ? await RendezvousServer.start({ host: env.masterAddr, port: env.masterPort })
     : undefined;
-  const client = await RendezvousClient.connect({
-    host: env.masterAddr,
-    port: env.masterPort,
-    timeoutMs,
-    rank: env.rank,
-  });
+  let client: RendezvousClient | undefined;
+  try {
+    client = await RendezvousClient.connect({
+      host: env.masterAddr,
+      port: env.masterPort,
+      timeoutMs,
+      rank: env.rank,
+    });
+    // A tensorcomm launcher starts all of its ranks on its own machine.
+    if (!env.launched) await checkOneNode(client, env, timeoutMs);
+  } catch (error) {
+    client?.close();
+    await server?.close();
+    throw error;
+  }
   if (hosting) await publishJob(client, hostedJob(env, timeoutMs));
   const job = checkJob(await fetchJob(client), env);
   const store = new FileTensorStore({

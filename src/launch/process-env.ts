@@ -1,17 +1,27 @@
 /**
- * How a launched process learns who it is: torchrun's environment variables
- * (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
- * and the job description every rank reads from the rendezvous store.
+ * How a launched process learns who it is: the environment its engine set
+ * (tensorcomm's launcher and torchrun alike: RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; or Open MPI's or Slurm's), and
+ * the job description every rank reads from the rendezvous store.
  */
+import { hostname } from 'node:os';
 import type { ResolvedDebugOptions } from '../debug/options.ts';
 import type { RendezvousClient } from '../rendezvous/client.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import type { Device } from '../tensor/dtype.ts';
+import { expandSlurmHosts } from './slurm-hosts.ts';
+
+/** Who started the process, as its environment tells. */
+export type RankEngine = 'tensorcomm' | 'torchrun' | 'openmpi' | 'slurm';
 
 export interface ProcessEnv {
+  engine: RankEngine;
   rank: number;
   worldSize: number;
   localRank: number;
+  localWorldSize: number;
+  /** Ranks with the same node id share a machine (docs/guides/many-nodes.md, the node rule). */
+  nodeId: string;
   masterAddr: string;
   masterPort: number;
   /** Started by launchProcesses / `tensorcomm run`, which serves the rendezvous and owns the job directory. */
@@ -44,12 +54,16 @@ export async function fetchJob(client: RendezvousClient): Promise<ProcessJobInfo
   return JSON.parse(new TextDecoder().decode(await client.get(JOB_KEY))) as ProcessJobInfo;
 }
 
+/** torchrun's and MPI's usual rendezvous port, when the engine gives none. */
+export const DEFAULT_MASTER_PORT = 29500;
+
+const HOW_TO_START =
+  "start the script with 'tensorcomm run', torchrun, mpirun or srun (or set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)";
+
 function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number {
   const text = env[name];
   if (text === undefined || text === '') {
-    throw new Error(
-      `initProcess: environment variable ${name} is not set; start the script with 'tensorcomm run'`,
-    );
+    throw new Error(`initProcess: environment variable ${name} is not set; ${HOW_TO_START}`);
   }
   const value = Number(text);
   if (!Number.isSafeInteger(value) || value < min || value > max) {
@@ -58,16 +72,78 @@ function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number)
   return value;
 }
 
-export function readProcessEnv(env: NodeJS.ProcessEnv = process.env): ProcessEnv {
-  const worldSize = integer(env, 'WORLD_SIZE', 1, 4096);
-  const rank = integer(env, 'RANK', 0, worldSize - 1);
+const MAX_WORLD_SIZE = 4096;
+
+/** The variables each engine sets, in the order they are looked for. */
+const ENGINES = {
+  torchrun: {
+    marker: 'RANK',
+    rank: 'RANK',
+    size: 'WORLD_SIZE',
+    localRank: 'LOCAL_RANK',
+    localSize: 'LOCAL_WORLD_SIZE',
+  },
+  openmpi: {
+    marker: 'OMPI_COMM_WORLD_RANK',
+    rank: 'OMPI_COMM_WORLD_RANK',
+    size: 'OMPI_COMM_WORLD_SIZE',
+    localRank: 'OMPI_COMM_WORLD_LOCAL_RANK',
+    localSize: 'OMPI_COMM_WORLD_LOCAL_SIZE',
+  },
+  slurm: {
+    marker: 'SLURM_PROCID',
+    rank: 'SLURM_PROCID',
+    size: 'SLURM_NTASKS',
+    localRank: 'SLURM_LOCALID',
+    localSize: 'SLURM_NTASKS_PER_NODE',
+  },
+} as const;
+
+function engineOf(env: NodeJS.ProcessEnv): keyof typeof ENGINES {
+  for (const engine of Object.keys(ENGINES) as Array<keyof typeof ENGINES>) {
+    if (env[ENGINES[engine].marker] !== undefined && env[ENGINES[engine].marker] !== '') return engine;
+  }
+  // torchrun's names give the clearest message about what is missing.
+  return 'torchrun';
+}
+
+/** MASTER_ADDR, else under Slurm the first host of the job, else this machine. */
+function masterAddrOf(env: NodeJS.ProcessEnv, engine: keyof typeof ENGINES): string {
+  if (env.MASTER_ADDR) return env.MASTER_ADDR;
+  if (engine === 'slurm' && env.SLURM_JOB_NODELIST) return expandSlurmHosts(env.SLURM_JOB_NODELIST)[0];
+  return '127.0.0.1';
+}
+
+/**
+ * Who this process is, from the environment of whichever engine started it:
+ * tensorcomm's launcher and torchrun / Kubernetes (RANK, WORLD_SIZE, …), Open
+ * MPI's mpirun (OMPI_COMM_WORLD_*) or Slurm's srun (SLURM_*).
+ */
+export function readProcessEnv(env: NodeJS.ProcessEnv = process.env, host = hostname()): ProcessEnv {
+  const engine = engineOf(env);
+  const names = ENGINES[engine];
+  const worldSize = integer(env, names.size, 1, MAX_WORLD_SIZE);
+  const rank = integer(env, names.rank, 0, worldSize - 1);
+  const localRank = env[names.localRank] ? integer(env, names.localRank, 0, worldSize - 1) : rank;
+  const launched = env[LAUNCHER_ENV] === '1';
+  // Slurm's tasks-per-node may read "2(x3)": only a plain count is a local world size.
+  const localSizeText = env[names.localSize];
+  const localWorldSize =
+    localSizeText && /^\d+$/.test(localSizeText)
+      ? integer(env, names.localSize, localRank + 1, worldSize)
+      : worldSize;
+  const portGiven = env.MASTER_PORT !== undefined && env.MASTER_PORT !== '';
   return {
+    engine: launched ? 'tensorcomm' : engine,
     rank,
     worldSize,
-    localRank: env.LOCAL_RANK ? integer(env, 'LOCAL_RANK', 0, worldSize - 1) : rank,
-    masterAddr: env.MASTER_ADDR || '127.0.0.1',
-    masterPort: integer(env, 'MASTER_PORT', 1, 65535),
-    launched: env[LAUNCHER_ENV] === '1',
+    localRank,
+    localWorldSize,
+    nodeId: env.TENSORCOMM_NODE_ID || env.SLURM_NODEID || host,
+    masterAddr: masterAddrOf(env, engine),
+    masterPort:
+      portGiven || engine === 'torchrun' ? integer(env, 'MASTER_PORT', 1, 65535) : DEFAULT_MASTER_PORT,
+    launched,
   };
 }
 
@@ -81,6 +157,8 @@ export function processEnvFor(
     WORLD_SIZE: String(worldSize),
     LOCAL_RANK: String(rank),
     LOCAL_WORLD_SIZE: String(worldSize),
+    // The node rank: a tensorcomm launcher runs one node's ranks.
+    GROUP_RANK: '0',
     MASTER_ADDR: master.host,
     MASTER_PORT: String(master.port),
     [LAUNCHER_ENV]: '1',
