@@ -1,8 +1,12 @@
 /** Compression end to end between workers (threads; lz4 as processes too): lossless mixed messages, what was compressed, config reaching every rank. */
 import { describe, expect, it } from 'vitest';
 import { launchProcesses, loadClusterConfig, spawnThreads } from '../src/index.ts';
+import type { scenarios } from './fixtures/compression-threads.ts';
+import { scenarioFixture } from './fixtures/scenarios.ts';
 
-const entry = new URL('./fixtures/compression-threads.ts', import.meta.url);
+const fixture = scenarioFixture<typeof scenarios>(
+  new URL('./fixtures/compression-threads.ts', import.meta.url),
+);
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type Result = any;
 
@@ -19,11 +23,12 @@ describe('compression between workers', () => {
           collective: { tensor_compression: { codec, excluded_dtypes: ['float32'], min_bytes: 1024 } },
         },
       });
-      const job = { names: ['actor', 'rollout'], args: { scenario: 'roundtrip' }, config, timeoutMs: 60_000 };
-      const [actor, rollout] =
+      const job = { names: ['actor', 'rollout'], config, timeoutMs: 60_000 };
+      const [actor, rollout]: Result[] = await fixture.run('roundtrip', (entry, args) =>
         ranks === 'threads'
-          ? await spawnThreads<Result>(entry, { worldSize: 2, ...job })
-          : await launchProcesses<Result>(entry, { nproc: 2, ...job });
+          ? spawnThreads(entry, { worldSize: 2, args, ...job })
+          : launchProcesses(entry, { nproc: 2, args, ...job }),
+      );
       expect(rollout.equal).toEqual([true, true]);
       expect(actor.echoed).toBe(true);
       // Per message: bfloat16, int32, float16 and the 4-chunk one compressed; float32 (excluded),
@@ -41,20 +46,16 @@ describe('compression between workers', () => {
     const config = loadClusterConfig({
       cluster: { collective: { tensor_compression: { codec: 'lz4', min_bytes: 1024 } } },
     });
-    const [actor, rollout] = await spawnThreads<Result>(entry, {
-      worldSize: 2,
-      names: ['actor', 'rollout'],
-      args: { scenario: 'many-parts' },
-      config,
-      timeoutMs: 60_000,
-    });
+    const [actor, rollout]: Result[] = await fixture.run('many-parts', (entry, args) =>
+      spawnThreads(entry, { worldSize: 2, names: ['actor', 'rollout'], args, config, timeoutMs: 60_000 }),
+    );
     expect(rollout.equal).toEqual([true, true, true]);
     expect(actor.stats).toMatchObject({ compressed: 48 * 2 + 1, raw: 0 });
   });
 
   it('spawnThreads validates a camelCase config and refuses a bad one naming the key', async () => {
     await expect(
-      spawnThreads(entry, {
+      spawnThreads(fixture.entry, {
         worldSize: 2,
         // biome-ignore lint/suspicious/noExplicitAny: a config as a user might mistype it
         config: { collective: { tensorCompression: { codec: 'lz4', level: 3 } } } as any,

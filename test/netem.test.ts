@@ -1,8 +1,13 @@
 /** Network emulation: exact link accounting, queueing, broadcast charged once, latency, one real-delay run. */
 import { describe, expect, it } from 'vitest';
-import { loadClusterConfig, NetEmulator, spawnThreads } from '../src/index.ts';
+import { type ClusterConfig, loadClusterConfig, NetEmulator, spawnThreads } from '../src/index.ts';
+import type { scenarios } from './fixtures/netem.ts';
+import { scenarioFixture } from './fixtures/scenarios.ts';
 
-const entry = new URL('./fixtures/compression-threads.ts', import.meta.url);
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/netem.ts', import.meta.url));
+/** A job of these workers under `config`, with `args` for its scenario. */
+const workers = (names: string[], config: ClusterConfig) => (entry: URL, args: object) =>
+  spawnThreads<Result>(entry, { worldSize: names.length, names, args, config, timeoutMs: 60_000 });
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type Result = any;
 const MiB = 2 ** 20;
@@ -54,13 +59,7 @@ describe('NetEmulator (account mode)', () => {
 describe('network emulation between workers', () => {
   it('account mode: 1 MiB at 8 Mbit/s takes ≈1.05 s, a queued one ≈2.1 s; a broadcast is charged once', async () => {
     const config = net('account', { ab: link(['a', 'b'], 8), c: link(['c'], 8, 4) });
-    const [a, b, c] = await spawnThreads<Result>(entry, {
-      worldSize: 3,
-      names: ['a', 'b', 'c'],
-      args: { scenario: 'netem' },
-      config,
-      timeoutMs: 60_000,
-    });
+    const [a, b, c]: Result[] = await fixture.run('netem', workers(['a', 'b', 'c'], config));
     const [first, second, broadcast] = a.transfers;
     const header = first.wireBytes - MiB; // what the header adds on the wire
     expect(header).toBeGreaterThan(24);
@@ -91,12 +90,8 @@ describe('network emulation between workers', () => {
         net_emulation: { mode: 'account', groups: { all: link(['actor', 'rollout'], 8) } },
       },
     });
-    const [actor] = await spawnThreads<Result>(entry, {
-      worldSize: 2,
-      names: ['actor', 'rollout'],
-      args: { scenario: 'one-way', bytes: 3 * MiB + 1 },
-      config,
-      timeoutMs: 60_000,
+    const [actor]: Result[] = await fixture.run('one-way', workers(['actor', 'rollout'], config), {
+      bytes: 3 * MiB + 1,
     });
     // The warm-up message, then the tensor: its header and four chunks charged as they were ready.
     expect(actor.report.messages).toBe(2);
@@ -108,13 +103,7 @@ describe('network emulation between workers', () => {
 
   it('real mode: a send really waits for its link (80 Mbit/s, 1 MiB ≈ 0.105 s)', async () => {
     const config = net('real', { all: link(['actor', 'rollout'], 80) });
-    const [actor, rollout] = await spawnThreads<Result>(entry, {
-      worldSize: 2,
-      names: ['actor', 'rollout'],
-      args: { scenario: 'one-way' },
-      config,
-      timeoutMs: 60_000,
-    });
+    const [actor, rollout]: Result[] = await fixture.run('one-way', workers(['actor', 'rollout'], config));
     // The send waits for its link, and the message reaches the rollout no sooner than the link allows
     // after it was sent (timed from the actor's start: the rollout may start its clock later).
     expect(actor.seconds).toBeGreaterThan(0.1);
@@ -125,14 +114,8 @@ describe('network emulation between workers', () => {
 
   it('a worker left out of every group fails group creation instead of sending undelayed', async () => {
     const config = net('account', { only: link(['actor'], 8) });
-    await expect(
-      spawnThreads(entry, {
-        worldSize: 2,
-        names: ['actor', 'rollout'],
-        args: { scenario: 'one-way' },
-        config,
-        timeoutMs: 60_000,
-      }),
-    ).rejects.toThrow(/worker "actor": net_emulation: worker\(s\) rollout are in no group/);
+    await expect(fixture.run('one-way', workers(['actor', 'rollout'], config))).rejects.toThrow(
+      /worker "actor": net_emulation: worker\(s\) rollout are in no group/,
+    );
   });
 });
