@@ -9,16 +9,49 @@ import { ncclServes } from '../src/nccl/nccl-backend.ts';
 import { ncclReduction } from '../src/nccl/nccl-dtypes.ts';
 import { useCudaDouble } from './cuda-double/build.ts';
 import { cudaDoubleControl } from './cuda-double/control.ts';
+import type { scenarios } from './fixtures/nccl-backend.ts';
+import { scenarioFixture } from './fixtures/scenarios.ts';
 
-const entry = new URL('./fixtures/nccl-backend.ts', import.meta.url);
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/nccl-backend.ts', import.meta.url));
 const gpus = (n: number): Device[] => Array.from({ length: n }, (_, i) => `cuda:${i}` as const);
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type Result = any;
-const run = (scenario: string, worldSize: number, extra: object = {}, devices = gpus(worldSize)) =>
-  spawnThreads<Result>(entry, { worldSize, devices, args: { scenario, ...extra } });
+/** A job of `worldSize` ranks, each on a GPU of its own unless `devices` says otherwise. */
+const ranks =
+  (worldSize: number, devices = gpus(worldSize)) =>
+  (entry: URL, args: object) =>
+    spawnThreads<Result>(entry, { worldSize, devices, args });
+const run = (
+  scenario: keyof typeof scenarios,
+  worldSize: number,
+  args: object = {},
+  devices?: Device[],
+): Promise<Result[]> => fixture.run(scenario, ranks(worldSize, devices), args);
+
+const DTYPES: DType[] = ['float32', 'bfloat16', 'int32'];
+const collectivesOf = (dtype: DType) => ({ scenario: 'collectives', args: { dtype }, key: dtype }) as const;
+/**
+ * The scenarios that leave the world's communicator working share a job per
+ * world size, one after the other on the same ranks: first the one that
+ * counts communicators from none (barrier, batch), the manager's before the
+ * collectives' point-to-point calls, and last the ring that deadlocks and
+ * aborts it. Those that assert call numbers, or abort earlier, have a job each.
+ */
+let two: Record<'barrier' | 'loop' | 'bool' | 'mixed' | DType, Result[]>;
+let three: Record<'batch' | 'manager' | 'ringUnbatched' | DType, Result[]>;
 
 beforeAll(async () => {
   await useCudaDouble(4);
+  two = await fixture.runSteps(['barrier', 'loop', 'bool', 'mixed', ...DTYPES.map(collectivesOf)], ranks(2));
+  three = await fixture.runSteps(
+    [
+      'batch',
+      'manager',
+      ...DTYPES.map(collectivesOf),
+      { scenario: 'ringUnbatched', args: { timeoutMs: 300 } },
+    ],
+    ranks(3),
+  );
 });
 
 afterEach(() => {
@@ -42,7 +75,7 @@ describe('choosing the backend', () => {
   });
 
   it('a barrier creates a communicator per rank on distinct GPUs, none on the store', async () => {
-    expect((await run('barrier', 2)).map((r: Result) => r.comms)).toEqual([2, 2]);
+    expect(two.barrier.map((r: Result) => r.comms)).toEqual([2, 2]);
     for (const devices of [
       ['cpu', 'cpu'],
       ['cuda:0', 'cuda:0'],
@@ -73,7 +106,7 @@ describe('dtypes and reduce ops on NCCL', () => {
   });
 
   it('bool reduces logically; band and int16 reductions are clear TypeErrors; int16 still moves', async () => {
-    const res = await run('bool', 2);
+    const res = two.bool;
     for (const r of res) {
       // Rank 0 holds [1,1,0,1], rank 1 holds [0,1,0,0].
       for (const op of ['sum', 'max', 'avg']) expect(r.reduced[op]).toEqual([1, 1, 0, 1]);
@@ -93,8 +126,8 @@ describe('collectives on GPU tensors match the CPU reference', () => {
   const cases: Array<[DType, number]> = [];
   for (const dtype of ['float32', 'bfloat16', 'int32'] as DType[])
     for (const n of [2, 3]) cases.push([dtype, n]);
-  it.each(cases)('%s with %i ranks', async (dtype, n) => {
-    const res = await run('collectives', n, { dtype });
+  it.each(cases)('%s with %i ranks', (dtype, n) => {
+    const res = (n === 2 ? two : three)[dtype];
     for (const r of res) {
       expect(r.mismatches).toEqual([]);
       expect(r.sum).toEqual([0, 1, 2].map(() => (n * (n + 1)) / 2));
@@ -103,9 +136,9 @@ describe('collectives on GPU tensors match the CPU reference', () => {
 });
 
 describe('point-to-point and mixed calls', () => {
-  it('batchIsendIrecv runs a ring as one NCCL group on the group communicator', async () => {
+  it('batchIsendIrecv runs a ring as one NCCL group on the group communicator', () => {
     const n = 3;
-    const res = await run('batch', n);
+    const res = three.batch;
     res.forEach((r: Result, rank: number) => {
       const from = (rank + n - 1) % n;
       expect(r.works).toBe(4);
@@ -116,8 +149,8 @@ describe('point-to-point and mixed calls', () => {
     });
   });
 
-  it('the same ring as lone GPU sends and receives deadlocks, and times out naming the send', async () => {
-    const res = await run('ringUnbatched', 3, { timeoutMs: 300 });
+  it('the same ring as lone GPU sends and receives deadlocks, and times out naming the send', () => {
+    const res = three.ringUnbatched;
     for (const r of res) {
       expect(r.sent).toMatchObject({
         name: 'CommTimeoutError',
@@ -127,8 +160,8 @@ describe('point-to-point and mixed calls', () => {
     }
   });
 
-  it('CPU tensors and objects use the store in a group on NCCL; mixtures and other GPUs are refused', async () => {
-    const res = await run('mixed', 2);
+  it('CPU tensors and objects use the store in a group on NCCL; mixtures and other GPUs are refused', () => {
+    const res = two.mixed;
     for (const r of res) {
       expect(r.cpu).toEqual([3, 3]);
       expect(r.gpu).toEqual([30, 30]);
@@ -147,8 +180,8 @@ describe('point-to-point and mixed calls', () => {
 });
 
 describe('streams and events', () => {
-  it('a loop of collectives reuses its events: two per rank, however many calls', async () => {
-    const res = await run('loop', 2);
+  it('a loop of collectives reuses its events: two per rank, however many calls', () => {
+    const res = two.loop;
     for (const r of res) {
       expect(r.value).toBe(2);
       // Each rank: the event it records on the legacy stream, and one completion event in turn.
@@ -158,8 +191,8 @@ describe('streams and events', () => {
 });
 
 describe('teardown', () => {
-  it('the manager destroys its groups in sorted key order on every rank', async () => {
-    const res = await run('manager', 3);
+  it('the manager destroys its groups in sorted key order on every rank', () => {
+    const res = three.manager;
     const sorted = [
       '0@cuda:0,1@cuda:1',
       '0@cuda:0,1@cuda:1,2@cuda:2',
