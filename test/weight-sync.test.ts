@@ -1,10 +1,11 @@
 /** WeightSyncEngine between rank threads: bit-exact delivery, buffer reuse, ownership, striping and failures. */
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { JobFailedError, spawnThreads } from '../src/index.ts';
+import { scenarioFixture } from './fixtures/scenarios.ts';
+import type { DeliverConfig, scenarios } from './fixtures/weight-sync.ts';
 import { MODEL_SIZE, testModel } from './fixtures/weight-sync-model.ts';
-import type { DeliverConfig } from './fixtures/weight-sync.ts';
 
-const entry = new URL('./fixtures/weight-sync.ts', import.meta.url);
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/weight-sync.ts', import.meta.url));
 // biome-ignore lint/suspicious/noExplicitAny: each scenario returns its own record shape
 type Result = any;
 
@@ -21,12 +22,26 @@ const CONFIGS: DeliverConfig[] = [
   { senders: 3, receivers: 1, phase: 2, borrow: true, lend: false },
 ];
 
+/**
+ * deliver, errors and fail-fast run in one job of 6 ranks, one after the
+ * other: errors on a group of its first 4 ranks, fail-fast of its first 5 (the
+ * others sit them out, returning null), each group with streams of its own.
+ */
+let shared: Record<'deliver' | 'errors' | 'fail-fast', Result[]>;
+beforeAll(async () => {
+  shared = await fixture.runSteps(
+    [
+      { scenario: 'deliver', args: { configs: CONFIGS } },
+      { scenario: 'errors', args: { members: 4 } },
+      { scenario: 'fail-fast', args: { members: 5 } },
+    ],
+    (entry, args) => spawnThreads(entry, { worldSize: 6, args }),
+  );
+}, 240_000);
+
 describe('WeightSyncEngine between threads', () => {
-  it('delivers a mixed-dtype model bit-exact for S ∈ {1,2,3}, R ∈ {1,3}, several phases, three syncs each', async () => {
-    const res: Result[] = await spawnThreads(entry, {
-      worldSize: 6,
-      args: { scenario: 'deliver', configs: CONFIGS },
-    });
+  it('delivers a mixed-dtype model bit-exact for S ∈ {1,2,3}, R ∈ {1,3}, several phases, three syncs each', () => {
+    const res = shared.deliver;
     const names = testModel(1).map(([n]) => n);
     CONFIGS.forEach((config, k) => {
       for (let i = 0; i < config.receivers; i++) {
@@ -63,10 +78,11 @@ describe('WeightSyncEngine between threads', () => {
       expect.stringMatching(/lend must be a boolean, got/),
       expect.stringMatching(/group rank 0 is neither a sender \(1\) nor a receiver \(2\)/),
     ]);
-  }, 120_000);
+  });
 
-  it('fails on every rank, naming the problem, for diverging streams, a malformed header, differing lend options and silent peers', async () => {
-    const res: Result[] = await spawnThreads(entry, { worldSize: 4, args: { scenario: 'errors' } });
+  it('fails on every rank, naming the problem, for diverging streams, a malformed header, differing lend options and silent peers', () => {
+    const res = shared.errors.slice(0, 4);
+    expect(shared.errors.slice(4)).toEqual([null, null]);
     for (const r of res) {
       expect(r.mismatchMiddle.error).toMatch(/senders iterated different weight streams/);
       expect(r.mismatchLast.error).toMatch(/senders iterated different weight streams/);
@@ -94,11 +110,12 @@ describe('WeightSyncEngine between threads', () => {
     }
     expect(res[0].silent.error).toMatch(/bucket 0: .*timed out after 1500 ms/);
     expect(res[3].silent.error).toMatch(/timed out after 1500 ms/);
-  }, 60_000);
+  });
 
-  it('a sender whose weights iterator throws, or whose stream is one tensor longer, fails every rank at once', async () => {
+  it('a sender whose weights iterator throws, or whose stream is one tensor longer, fails every rank at once', () => {
     // Every wait of these syncs may take 20 s: an error that came by a timeout takes that long.
-    const res: Result[] = await spawnThreads(entry, { worldSize: 5, args: { scenario: 'fail-fast' } });
+    const res = shared['fail-fast'].slice(0, 5);
+    expect(shared['fail-fast'].slice(5)).toEqual([null]);
     const senders = [0, 1, 2];
     const receiverError =
       /^WeightSyncError: WeightSyncEngine\.send: receiver [34] failed: WeightSyncEngine\.receive: /;
@@ -153,13 +170,13 @@ describe('WeightSyncEngine between threads', () => {
         expect(error, where).toMatch(problem);
       });
     }
-  }, 120_000);
+  });
 
   it('a receiver that dies fails the senders at once, naming it', async () => {
     const started = performance.now();
-    const error = await spawnThreads(entry, { worldSize: 3, args: { scenario: 'receiver-dies' } }).catch(
-      (e) => e,
-    );
+    const error = await fixture
+      .run('receiver-dies', (entry, args) => spawnThreads(entry, { worldSize: 3, args }))
+      .catch((e) => e);
     expect(error).toBeInstanceOf(JobFailedError);
     const failed = (error as JobFailedError).failures.map((f) => f.rank);
     expect(failed).toContain(2);
