@@ -30,6 +30,7 @@ import {
   RankFailedError,
   Tensor,
 } from '../src/index.ts';
+import type { PeerStep } from './fixtures/file-store.ts';
 
 let root: string;
 let jobs = 0;
@@ -503,15 +504,15 @@ describe('job directories', () => {
 describe('FileTensorStore across processes', () => {
   const peer = new URL('./fixtures/file-store.ts', import.meta.url).pathname;
 
-  function runPeers(dir: string, scenario: string, worldSize: number): Promise<unknown[]> {
-    return Promise.all(
+  /** Forks one process per rank of the largest world; each runs every step in order. Resolves to each step's results. */
+  function runPeers(steps: PeerStep[]): Promise<unknown[][]> {
+    const worldSize = Math.max(...steps.map((s) => s.worldSize));
+    const ranks = Promise.all(
       Array.from({ length: worldSize }, (_, rank) => {
-        const child = fork(peer, [dir, String(rank), scenario, String(worldSize)], {
-          execArgv: ['--import', 'tsx'],
-        });
-        return new Promise<unknown>((resolve, reject) => {
-          let result: unknown;
-          child.on('message', (message) => (result = message));
+        const child = fork(peer, [String(rank), JSON.stringify(steps)], { execArgv: ['--import', 'tsx'] });
+        return new Promise<unknown[]>((resolve, reject) => {
+          let result: unknown[] | undefined;
+          child.on('message', (message) => (result = message as unknown[]));
           child.on('error', reject);
           child.on('exit', (code) =>
             result === undefined ? reject(new Error(`peer ${rank} exited with ${code}`)) : resolve(result),
@@ -519,33 +520,49 @@ describe('FileTensorStore across processes', () => {
         });
       }),
     );
+    return ranks.then((results) => steps.map((step, i) => results.slice(0, step.worldSize).map((r) => r[i])));
   }
 
-  it('ping-pongs values between two processes', async () => {
-    const dir = newJob();
-    const [ponger, pinger] = await runPeers(dir, 'ping-pong', 2).then((r) => [r[0], r[1]]);
+  /**
+   * The three scenarios run in one set of processes (four, the largest world),
+   * one after the other, each in a job directory of its own; ranks 2 and 3
+   * skip the two-rank ones.
+   */
+  const dirs: Partial<Record<PeerStep['scenario'], string>> = {};
+  let results: Partial<Record<PeerStep['scenario'], unknown[]>> = {};
+  beforeAll(async () => {
+    const steps: PeerStep[] = [
+      { scenario: 'ping-pong', dir: newJob(), worldSize: 2 },
+      { scenario: 'arena', dir: newJob(), worldSize: 2 },
+      { scenario: 'broadcast', dir: newJob(), worldSize: 4 },
+    ];
+    for (const step of steps) dirs[step.scenario] = step.dir;
+    const each = await runPeers(steps);
+    results = Object.fromEntries(steps.map((step, i) => [step.scenario, each[i]]));
+  });
+
+  it('ping-pongs values between two processes', () => {
+    const [ponger, pinger] = results['ping-pong']!;
     const rounds = Array.from({ length: 50 }, (_, i) => i);
     expect(ponger).toEqual(rounds.map((i) => 1000 + i));
     expect(pinger).toEqual(rounds);
-    expect(leftovers(dir)).toEqual([]);
+    expect(leftovers(dirs['ping-pong']!)).toEqual([]);
   });
 
-  it('keeps several large values intact in a reused arena between two processes', async () => {
-    const dir = newJob();
-    const [producer, consumer] = await runPeers(dir, 'arena', 2);
+  it('keeps several large values intact in a reused arena between two processes', () => {
+    const [producer, consumer] = results.arena!;
     expect(producer).toBe('sent');
     expect(consumer).toEqual({ rounds: 8, wrongWords: 0 });
-    expect(leftovers(dir)).toEqual([]);
+    expect(leftovers(dirs.arena!)).toEqual([]);
   });
 
-  it('broadcasts a 1 MiB value from one process to three others', async () => {
-    const dir = newJob();
-    const results = await runPeers(dir, 'broadcast', 4);
-    expect(results[0]).toEqual(['sent', 'sent', 'sent']);
+  it('broadcasts a 1 MiB value from one process to three others', () => {
+    const ranks = results.broadcast!;
+    expect(ranks[0]).toEqual(['sent', 'sent', 'sent']);
     const last = (1 << 18) - 1;
-    for (const received of results.slice(1)) {
+    for (const received of ranks.slice(1)) {
       expect(received).toEqual([0, 1, 2].map((round) => ({ tag: `round ${round}`, first: round, last })));
     }
-    expect(leftovers(dir)).toEqual([]);
+    expect(leftovers(dirs.broadcast!)).toEqual([]);
   });
 });
