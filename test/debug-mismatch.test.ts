@@ -7,6 +7,8 @@ const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/debug-mism
 /** A long collective timeout: every failure below must come from a check, far sooner. */
 const TIMEOUT_MS = 20_000;
 const FAST_MS = 5_000;
+/** A hook that runs one job of several scenarios gets the time of the tests it stands for (60 s each by default). */
+const SHARED_JOB_MS = 180_000;
 
 type Failed = Extract<Outcome, { ok: false }>;
 
@@ -58,7 +60,7 @@ describe.each(MEDIA)('in %s', (_medium, launch) => {
     fixture.runSteps(steps, (entry, args) => launch(entry, 3, { args, collectiveTimeoutMs: TIMEOUT_MS }));
   beforeAll(async () => {
     outcomes = await runAll();
-  });
+  }, SHARED_JOB_MS);
 
   describe('every kind of disagreement fails every rank at once', () => {
     for (const [seq, [scenario, mine, theirs]] of cases.entries()) {

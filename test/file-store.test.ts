@@ -539,7 +539,7 @@ describe('FileTensorStore across processes', () => {
     for (const step of steps) dirs[step.scenario] = step.dir;
     const each = await runPeers(steps);
     results = Object.fromEntries(steps.map((step, i) => [step.scenario, each[i]]));
-  });
+  }, 120_000); // one run standing for three tests of 60 s each
 
   it('ping-pongs values between two processes', () => {
     const [ponger, pinger] = results['ping-pong']!;

@@ -11,10 +11,14 @@ let four: Awaited<ReturnType<typeof runFour>>;
 let three: Awaited<ReturnType<typeof runThree>>;
 const runFour = () => fixture.runSteps(['subgroups', 'manager', 'tags'], ranks(4));
 const runThree = () => fixture.runSteps(['async', 'objects'], ranks(3));
+/** A hook that runs one job of several scenarios gets the time of the tests it stands for (60 s each by default). */
+const SHARED_JOB_MS = 120_000;
 beforeAll(async () => {
   four = await runFour();
+}, SHARED_JOB_MS);
+beforeAll(async () => {
   three = await runThree();
-});
+}, SHARED_JOB_MS);
 
 describe('groups', () => {
   it('overlapping subgroups run at once; non-members get a clear error', () => {

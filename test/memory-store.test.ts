@@ -11,7 +11,7 @@ let two: Awaited<ReturnType<typeof runTwo>>;
 const runTwo = () => fixture.runSteps(['zero-copy', 'unshared', 'views', 'reuse'], ranks(2));
 beforeAll(async () => {
   two = await runTwo();
-});
+}, 120_000); // one job standing for four tests of 60 s each
 
 describe('MemoryTensorStore', () => {
   it('hands a consumer a zero-copy view of the producer’s 64 MiB tensor', () => {

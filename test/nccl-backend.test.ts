@@ -40,9 +40,16 @@ const collectivesOf = (dtype: DType) => ({ scenario: 'collectives', args: { dtyp
 let two: Record<'barrier' | 'loop' | 'bool' | 'mixed' | DType, Result[]>;
 let three: Record<'batch' | 'manager' | 'ringUnbatched' | DType, Result[]>;
 
+/** A hook that runs one job of several scenarios gets the time of the tests it stands for (60 s each by default). */
+const SHARED_JOB_MS = 180_000;
+
 beforeAll(async () => {
   await useCudaDouble(4);
+});
+beforeAll(async () => {
   two = await fixture.runSteps(['barrier', 'loop', 'bool', 'mixed', ...DTYPES.map(collectivesOf)], ranks(2));
+}, SHARED_JOB_MS);
+beforeAll(async () => {
   three = await fixture.runSteps(
     [
       'batch',
@@ -52,7 +59,7 @@ beforeAll(async () => {
     ],
     ranks(3),
   );
-});
+}, SHARED_JOB_MS);
 
 afterEach(() => {
   // Every rank closed: communicators, streams, events and device memory are all released.

@@ -19,7 +19,7 @@ const workers =
 let pairs: Record<'roundtrip' | 'order' | 'mixing', Result[]>;
 beforeAll(async () => {
   pairs = await fixture.runSteps(['roundtrip', 'order', 'mixing'], workers());
-});
+}, 120_000); // one job standing for three tests of 60 s each
 
 describe('p2p between named workers', () => {
   it('round-trips every kind of value both ways, sync and async; fast path; caching; bad input', () => {

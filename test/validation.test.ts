@@ -31,10 +31,14 @@ let three: Awaited<ReturnType<typeof runThree>>;
 let two: Awaited<ReturnType<typeof runTwo>>;
 const runThree = () => fixture.runSteps(threeRanks, ranks(3));
 const runTwo = () => fixture.runSteps(twoRanks, ranks(2));
+/** A hook that runs one job of several scenarios gets the time of the tests it stands for (60 s each by default). */
+const SHARED_JOB_MS = 120_000;
 beforeAll(async () => {
   three = await runThree();
+}, SHARED_JOB_MS);
+beforeAll(async () => {
   two = await runTwo();
-});
+}, SHARED_JOB_MS);
 
 /** Every rank failed, quickly (far below the 20 s collective timeout), with a message matching `pattern`. */
 function expectAllFailed(outcomes: Outcome[], pattern: RegExp, name?: string): void {
