@@ -105,9 +105,11 @@ export { ClusterConfigError } from './runtime/config/validate.ts';
 export {
   CollectiveMismatchError,
   CommTimeoutError,
+  InjectedFaultError,
   JobFailedError,
   RankFailedError,
 } from './runtime/errors.ts';
+export type { ChaosOptions, FaultKind, FaultSpec } from './runtime/faults/options.ts';
 export type {
   StoreEntry,
   StoreFinishOptions,

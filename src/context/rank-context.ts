@@ -8,15 +8,22 @@ import { releaseDeviceMemory } from '../cuda/device-memory.ts';
 import { RankMonitor, rankMonitor, setRankMonitor } from '../debug/monitor.ts';
 import { resolveDebugOptions } from '../debug/options.ts';
 import { ThreadStatusBoard, type ThreadStatusShared } from '../debug/status-board.ts';
-import { type JobOptions, type RankIdentity, registerRankSetup } from '../launch/rank-setup.ts';
+import {
+  type JobOptions,
+  type RankEvents,
+  type RankIdentity,
+  registerRankSetup,
+} from '../launch/rank-setup.ts';
 import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memory-tensor-store.ts';
 import { NcclBackend } from '../nccl/nccl-backend.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { setCurrentRank } from '../runtime/current-rank.ts';
+import { FaultInjector, setRankFaults } from '../runtime/faults/injector.ts';
 import { runAll } from '../runtime/run-all.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
+import type { Device } from '../tensor/dtype.ts';
 import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ThreadGroupManager } from '../thread-group/thread-group-manager.ts';
@@ -108,7 +115,10 @@ export async function createRankContext(
   shared: JobShared,
   abort: AbortWord,
   options: JobOptions,
+  events?: RankEvents,
 ): Promise<RankContext> {
+  // A thread that served an earlier job (rankTest's warm threads) must not inject that job's faults into this start-up.
+  setRankFaults(undefined);
   setSpinBudget(identity.worldSize / availableParallelism());
   const store = new MemoryTensorStore(shared.store, {
     rank: identity.rank,
@@ -119,7 +129,23 @@ export async function createRankContext(
   setRankMonitor(
     new RankMonitor(identity.rank, board, options.debug ?? resolveDebugOptions(undefined), identity.names),
   );
-  return buildRankContext(identity, store, options);
+  const ctx = await buildRankContext(identity, store, options);
+  // After the start-up barrier: a fault's nth counts the rank's own calls only.
+  setRankFaults(
+    FaultInjector.forRank(identity.rank, options.faults, options.chaos, {
+      abort,
+      lost: (how) => events?.lost(how),
+    }),
+  );
+  return ctx;
+}
+
+const STARTUP_TIMEOUT_MS = 60_000;
+
+/** A managed group as messages name it: its ranks, and their devices unless all are the CPU (one group per combination). */
+function membersName(members: readonly number[], devices: readonly Device[]): string {
+  const on = members.map((r) => devices[r]);
+  return `ranks ${members.join(', ')}${on.every((d) => d === 'cpu') ? '' : ` on ${on.join(', ')}`}`;
 }
 
 /** A rank's context over any TensorStore: thread ranks and process ranks both build theirs here. */
@@ -159,18 +185,20 @@ export async function buildRankContext(
   const all = Array.from({ length: worldSize }, (_, r) => r);
   const world = makeGroup('w', all, 'world', options.collectiveTimeoutMs);
   // A direction group's kind names its direction: its id must differ from the plain group of the same members.
-  const manager = new ThreadGroupManager(identity.devices, (members, key, direction) =>
+  const manager = new ThreadGroupManager(identity.devices, (members, _key, direction) =>
     makeGroup(
       direction ? `d${direction.from}>${direction.to}:` : 'm',
       members,
-      `managed[${key}]`,
+      membersName(members, identity.devices),
       options.collectiveTimeoutMs,
     ),
   );
 
   // A buffer announcement reaches only ranks already listening: nobody publishes before all listen.
   // A group of its own keeps this barrier out of the world's call numbers.
-  const startup = makeGroup('s', all, 'startup', options.collectiveTimeoutMs);
+  // It waits for every rank's thread or process to start, which takes seconds on a loaded machine: a
+  // short timeout meant for the calls must not fail a job whose ranks were merely slow to start.
+  const startup = makeGroup('s', all, 'startup', Math.max(options.collectiveTimeoutMs, STARTUP_TIMEOUT_MS));
   await startup.barrier();
   startup.destroy();
 

@@ -23,6 +23,11 @@ export function opName(code: number): string | undefined {
   return opNames[code];
 }
 
+/** Every registered op, in code order. */
+export function registeredOpNames(): readonly string[] {
+  return opNames;
+}
+
 export type CallStatus = 'pending' | 'ok' | 'failed';
 
 export interface CallRecord {

@@ -83,7 +83,8 @@ export function describeRanks(board: StatusBoard, focus?: HangFocus): string {
   const now = Date.now();
   const statuses = Array.from({ length: board.worldSize }, (_, r) => board.read(r));
   const lines: string[] = [];
-  if (focus) {
+  // A point-to-point call has no number to arrive at: the lines of its peer say where that one is.
+  if (focus && focus.seq >= 0) {
     const missing = focus.members.filter((r) => !arrived(statuses[r], focus));
     lines.push(
       missing.length > 0
@@ -101,4 +102,30 @@ export function writeHangReport(dir: string, rank: number, report: string): stri
   const file = join(dir, `hang-rank${rank}-${Date.now()}.txt`);
   writeFileSync(file, `${report}\n`);
   return file;
+}
+
+const HEADING = 'hang report (rank ';
+
+/** The first line of a timeout's report, as the rank that waited `waited` writes it. */
+export function hangReportHeading(rank: number, waited: string): string {
+  return `${HEADING}${rank}, after waiting ${waited}):`;
+}
+
+/**
+ * Messages of several ranks of one job, each hang report but the first cut:
+ * every report describes every rank, so one says it all, and N copies bury it.
+ */
+export function dropRepeatedHangReports(
+  messages: ReadonlyArray<{ rank: number; message: string }>,
+): string[] {
+  let shownBy: number | undefined;
+  return messages.map(({ rank, message }) => {
+    const at = message.indexOf(`\n${HEADING}`);
+    if (at < 0) return message;
+    if (shownBy === undefined) {
+      shownBy = rank;
+      return message;
+    }
+    return `${message.slice(0, at)}\n(hang report: see rank ${shownBy}'s above)`;
+  });
 }

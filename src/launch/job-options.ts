@@ -1,4 +1,5 @@
 /** What spawnThreads and launchProcesses both accept about a job, checked the same way for both. */
+import { dropRepeatedHangReports } from '../debug/hang-report.ts';
 import { type Device, parseDevice } from '../tensor/dtype.ts';
 
 export interface JobShapeOptions {
@@ -72,8 +73,12 @@ export function jobTimeoutMessage(timeoutMs: number, settled: readonly boolean[]
 
 /** The first failure is the root cause; the others are usually its echoes. */
 export function describeFailures(failures: readonly RankFailure[], names: readonly string[]): string {
+  // Several ranks that timed out each carry a report of every rank: the first one is printed.
+  const messages = dropRepeatedHangReports(
+    failures.map(({ rank, error }) => ({ rank, message: error.message })),
+  );
   const lines = failures.map(
-    ({ rank, error }) => `  rank ${rank} (${names[rank]}): ${error.name}: ${error.message}`,
+    ({ rank, error }, i) => `  rank ${rank} (${names[rank]}): ${error.name}: ${messages[i]}`,
   );
   return `${failures.length} rank(s) failed: ${failures.map((f) => f.rank).join(', ')}\n${lines.join('\n')}`;
 }

@@ -9,6 +9,8 @@
 import type { ResolvedDebugOptions } from '../debug/options.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
+import type { LostHow } from '../runtime/faults/injector.ts';
+import type { ChaosOptions, FaultSpec } from '../runtime/faults/options.ts';
 import type { Device } from '../tensor/dtype.ts';
 
 export interface RankIdentity {
@@ -29,6 +31,15 @@ export interface JobOptions {
   debug?: ResolvedDebugOptions;
   /** The job's validated cluster config, if any (ctx.config). */
   config?: ClusterConfig;
+  /** Injected failures and seeded delays (validated by the launcher); see runtime/faults/. */
+  faults?: FaultSpec[];
+  chaos?: ChaosOptions;
+}
+
+/** What a rank thread tells its launcher beyond its outcome. */
+export interface RankEvents {
+  /** An injected fault takes the rank out on purpose: the job must not count it as failed. */
+  lost(how: LostHow): void;
 }
 
 /** What a rank context must offer the launcher at the end of the rank's life. */
@@ -48,6 +59,7 @@ export interface RankSetupModule {
     shared: unknown,
     abort: AbortWord,
     options: JobOptions,
+    events?: RankEvents,
   ): Promise<ClosableContext> | ClosableContext;
 }
 

@@ -1,7 +1,8 @@
 /**
  * Bootstrap of one rank thread: builds the RankContext through the registered
  * rank setup, runs the entry's default export, and reports the outcome to the
- * launcher exactly once.
+ * launcher exactly once. A pooled thread (pool-worker.ts) runs one job after
+ * another here, one per message.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { AbortWord } from '../runtime/abort-word.ts';
@@ -9,19 +10,24 @@ import { errorReport } from './rank-report.ts';
 import type { ClosableContext, RankSetupModule } from './rank-setup.ts';
 import type { RankWorkerData, RankWorkerReport } from './spawn-threads.ts';
 
-const data = workerData as RankWorkerData;
-
 function report(message: RankWorkerReport): void {
   parentPort!.postMessage(message);
 }
 
-async function run(): Promise<void> {
+/** Runs one job's rank and reports its outcome exactly once; never rejects. */
+export function runRank(data: RankWorkerData): Promise<void> {
+  return run(data).catch((error: unknown) => report(errorReport(error)));
+}
+
+async function run(data: RankWorkerData): Promise<void> {
   const abort = new AbortWord(data.abort);
   const setup = (await import(data.setupUrl)) as RankSetupModule;
   let ctx: ClosableContext | undefined;
   let value: unknown;
   try {
-    ctx = await setup.createRankContext(data.identity, data.shared, abort, data.job);
+    ctx = await setup.createRankContext(data.identity, data.shared, abort, data.job, {
+      lost: (how) => report({ kind: 'lost', how }),
+    });
     const entry = (await import(data.entryUrl)) as { default?: unknown };
     report({ kind: 'loaded' });
     if (typeof entry.default !== 'function') {
@@ -42,4 +48,4 @@ async function run(): Promise<void> {
   }
 }
 
-run().catch((error: unknown) => report(errorReport(error)));
+if ((workerData as { pool?: boolean }).pool !== true) void runRank(workerData as RankWorkerData);

@@ -7,12 +7,15 @@
  * idle handling would only stand between us and those lifecycle events.
  */
 import { Worker } from 'node:worker_threads';
+import { registeredOpNames } from '../debug/call-record.ts';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
 import { mergeTraceParts } from '../debug/trace.ts';
 import { AbortWord, NO_RANK } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
+import type { LostHow } from '../runtime/faults/injector.ts';
+import { type ChaosOptions, checkChaos, checkFaults, type FaultSpec } from '../runtime/faults/options.ts';
 import {
   checkJobOptions,
   describeFailures,
@@ -33,6 +36,13 @@ export interface SpawnThreadsOptions extends JobShapeOptions {
   config?: ClusterConfig;
   /** Fingerprint checks, call sites, flight recorder, trace file (env TENSORCOMM_*; see docs/guides/debugging.md). */
   debug?: DebugOptions;
+  /**
+   * Failures to inject into ranks' calls (docs/guides/testing.md). A rank an injected `exit` or `hang`
+   * takes out is lost on purpose: it does not fail the job, and its result is undefined.
+   */
+  faults?: FaultSpec[];
+  /** Seeded random delays before every communication call, the same for the same seed. */
+  chaos?: ChaosOptions;
 }
 
 export interface RankWorkerData {
@@ -45,8 +55,35 @@ export interface RankWorkerData {
   job: JobOptions;
 }
 
-/** A rank's outcome, and before it that the rank has loaded its modules and starts its main function. */
-export type RankWorkerReport = RankReport | { kind: 'loaded' };
+/**
+ * A rank's outcome, and before it that the rank has loaded its modules and starts its main function,
+ * or that an injected fault takes it out.
+ */
+export type RankWorkerReport = RankReport | { kind: 'loaded' } | { kind: 'lost'; how: LostHow };
+
+/** A rank's thread as a job drives it: a Worker of its own, or a warm one lent for the job (RankThreadPool). */
+export interface RankThread {
+  on(event: 'message', listener: (report: RankWorkerReport) => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'exit', listener: (code: number) => void): unknown;
+  terminate(): Promise<number>;
+}
+export type StartRankThread = (data: RankWorkerData, bootstrap: RankBootstrap) => RankThread;
+/** The module a rank thread starts from, and whether it needs the TypeScript loader (tsx). */
+export interface RankBootstrap {
+  url: URL;
+  typeScript: boolean;
+}
+
+export function rankWorkerUrl(): URL {
+  return new URL(`./rank-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+}
+
+function startWorker(data: RankWorkerData, { url, typeScript }: RankBootstrap): RankThread {
+  return typeScript
+    ? new Worker(typeScriptBootstrap(url.href), { eval: true, workerData: data })
+    : new Worker(url, { workerData: data });
+}
 
 /**
  * Stopping a thread while a native addon initialises (koffi, lz4 and zstd load
@@ -57,9 +94,15 @@ export type RankWorkerReport = RankReport | { kind: 'loaded' };
 const LOADING_STOP_MS = 10_000;
 
 /** Resolves to the ranks' return values in rank order, or rejects naming every failed rank. */
-export async function spawnThreads<R = unknown>(
+export function spawnThreads<R = unknown>(entry: string | URL, options: SpawnThreadsOptions): Promise<R[]> {
+  return runRankThreads<R>(entry, options, startWorker);
+}
+
+/** spawnThreads on threads from `start`. */
+export async function runRankThreads<R = unknown>(
   entry: string | URL,
   options: SpawnThreadsOptions,
+  start: StartRankThread,
 ): Promise<R[]> {
   const { worldSize } = options;
   const { names, devices, collectiveTimeoutMs, graceMs } = checkJobOptions(
@@ -75,14 +118,14 @@ export async function spawnThreads<R = unknown>(
     collectiveTimeoutMs,
     config: options.config === undefined ? undefined : checkClusterConfig(options.config),
     debug: resolveJobDebug(options.debug, 'spawnThreads'),
+    // The setup module loaded the op table: its names are what a fault's `op` may say.
+    faults: checkFaults(options.faults, { worldSize, ops: registeredOpNames() }, 'spawnThreads'),
+    chaos: checkChaos(options.chaos, 'spawnThreads'),
   };
   const shared = setup.createJobShared(job);
   const abort = new AbortWord();
-  const bootstrapUrl = new URL(
-    `./rank-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`,
-    import.meta.url,
-  );
-  const typeScript = needsTypeScriptLoader(entryUrl, bootstrapUrl.href);
+  const bootstrapUrl = rankWorkerUrl();
+  const bootstrap = { url: bootstrapUrl, typeScript: needsTypeScriptLoader(entryUrl, bootstrapUrl.href) };
 
   const results: unknown[] = new Array(worldSize);
   const failures: RankFailure[] = [];
@@ -99,17 +142,27 @@ export async function spawnThreads<R = unknown>(
       shared,
       job,
     };
-    return typeScript
-      ? new Worker(typeScriptBootstrap(bootstrapUrl.href), { eval: true, workerData: data })
-      : new Worker(bootstrapUrl, { workerData: data });
+    return start(data, bootstrap);
   });
 
-  function fail(rank: number, error: Error): void {
-    failures.push({ rank, error });
-    if (abort.abort(rank, `rank ${rank} (${names[rank]}) failed: ${error.name}: ${error.message}`)) {
+  function abortJob(rank: number, message: string): void {
+    if (abort.abort(rank, message)) {
       setup.wakeJob(shared);
       graceTimer ??= setTimeout(terminateAll, graceMs);
     }
+  }
+
+  function fail(rank: number, error: Error): void {
+    failures.push({ rank, error });
+    // The first line: a hang report in the rest is the failed rank's to print, not every peer's.
+    abortJob(rank, `rank ${rank} (${names[rank]}) failed: ${error.name}: ${error.message.split('\n')[0]}`);
+  }
+
+  /** Ranks an injected fault took out on purpose: not failures, and ended once nobody else runs. */
+  const lost = new Map<number, LostHow>();
+  function endLostOnceOthersDone(): void {
+    if (lost.size === 0 || settled.some((done, rank) => !done && !lost.has(rank))) return;
+    abortJob(NO_RANK, 'the job is over: every rank that no injected fault took out has finished');
   }
 
   const loaded = new Array<boolean>(worldSize).fill(false);
@@ -151,26 +204,36 @@ export async function spawnThreads<R = unknown>(
               if (stopWhenLoaded.has(rank)) void worker.terminate();
               return;
             }
+            if (report.kind === 'lost') {
+              lost.set(rank, report.how);
+              endLostOnceOthersDone();
+              return;
+            }
             if (settled[rank]) return;
             settled[rank] = true;
-            if (report.kind === 'result') {
+            // A hung rank unwinds once the job ends it; what it reports then is not the job's outcome.
+            if (lost.has(rank)) void worker.terminate();
+            else if (report.kind === 'result') {
               results[rank] = report.value;
               // The rank is done; handles its code left open must not keep the job alive.
               void worker.terminate();
             } else fail(rank, reviveError(report.error));
+            endLostOnceOthersDone();
           });
           worker.on('error', (error) => {
             if (settled[rank]) return;
             settled[rank] = true;
-            fail(rank, error);
+            if (!lost.has(rank)) fail(rank, error);
+            endLostOnceOthersDone();
           });
           worker.on('exit', (code) => {
             if (!settled[rank]) {
               settled[rank] = true;
-              fail(
-                rank,
-                new Error(`rank ${rank} (${names[rank]}) exited with code ${code} before returning`),
-              );
+              const exited = `rank ${rank} (${names[rank]}) exited with code ${code} before returning`;
+              // Peers learn of an injected crash as of a real one; only the job does not count it.
+              if (lost.get(rank) === 'exit') abortJob(rank, `${exited} (an injected fault)`);
+              else if (!lost.has(rank)) fail(rank, new Error(exited));
+              endLostOnceOthersDone();
             }
             resolveExit();
           });

@@ -31,3 +31,8 @@ export class JobFailedError extends Error {
     super(message, { cause: failures[0]?.error });
   }
 }
+
+/** A call failed because the job's `faults` option said so (spawnThreads, rankTest): a test's doing, not a bug. */
+export class InjectedFaultError extends Error {
+  override name = 'InjectedFaultError';
+}

@@ -23,6 +23,7 @@ import {
   type CallInfo,
   CallMismatchError,
 } from './backend.ts';
+import { withFaults } from './fault-hook.ts';
 import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
 
 export interface CallOptions {
@@ -128,6 +129,8 @@ export class ThreadGroup {
     const timeoutMs = options?.timeoutMs ?? this.#info.timeoutMs;
     if (!(timeoutMs > 0))
       return Work.rejected(new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
+    // Faults the job injects (spawnThreads' `faults`, `chaos`) into this rank's calls; a no-op without them.
+    [check, run] = withFaults(op, where, check, run);
     const spec: OpSpec = OPS[op];
     // Point-to-point calls are matched per stream, not by the group's collective order.
     const seq = spec.p2p ? -1 : this.#seq++;
@@ -597,7 +600,7 @@ export class ThreadGroup {
         return {
           signature: 'p2p',
           bytes: tensor.nbytes,
-          label: `${kind}(${tensor.describe()}, ${role}=${peer}, tag=${tag})`,
+          label: `${kind}(${tensor.describe()}, ${role}=${peer}${tagText(tag)})`,
         };
       },
       run,
@@ -706,7 +709,7 @@ export class ThreadGroup {
         return {
           signature: 'p2p',
           bytes,
-          label: `sendViews(${tensors.length} tensors, ${bytes} bytes, dst=${dst}, tag=${tag})`,
+          label: `sendViews(${tensors.length} tensors, ${bytes} bytes, dst=${dst}${tagText(tag)})`,
         };
       },
       (b, call) => b.sendViews!(call, tensors, dst, tag),
@@ -747,7 +750,7 @@ export class ThreadGroup {
         return {
           signature: 'p2p',
           bytes: 0,
-          label: `${op}(src=${src}, tag=${tag})`,
+          label: `${op}(src=${src}${tagText(tag)})`,
         };
       },
       (b, call) => run(b, call, tag),
@@ -800,6 +803,17 @@ function siteLine(rank: number, record: CallRecord): string {
 function sameDType(a: Tensor, b: Tensor, where: string): void {
   if (a.dtype !== b.dtype)
     throw new TypeError(`${where}: dtypes differ: ${a.describe()} and ${b.describe()}`);
+}
+
+/**
+ * Tags the layers above reserve for their own messages (weight sync from
+ * 0x77530000, p2p from 2^40) say nothing to someone reading a report, so a
+ * call's label shows only tags below this: the ones a user passes.
+ */
+const SHOWN_TAGS_BELOW = 2 ** 24;
+
+function tagText(tag: number): string {
+  return tag < SHOWN_TAGS_BELOW ? `, tag=${tag}` : '';
 }
 
 function checkTag(tag: unknown, where: string): number {

@@ -15,6 +15,7 @@
  * shapes, dtypes, order) fails every rank at once.
  */
 import { formatDuration, formatEntries } from '../../debug/call-record.ts';
+import { hangReportHeading } from '../../debug/hang-report.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
 import type { StoreWaitOptions, TensorStore } from '../../runtime/tensor-store.ts';
 import { Tensor } from '../../tensor/tensor.ts';
@@ -106,7 +107,7 @@ export class Exchange {
 
   /** Waits for the readers of deferred values; called once the algorithm succeeded. */
   async settle(): Promise<void> {
-    for (const key of this.#deferred) await this.#consumedKey(key);
+    for (const key of this.#deferred) await this.#consumedKey(key, this.peers());
     this.#deferred.length = 0;
   }
 
@@ -144,16 +145,24 @@ export class Exchange {
 
   /** Waits until every consumer of this rank's value for (phase, consumer) finished reading it. */
   async consumed(phase: number, consumer?: number): Promise<void> {
-    await this.#consumedKey(this.key(phase, this.rank, consumer));
+    const readers = consumer === undefined ? this.peers() : [consumer];
+    await this.#consumedKey(this.key(phase, this.rank, consumer), readers);
   }
 
-  async #consumedKey(key: string): Promise<void> {
+  async #consumedKey(key: string, readers: number[]): Promise<void> {
     this.#published.delete(key);
     try {
       await this.#store.srcWaitUntilGetFinished(key, { timeoutMs: this.#call.timeoutMs });
     } catch (error) {
-      throw this.#explain(error, `waiting for peers to finish reading its value ${key}`);
+      throw this.#explain(error, `waiting for ${this.#ranksText(readers)} to read its value`);
     }
+  }
+
+  /** Group ranks as messages name them: `group ranks 1, 2 (global ranks 3, 4)`. */
+  #ranksText(groupRanks: readonly number[]): string {
+    const plural = groupRanks.length === 1 ? '' : 's';
+    const global = groupRanks.map((p) => this.#group.ranks[p]);
+    return `group rank${plural} ${groupRanks.join(', ')} (global rank${plural} ${global.join(', ')})`;
   }
 
   /** A peer's value for (phase, producer[, consumer]), checked against this rank's own signature. */
@@ -173,7 +182,7 @@ export class Exchange {
   ): Promise<E> {
     const key = this.key(phase, producer, consumer);
     let entry: E;
-    const waitingFor = `group rank ${producer} (global rank ${this.#group.ranks[producer]})`;
+    const waitingFor = this.#ranksText([producer]);
     try {
       entry = await this.#getEntry(key, producer, waitingFor, take);
     } catch (error) {
@@ -282,16 +291,19 @@ export class Exchange {
   }
 
   #where(): string {
-    // Point-to-point calls are matched per stream, not numbered in the group's collective order.
+    // Point-to-point calls are matched per stream, not numbered in the group's collective order;
+    // their signature is only `p2p`, their label says what they are.
     const numbered = this.#call.seq >= 0 ? ` call #${this.#call.seq}` : '';
-    return `${this.#call.signature}${numbered} on group "${this.#group.name}"`;
+    const call = this.#call.debug?.record.call ?? this.#call.signature;
+    return `${call}${numbered} on group "${this.#group.name}"`;
   }
 
   #explain(error: unknown, what: string): unknown {
     if (!(error instanceof CommTimeoutError)) return error;
     return new CommTimeoutError(
+      // The store's own text names its keys, which mean nothing to the caller: who it waited for does.
       `${this.#where()}: rank ${this.#group.ranks[this.rank]} timed out after ${this.#call.timeoutMs} ms ` +
-        `${what}. ${error.message}${this.#hangReport()}`,
+        `${what}${this.#hangReport()}`,
     );
   }
 
@@ -303,7 +315,7 @@ export class Exchange {
     const recent = monitor.flightRecorder().slice(-RECORDER_LINES_IN_REPORT);
     const waited = formatDuration(this.#call.timeoutMs * 1000);
     const report =
-      `hang report (rank ${monitor.rank}, after waiting ${waited}):\n${monitor.describeRanks(focus)}` +
+      `${hangReportHeading(monitor.rank, waited)}\n${monitor.describeRanks(focus)}` +
       `\nflight recorder of rank ${monitor.rank} (last ${recent.length} of ${monitor.recorder.recorded} calls):\n` +
       formatEntries(recent)
         .map((line) => `  ${line}`)

@@ -1,0 +1,227 @@
+/**
+ * RankThreadPool: rank threads kept warm between jobs, for many short jobs in
+ * a row (rankTest runs every test of a file on one pool). Starting a thread
+ * costs hundreds of milliseconds to seconds (Node, tsx, the library, a test
+ * file); a warm thread starts a job in milliseconds. A job on the pool is a
+ * spawnThreads job in everything else: it gets its own store, status board,
+ * abort word, groups and config, and its threads are lent to it only for its
+ * lifetime. A thread that dies or has to be stopped is replaced by a new one
+ * at the next job; the others go back to the pool once they reported.
+ */
+import { EventEmitter } from 'node:events';
+import { Worker } from 'node:worker_threads';
+import { checkJobOptions } from './job-options.ts';
+import { typeScriptBootstrap } from './module-url.ts';
+import type { PoolReport, PoolRequest, PoolWorkerData } from './pool-worker.ts';
+import { reviveError } from './rank-report.ts';
+import { rankSetupUrl } from './rank-setup.ts';
+import {
+  type RankBootstrap,
+  type RankThread,
+  type RankWorkerData,
+  type RankWorkerReport,
+  runRankThreads,
+  type SpawnThreadsOptions,
+} from './spawn-threads.ts';
+
+/** Far above a thread's start-up on a loaded machine (seconds), far below forever. */
+const START_TIMEOUT_MS = 120_000;
+
+/** A module every thread of a job loads, and whose `prepare(arg)` it runs, before the job starts. */
+export interface PoolPreparation {
+  module: string;
+  arg: unknown;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what()} took over ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** The job's view of a pooled thread: its reports until its outcome, then an exit, while the thread lives on. */
+class LentThread extends EventEmitter implements RankThread {
+  #reported = false;
+
+  constructor(readonly thread: PooledThread) {
+    super();
+  }
+
+  deliver(report: RankWorkerReport): void {
+    const outcome = report.kind === 'result' || report.kind === 'error';
+    // Before the job sees it: the job stops a rank once it has its result, which must not stop a lent thread.
+    if (outcome) {
+      this.#reported = true;
+      this.thread.returned();
+    }
+    this.emit('message', report);
+    if (!outcome) return;
+    // The job waits for every rank's exit; for a lent thread that is the end of its part in the job.
+    queueMicrotask(() => this.emit('exit', 0));
+  }
+
+  /** After the outcome there is nothing to stop; before it, the thread is stopped for good. */
+  async terminate(): Promise<number> {
+    if (this.#reported) return 0;
+    return this.thread.worker.terminate();
+  }
+
+  get reported(): boolean {
+    return this.#reported;
+  }
+}
+
+class PooledThread {
+  readonly worker: Worker;
+  readonly ready: Promise<void>;
+  readonly #prepared = new Set<string>();
+  #alive = true;
+  #lent: LentThread | undefined;
+  #onReady: ((report: PoolReport | undefined, error?: Error) => void) | undefined;
+
+  constructor(bootstrap: RankBootstrap) {
+    const workerData: PoolWorkerData = { pool: true, setupUrl: rankSetupUrl() };
+    this.worker = bootstrap.typeScript
+      ? new Worker(typeScriptBootstrap(bootstrap.url.href), { eval: true, workerData })
+      : new Worker(bootstrap.url, { workerData });
+    this.ready = this.#next('ready', () => 'starting a rank thread');
+    this.worker.on('message', (message: PoolReport | RankWorkerReport) => {
+      if (message.kind === 'ready' || message.kind === 'prepared' || message.kind === 'prepare-failed') {
+        this.#onReady?.(message);
+      } else this.#lent?.deliver(message);
+    });
+    this.worker.on('error', (error) => {
+      if (this.#lent) this.#lent.emit('error', error);
+      else this.#onReady?.(undefined, error);
+    });
+    this.worker.on('exit', (code) => {
+      this.#alive = false;
+      if (this.#lent && !this.#lent.reported) this.#lent.emit('exit', code);
+      this.#lent = undefined;
+      this.#onReady?.(undefined, new Error(`the rank thread exited with code ${code}`));
+    });
+  }
+
+  get alive(): boolean {
+    return this.#alive;
+  }
+
+  /** The next answer to a request (or the start), as a promise; a failed or dead thread rejects it. */
+  #next(kind: 'ready' | 'prepared', what: () => string): Promise<void> {
+    const answer = new Promise<void>((resolve, reject) => {
+      this.#onReady = (report, error) => {
+        this.#onReady = undefined;
+        if (report?.kind === kind) resolve();
+        else if (report?.kind === 'prepare-failed') reject(reviveError(report.error));
+        else reject(error ?? new Error(`unexpected ${report?.kind}`));
+      };
+    });
+    return withTimeout(answer, START_TIMEOUT_MS, what);
+  }
+
+  async prepare({ module, arg }: PoolPreparation): Promise<void> {
+    const key = `${module}\n${JSON.stringify(arg)}`;
+    if (this.#prepared.has(key)) return;
+    const answer = this.#next('prepared', () => `preparing ${module} in a rank thread`);
+    this.worker.postMessage({ kind: 'prepare', module, arg } satisfies PoolRequest);
+    await answer;
+    this.#prepared.add(key);
+  }
+
+  lend(data: RankWorkerData): LentThread {
+    const lent = new LentThread(this);
+    this.#lent = lent;
+    this.worker.ref();
+    this.worker.postMessage({ kind: 'job', data } satisfies PoolRequest);
+    return lent;
+  }
+
+  /** The job has this thread's outcome: it is free again, and an idle thread must not keep the process alive. */
+  returned(): void {
+    this.#lent = undefined;
+    this.worker.unref();
+  }
+}
+
+export interface RankThreadPoolOptions {
+  /** Start threads with the TypeScript loader (tsx), for entries or prepared modules that are .ts. */
+  typeScript?: boolean;
+}
+
+export class RankThreadPool {
+  readonly #bootstrap: RankBootstrap;
+  #idle: PooledThread[] = [];
+  #closed = false;
+
+  constructor(options: RankThreadPoolOptions = {}) {
+    const url = new URL(`./pool-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+    this.#bootstrap = { url, typeScript: options.typeScript === true || url.pathname.endsWith('.ts') };
+  }
+
+  /** Threads alive in the pool and not lent to a job. */
+  get idle(): number {
+    return this.#idle.filter((t) => t.alive).length;
+  }
+
+  /**
+   * spawnThreads(entry, options) on warm threads. With `prepare`, every thread
+   * runs it once (the first job that asks) before the job starts, so loading
+   * a module costs no job its time or its collective timeouts.
+   */
+  async run<R = unknown>(
+    entry: string | URL,
+    options: SpawnThreadsOptions,
+    prepare?: PoolPreparation,
+  ): Promise<R[]> {
+    if (this.#closed) throw new Error('RankThreadPool: run after close()');
+    // Before any thread starts: a bad worldSize must not start a thousand of them.
+    checkJobOptions(options.worldSize, options, 'RankThreadPool');
+    const threads = await this.#acquire(options.worldSize, prepare);
+    let next = 0;
+    try {
+      return await runRankThreads<R>(entry, options, (data, bootstrap) => {
+        if (bootstrap.typeScript && !this.#bootstrap.typeScript) {
+          throw new Error(
+            `RankThreadPool: ${data.entryUrl} needs the TypeScript loader; create the pool with typeScript: true`,
+          );
+        }
+        return threads[next++].lend(data);
+      });
+    } finally {
+      for (const thread of threads) this.#giveBack(thread);
+    }
+  }
+
+  async #acquire(count: number, prepare: PoolPreparation | undefined): Promise<PooledThread[]> {
+    this.#idle = this.#idle.filter((t) => t.alive);
+    while (this.#idle.length < count) this.#idle.push(new PooledThread(this.#bootstrap));
+    const threads = this.#idle.splice(0, count);
+    try {
+      await Promise.all(threads.map((t) => t.ready));
+      if (prepare) await Promise.all(threads.map((t) => t.prepare(prepare)));
+    } catch (error) {
+      for (const thread of threads) this.#giveBack(thread);
+      throw error;
+    }
+    return threads;
+  }
+
+  #giveBack(thread: PooledThread): void {
+    if (!thread.alive) return;
+    if (this.#closed) void thread.worker.terminate();
+    else {
+      thread.worker.unref();
+      this.#idle.push(thread);
+    }
+  }
+
+  /** Stops every idle thread (threads lent to a running job stop when it gives them back). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const idle = this.#idle;
+    this.#idle = [];
+    await Promise.all(idle.map((t) => t.worker.terminate()));
+  }
+}

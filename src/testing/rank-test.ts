@@ -1,0 +1,156 @@
+/**
+ * rankTest: a vitest test whose body runs on every rank of a job, as
+ * threads, written in the test file itself. vitest's thread registers the
+ * test; when it runs, warm rank threads (RankThreadPool, one per test file)
+ * import the same file with 'vitest' pointed at a stand-in, pick out the
+ * same body by its name and occurrence (registry.ts), and run it with their
+ * RankContext. Each test is a job of its own: fresh groups, store, config.
+ */
+import { pathToFileURL } from 'node:url';
+import { afterAll, TestRunner, test } from 'vitest';
+import { DEFAULT_GRACE_MS } from '../launch/job-options.ts';
+import { rankSetupUrl } from '../launch/rank-setup.ts';
+import { RankThreadPool } from '../launch/rank-thread-pool.ts';
+import type { SpawnThreadsOptions } from '../launch/spawn-threads.ts';
+import { rankTestFailure } from './failure.ts';
+import { addRankTest, collectingRankTests, type RankTestBody, type RankTestId } from './registry.ts';
+
+/** spawnThreads' options but `args`: a body gets its ctx, and takes the rest from the file. */
+export type RankTestOptions = Omit<SpawnThreadsOptions, 'args'>;
+export type { RankTestBody };
+
+/** The whole job (every rank's body), unless `timeoutMs` says otherwise. */
+export const DEFAULT_RANK_TEST_TIMEOUT_MS = 30_000;
+/** Each collective and store wait, unless `collectiveTimeoutMs` says otherwise: a hang is reported after this. */
+export const DEFAULT_RANK_TEST_COLLECTIVE_TIMEOUT_MS = 10_000;
+/** vitest's own timeout of a rank test sits this far above the job's: threads start before the job's timer does. */
+const START_ALLOWANCE_MS = 60_000;
+
+const KNOWN_OPTIONS = [
+  'worldSize',
+  'timeoutMs',
+  'collectiveTimeoutMs',
+  'graceMs',
+  'names',
+  'devices',
+  'config',
+  'debug',
+  'faults',
+  'chaos',
+] as const satisfies ReadonlyArray<keyof RankTestOptions>;
+
+const ENTRY = new URL(`./rank-entry${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
+
+/** Per test file (vitest may run several in one module instance), how many rank tests of each name came so far. */
+const occurrences = new Map<string, Map<string, number>>();
+/** Warm threads for this file's tests, by whether they load TypeScript. */
+const pools = new Map<boolean, RankThreadPool>();
+
+async function closePools(): Promise<void> {
+  const all = [...pools.values()];
+  pools.clear();
+  await Promise.all(all.map((pool) => pool.close()));
+}
+
+try {
+  // Imported by a test file, so this runs while vitest collects it: the threads go when the file is done.
+  afterAll(closePools);
+} catch {
+  // Imported outside a test file's collection (a script): no tests, no threads to close.
+}
+
+function testFile(name: string): string {
+  let file: string | undefined;
+  try {
+    file = TestRunner.getCurrentSuite()?.file?.filepath;
+  } catch {}
+  if (file === undefined) {
+    throw new Error(
+      `rankTest ${JSON.stringify(name)}: call it at the top level of a vitest test file or in a describe block`,
+    );
+  }
+  return file;
+}
+
+function checkDefinition(name: unknown, options: unknown, body: unknown): asserts options is RankTestOptions {
+  if (typeof name !== 'string')
+    throw new TypeError(`rankTest: the name must be a string, got ${typeof name}`);
+  const where = `rankTest ${JSON.stringify(name)}`;
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(
+      `${where}: options must be an object with at least worldSize, got ${String(options)}`,
+    );
+  }
+  for (const key of Object.keys(options)) {
+    if (!(KNOWN_OPTIONS as readonly string[]).includes(key)) {
+      const hint = key === 'args' ? ' (a body takes what it needs from the file, not from args)' : '';
+      throw new TypeError(
+        `${where}: unknown option "${key}"${hint}; known options: ${KNOWN_OPTIONS.join(', ')}`,
+      );
+    }
+  }
+  if (typeof body !== 'function') throw new TypeError(`${where}: the body must be a function (ctx) => …`);
+}
+
+async function runRankTest(id: RankTestId, options: RankTestOptions & { timeoutMs: number }): Promise<void> {
+  try {
+    rankSetupUrl();
+  } catch {
+    throw new Error(
+      `rankTest ${JSON.stringify(id.name)}: the test file must import tensorcomm itself (a value, e.g. ` +
+        "`import { Tensor } from 'tensorcomm'`, not only types): its package root registers what rank threads load",
+    );
+  }
+  const typeScript = /\.[cm]?tsx?$/.test(new URL(id.file).pathname) || ENTRY.endsWith('.ts');
+  let pool = pools.get(typeScript);
+  if (!pool) pools.set(typeScript, (pool = new RankThreadPool({ typeScript })));
+  const collectiveTimeoutMs =
+    options.collectiveTimeoutMs ?? Math.min(DEFAULT_RANK_TEST_COLLECTIVE_TIMEOUT_MS, options.timeoutMs);
+  try {
+    await pool.run(ENTRY, { ...options, collectiveTimeoutMs, args: id }, { module: ENTRY, arg: id.file });
+  } catch (error) {
+    throw rankTestFailure(error);
+  }
+}
+
+type Register = typeof test | typeof test.only | typeof test.skip;
+
+function define(register: Register, name: string, options: RankTestOptions, body: RankTestBody): void {
+  // In a rank thread, importing the file: remember the body, register nothing with vitest.
+  if (collectingRankTests()) {
+    addRankTest(name, options?.worldSize, body);
+    return;
+  }
+  checkDefinition(name, options, body);
+  const file = testFile(name);
+  const counts = occurrences.get(file) ?? new Map<string, number>();
+  occurrences.set(file, counts);
+  const occurrence = counts.get(name) ?? 0;
+  counts.set(name, occurrence + 1);
+  const id: RankTestId = { file: pathToFileURL(file).href, name, occurrence, worldSize: options.worldSize };
+  const timeoutMs = options.timeoutMs ?? DEFAULT_RANK_TEST_TIMEOUT_MS;
+  register(
+    name,
+    () => runRankTest(id, { ...options, timeoutMs }),
+    timeoutMs + (options.graceMs ?? DEFAULT_GRACE_MS) + START_ALLOWANCE_MS,
+  );
+}
+
+export interface RankTest {
+  /** Registers a vitest test whose body runs on every rank (docs/guides/testing.md). */
+  (name: string, options: RankTestOptions, body: RankTestBody): void;
+  /** Like vitest's test.only: only the tests marked so run in the file. */
+  only(name: string, options: RankTestOptions, body: RankTestBody): void;
+  /** Like vitest's test.skip: registered, not run. */
+  skip(name: string, options: RankTestOptions, body: RankTestBody): void;
+}
+
+export const rankTest: RankTest = Object.assign(
+  (name: string, options: RankTestOptions, body: RankTestBody) => define(test, name, options, body),
+  {
+    only: (name: string, options: RankTestOptions, body: RankTestBody) =>
+      define(test.only, name, options, body),
+    skip: (name: string, options: RankTestOptions, body: RankTestBody) =>
+      define(test.skip, name, options, body),
+  },
+);
