@@ -7,6 +7,8 @@ import {
   spawnThreads,
   Tensor,
 } from '../src/index.ts';
+import { AbortWord } from '../src/runtime/abort-word.ts';
+import { FaultInjector } from '../src/runtime/faults/injector.ts';
 import { rankTest } from '../src/testing/index.ts';
 
 /** What a call failed with, for assertions on every rank. */
@@ -234,6 +236,34 @@ describe('spawnThreads', () => {
       args: { rethrow: true },
     }).catch((e) => e);
     expect(error).toBeInstanceOf(JobFailedError);
-    expect((error as JobFailedError).failures[0].error.name).toBe('InjectedFaultError');
+    // Whichever reported first: the rank the fault hit, or its peer, which it told.
+    const hit = (error as JobFailedError).failures.find((f) => f.rank === 0);
+    expect(hit?.error.name).toBe('InjectedFaultError');
+  });
+});
+
+describe('FaultInjector', () => {
+  const hooks = { abort: new AbortWord(), lost: () => {} };
+  const delays = (seed: number, rank: number) => {
+    const injector = FaultInjector.forRank(rank, undefined, { seed, maxDelayMs: 20 }, hooks)!;
+    return Array.from({ length: 8 }, () => {
+      const injection = injector.next('allReduce', 'allReduce on group "world"');
+      return injection?.kind === 'delay' ? injection.ms : Number.NaN;
+    });
+  };
+
+  it('chaos: the same seed gives a rank the same delays, call by call; another seed or rank others', () => {
+    const first = delays(7, 1);
+    expect(delays(7, 1)).toEqual(first);
+    expect(delays(8, 1)).not.toEqual(first);
+    expect(delays(7, 2)).not.toEqual(first);
+    for (const ms of first) {
+      expect(ms).toBeGreaterThanOrEqual(0);
+      expect(ms).toBeLessThan(20);
+    }
+  });
+
+  it('a rank without faults or chaos gets no injector: its calls take the fast path', () => {
+    expect(FaultInjector.forRank(0, [{ rank: 1, kind: 'throw' }], undefined, hooks)).toBeUndefined();
   });
 });

@@ -15,8 +15,8 @@ export type LostHow = 'exit' | 'hang';
 
 export type Injection =
   | { kind: 'throw'; error: InjectedFaultError }
-  /** Start the call once `gate` resolves. */
-  | { kind: 'delay'; gate: Promise<void> }
+  /** Start the call once `gate` resolves; `ms` is this call's own delay (0 when it only waits behind another). */
+  | { kind: 'delay'; gate: Promise<void>; ms: number }
   /** The call never completes; `forever` rejects only once the job is aborted, so the rank can unwind. */
   | { kind: 'hang'; forever: Promise<never> };
 
@@ -99,7 +99,7 @@ export class FaultInjector {
       delayMs += spec.ms ?? 0;
     }
     const gate = delayMs > 0 ? this.#holdBack(delayMs) : this.#gate;
-    return gate ? { kind: 'delay', gate } : undefined;
+    return gate ? { kind: 'delay', gate, ms: delayMs } : undefined;
   }
 
   /** Faults of this rank that never fired (the rank made fewer calls than they wait for): a test that tests nothing. */
