@@ -1,40 +1,46 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { type DType, Partial, type Placement, Replicate, Shard, spawnThreads } from '../src/index.ts';
-import type { MeshSpec, TransitionReport } from './fixtures/dtensor-rank.ts';
+import type { MeshSpec, scenarios, TransitionReport } from './fixtures/dtensor.ts';
+import { type StepResults, scenarioFixture } from './fixtures/scenarios.ts';
 
-const transitions = new URL('./fixtures/dtensor-rank.ts', import.meta.url);
-const api = new URL('./fixtures/dtensor-api-rank.ts', import.meta.url);
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/dtensor.ts', import.meta.url));
+
+const oneD: Placement[] = [Shard(0), Shard(1), Replicate(), Partial('sum'), Partial('max')];
+const twoD: Placement[] = [Shard(0), Shard(1), Replicate(), Partial('sum')];
+// [4,6] is even for 1, 2 and 2x2; [5,3] is uneven; [2,7] leaves trailing shards empty.
+const shapes = [
+  [4, 6],
+  [5, 3],
+  [2, 7],
+];
+const floats: DType[] = ['float32', 'bfloat16'];
+const line = (n: number): MeshSpec => ({
+  ranks: Array.from({ length: n }, (_, r) => r),
+  shape: [n],
+  placements: oneD,
+  dtypes: [...floats, 'int32'],
+  shapes,
+});
+const meshes = [
+  line(1),
+  line(2),
+  line(3),
+  line(4),
+  { ranks: [0, 1, 2, 3], shape: [2, 2], placements: twoD, dtypes: floats, shapes },
+];
+
+const STEPS = [{ scenario: 'transitions', args: { meshes } }, 'api'] as const;
+/** Both scenarios in one job of four rank threads, the API's (which ends in a timeout) last. */
+let job: StepResults<typeof scenarios, typeof STEPS>;
+beforeAll(async () => {
+  job = await fixture.runSteps(STEPS, (entry, args) =>
+    spawnThreads(entry, { worldSize: 4, args, collectiveTimeoutMs: 20_000 }),
+  );
+}, 120_000);
 
 describe('DTensor redistribute', () => {
-  it('every placement transition matches a reference on 1-d meshes of 1-4 ranks and a 2x2 mesh', async () => {
-    const oneD: Placement[] = [Shard(0), Shard(1), Replicate(), Partial('sum'), Partial('max')];
-    const twoD: Placement[] = [Shard(0), Shard(1), Replicate(), Partial('sum')];
-    // [4,6] is even for 1, 2 and 2x2; [5,3] is uneven; [2,7] leaves trailing shards empty.
-    const shapes = [
-      [4, 6],
-      [5, 3],
-      [2, 7],
-    ];
-    const floats: DType[] = ['float32', 'bfloat16'];
-    const line = (n: number): MeshSpec => ({
-      ranks: Array.from({ length: n }, (_, r) => r),
-      shape: [n],
-      placements: oneD,
-      dtypes: [...floats, 'int32'],
-      shapes,
-    });
-    const meshes = [
-      line(1),
-      line(2),
-      line(3),
-      line(4),
-      { ranks: [0, 1, 2, 3], shape: [2, 2], placements: twoD, dtypes: floats, shapes },
-    ];
-    const reports = await spawnThreads<TransitionReport[]>(transitions, {
-      worldSize: 4,
-      args: { meshes },
-      collectiveTimeoutMs: 20_000,
-    });
+  it('every placement transition matches a reference on 1-d meshes of 1-4 ranks and a 2x2 mesh', () => {
+    const reports = job.transitions;
     const byMesh = new Map<string, TransitionReport[]>();
     for (const report of reports.flat())
       byMesh.set(report.mesh, [...(byMesh.get(report.mesh) ?? []), report]);
@@ -59,9 +65,8 @@ describe('DTensor redistribute', () => {
 });
 
 describe('DeviceMesh and DTensor API', () => {
-  it('mesh layout, argument errors, distribute, scatter/gather through the store, partials', async () => {
-    // biome-ignore lint/suspicious/noExplicitAny: the fixture returns one record per rank
-    const res = await spawnThreads<any>(api, { worldSize: 4, collectiveTimeoutMs: 20_000 });
+  it('mesh layout, argument errors, distribute, scatter/gather through the store, partials', () => {
+    const res = job.api;
     res.forEach((r, rank) => {
       expect(r.layout).toEqual({
         coordinate: [rank >> 1, rank & 1],
