@@ -106,7 +106,7 @@ describe('hang', () => {
     async (ctx) => {
       await ctx.world.barrier();
       const error = await failure(ctx.world.allReduce(Tensor.ones([4])));
-      // The hung rank is ended with the job; only the others get here.
+      // The hung rank gets here too, once the job ends it, and fails here: as a lost rank, that must not fail the test.
       expect(ctx.rank).not.toBe(1);
       expect(error).toBeInstanceOf(CommTimeoutError);
       // The hung call shows in the report as pending, with where the test made it.
@@ -210,6 +210,12 @@ describe('options', () => {
     [{ chaos: { seed: 1, maxDelayMs: 5, max: 1 } }, /chaos: unknown key "max"/],
   ])('%j is refused before any rank starts', async (bad, message) => {
     await expect(spawnThreads(entry, { worldSize: 2, ...(bad as object) })).rejects.toThrow(message);
+  });
+
+  it('rankTest checks its faults when the file is collected, naming the test', () => {
+    expect(() =>
+      rankTest('y', { worldSize: 2, faults: [{ rank: 2, kind: 'exit' }] }, async () => {}),
+    ).toThrow(/rankTest "y": faults\[0\]\.rank must be a rank of the job \(0\.\.1\), got 2/);
   });
 
   it('rankTest refuses unknown options when the file is collected', () => {

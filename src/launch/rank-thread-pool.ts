@@ -79,7 +79,8 @@ class PooledThread {
   readonly #prepared = new Set<string>();
   #alive = true;
   #lent: LentThread | undefined;
-  #onReady: ((report: PoolReport | undefined, error?: Error) => void) | undefined;
+  /** Settles the request in flight (the start, or a prepare): one at a time, the thread answers in order. */
+  #answer: ((report: PoolReport | undefined, error?: Error) => void) | undefined;
 
   constructor(bootstrap: RankBootstrap) {
     const workerData: PoolWorkerData = { pool: true, setupUrl: rankSetupUrl() };
@@ -89,18 +90,18 @@ class PooledThread {
     this.ready = this.#next('ready', () => 'starting a rank thread');
     this.worker.on('message', (message: PoolReport | RankWorkerReport) => {
       if (message.kind === 'ready' || message.kind === 'prepared' || message.kind === 'prepare-failed') {
-        this.#onReady?.(message);
+        this.#answer?.(message);
       } else this.#lent?.deliver(message);
     });
     this.worker.on('error', (error) => {
       if (this.#lent) this.#lent.emit('error', error);
-      else this.#onReady?.(undefined, error);
+      else this.#answer?.(undefined, error);
     });
     this.worker.on('exit', (code) => {
       this.#alive = false;
       if (this.#lent && !this.#lent.reported) this.#lent.emit('exit', code);
       this.#lent = undefined;
-      this.#onReady?.(undefined, new Error(`the rank thread exited with code ${code}`));
+      this.#answer?.(undefined, new Error(`the rank thread exited with code ${code}`));
     });
   }
 
@@ -111,8 +112,8 @@ class PooledThread {
   /** The next answer to a request (or the start), as a promise; a failed or dead thread rejects it. */
   #next(kind: 'ready' | 'prepared', what: () => string): Promise<void> {
     const answer = new Promise<void>((resolve, reject) => {
-      this.#onReady = (report, error) => {
-        this.#onReady = undefined;
+      this.#answer = (report, error) => {
+        this.#answer = undefined;
         if (report?.kind === kind) resolve();
         else if (report?.kind === 'prepare-failed') reject(reviveError(report.error));
         else reject(error ?? new Error(`unexpected ${report?.kind}`));

@@ -8,10 +8,12 @@
  */
 import { pathToFileURL } from 'node:url';
 import { afterAll, TestRunner, test } from 'vitest';
+import { registeredOpNames } from '../debug/call-record.ts';
 import { DEFAULT_GRACE_MS } from '../launch/job-options.ts';
 import { rankSetupUrl } from '../launch/rank-setup.ts';
 import { RankThreadPool } from '../launch/rank-thread-pool.ts';
 import type { SpawnThreadsOptions } from '../launch/spawn-threads.ts';
+import { checkChaos, checkFaults } from '../runtime/faults/options.ts';
 import { rankTestFailure } from './failure.ts';
 import { addRankTest, collectingRankTests, type RankTestBody, type RankTestId } from './registry.ts';
 
@@ -90,6 +92,15 @@ function checkDefinition(name: unknown, options: unknown, body: unknown): assert
     }
   }
   if (typeof body !== 'function') throw new TypeError(`${where}: the body must be a function (ctx) => …`);
+  const { worldSize, faults, chaos } = options as RankTestOptions;
+  if (!Number.isSafeInteger(worldSize) || worldSize < 1) {
+    throw new RangeError(`${where}: worldSize must be a positive integer, got ${String(worldSize)}`);
+  }
+  // Here rather than when the test runs, so a mistake fails the file's collection, naming the test.
+  // The op names are there once the file imported tensorcomm, which a rank test needs anyway.
+  const ops = registeredOpNames();
+  if (ops.length > 0) checkFaults(faults, { worldSize, ops }, where);
+  checkChaos(chaos, where);
 }
 
 async function runRankTest(id: RankTestId, options: RankTestOptions & { timeoutMs: number }): Promise<void> {
