@@ -5,7 +5,7 @@ import './cuda/device-backend.ts';
 import './cuda/device-ipc.ts';
 
 export { type InitProcessOptions, initProcess } from './context/process-context.ts';
-export type { RankContext } from './context/rank-context.ts';
+export type { RankContext, SplitGroupOptions } from './context/rank-context.ts';
 export { type ContextExtension, extendRankContext } from './context/rank-context.ts';
 export {
   type DeviceMemoryStats,
@@ -140,10 +140,12 @@ export type {
   CallInfo,
   GroupView,
 } from './thread-group/backend.ts';
+export type { CollectiveReduceOp, PremulSum, Reduction } from './thread-group/reduction.ts';
 export { StoreBackend } from './thread-group/store-backend/store-backend.ts';
 export {
   type CallOptions,
   type GroupInfo,
+  type MonitoredBarrierOptions,
   type P2POp,
   type P2POptions,
   type ReduceOptions,

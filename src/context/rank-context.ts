@@ -28,6 +28,7 @@ import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ThreadGroupManager } from '../thread-group/thread-group-manager.ts';
 import { chooseBackend } from './backend-choice.ts';
+import { splitMembers, subgroupBlocks } from './subgroups.ts';
 
 export interface RankContext extends RankIdentity {
   /** All ranks. */
@@ -39,8 +40,30 @@ export interface RankContext extends RankIdentity {
   store: TensorStore;
   /** A new group of these global ranks (torch's new_group); non-members get a group whose calls reject. */
   newGroup(ranks: number[], options?: { timeoutMs?: number; name?: string }): Promise<ThreadGroup>;
+  /**
+   * torch's new_subgroups: the job's ranks in consecutive blocks of
+   * `groupSize` (which must divide the world size); this rank's block as a
+   * group, and every block's global ranks.
+   */
+  newSubgroups(
+    groupSize: number,
+    options?: { timeoutMs?: number },
+  ): Promise<{ subgroup: ThreadGroup; subgroups: number[][] }>;
+  /**
+   * torch's split_group: one group per list of `parent`'s group ranks (default
+   * the world), its group ranks in the list's order (not sorted, unlike
+   * torch); this rank's, or null for a rank in no list. Lists must not overlap.
+   */
+  splitGroup(splitRanks: number[][], options?: SplitGroupOptions): Promise<ThreadGroup | null>;
   /** Ends this rank's part: peers still waiting on it fail at once, naming `failure` when given. */
   close(failure?: unknown): Promise<void>;
+}
+
+export interface SplitGroupOptions {
+  /** The group whose ranks the lists name (default: the world). */
+  parent?: ThreadGroup;
+  timeoutMs?: number;
+  name?: string;
 }
 
 interface JobShared {
@@ -214,6 +237,22 @@ export async function buildRankContext(
       const members = checkMembers(ranks, worldSize, 'newGroup');
       const name = groupOptions.name ?? `group[${members.join(',')}]`;
       return makeGroup('g', members, name, groupOptions.timeoutMs ?? options.collectiveTimeoutMs);
+    },
+    async newSubgroups(groupSize, groupOptions = {}) {
+      const subgroups = subgroupBlocks(worldSize, groupSize);
+      const members = subgroups[Math.floor(rank / subgroups[0].length)];
+      const timeoutMs = groupOptions.timeoutMs ?? options.collectiveTimeoutMs;
+      return { subgroup: makeGroup('g', members, `group[${members.join(',')}]`, timeoutMs), subgroups };
+    },
+    async splitGroup(splitRanks, splitOptions = {}) {
+      const parent = splitOptions.parent ?? world;
+      if (!(parent instanceof ThreadGroup)) {
+        throw new TypeError('splitGroup: parent must be a ThreadGroup of this rank');
+      }
+      const members = splitMembers(splitRanks, parent.ranks, parent.name).find((m) => m.includes(rank));
+      if (!members) return null;
+      const name = splitOptions.name ?? `group[${members.join(',')}]`;
+      return makeGroup('g', members, name, splitOptions.timeoutMs ?? options.collectiveTimeoutMs);
     },
     async close(failure?: unknown) {
       // Services built on the groups close first, newest first.

@@ -131,6 +131,25 @@ export class RankMonitor {
     this.publish();
   }
 
+  /**
+   * A call of group `groupCode` that failed its own checks before it began:
+   * kept with the failed calls, so peers waiting for its values learn why
+   * (peerFailure); it is not a call the flight recorder or trace saw run.
+   */
+  failedToStart(groupCode: number, seq: number, call: string, error: unknown): void {
+    const message = error instanceof Error ? error.message : String(error);
+    this.#failed.push({
+      group: groupCode,
+      seq,
+      call,
+      since: nowUs() / 1000,
+      failed: message.split('\n')[0],
+      failedName: error instanceof Error ? error.name : 'Error',
+    });
+    if (this.#failed.length > KEPT_FAILURES) this.#failed.shift();
+    this.publish();
+  }
+
   /** A wait of `record` is slow: say what it waits for, so other ranks' reports can show it. */
   waiting(record: CallRecord, waitingFor: string): void {
     this.#waitingFor.set(record, waitingFor);

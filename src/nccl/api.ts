@@ -39,6 +39,15 @@ export const NcclDataType = {
 /** ncclRedOp_t (the built-in ones). */
 export const NcclRedOp = { sum: 0, prod: 1, max: 2, min: 3, avg: 4 } as const;
 
+/** ncclNumOps: how many built-in ops there are; ops NCCL creates (ncclRedOpCreatePreMulSum) come after them. */
+export const NCCL_NUM_OPS = 5;
+
+/**
+ * ncclScalarResidence_t: where ncclRedOpCreatePreMulSum's scalar lives.
+ * hostImmediate: host memory, read before the call returns.
+ */
+export const NcclScalarResidence = { device: 0, hostImmediate: 1 } as const;
+
 export interface NcclCommOptions {
   /** false: ncclCommInitRankConfig with blocking = 0; poll commGetAsyncError until it leaves inProgress. */
   blocking: boolean;
@@ -120,4 +129,12 @@ export interface NcclLibrary {
   ): void;
   groupStart(): void;
   groupEnd(): void;
+  /**
+   * ncclRedOpCreatePreMulSum (ncclScalarHostImmediate): an op of `comm` that
+   * multiplies each rank's inputs by `scalar` (one element of `dtype`, read
+   * now), then sums. Only for calls on `comm` with that dtype.
+   */
+  redOpCreatePreMulSum(scalar: Uint8Array, dtype: number, comm: CommHandle): number;
+  /** ncclRedOpDestroy: allowed as soon as the last call given the op has returned. */
+  redOpDestroy(op: number, comm: CommHandle): void;
 }

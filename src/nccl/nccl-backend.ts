@@ -10,9 +10,9 @@
 import { useDevice as useCudaDevice } from '../cuda/device-memory.ts';
 import { deviceIndex } from '../tensor/device.ts';
 import type { Device } from '../tensor/dtype.ts';
-import type { ReduceOp } from '../tensor/reduce-ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ArrivalPattern, Backend, BatchedP2P, CallInfo, GroupView } from '../thread-group/backend.ts';
+import type { Reduction } from '../thread-group/reduction.ts';
 import { ncclReduction } from './nccl-dtypes.ts';
 import { ncclLibrary } from './nccl-library.ts';
 import * as ops from './nccl-ops.ts';
@@ -98,7 +98,7 @@ export class NcclBackend implements Backend {
     return this.#queue.submit(call, op, onGpu());
   }
 
-  allReduce(call: CallInfo, tensor: Tensor, op: ReduceOp): Promise<void> {
+  allReduce(call: CallInfo, tensor: Tensor, op: Reduction): Promise<void> {
     return this.#run(
       call,
       'allReduce',
@@ -118,7 +118,7 @@ export class NcclBackend implements Backend {
     );
   }
 
-  reduce(call: CallInfo, tensor: Tensor, dst: number, op: ReduceOp): Promise<void> {
+  reduce(call: CallInfo, tensor: Tensor, dst: number, op: Reduction): Promise<void> {
     return this.#run(
       call,
       'reduce',
@@ -148,7 +148,7 @@ export class NcclBackend implements Backend {
     );
   }
 
-  reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: ReduceOp): Promise<void> {
+  reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: Reduction): Promise<void> {
     return this.#run(
       call,
       'reduceScatter',
@@ -158,7 +158,7 @@ export class NcclBackend implements Backend {
     );
   }
 
-  reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: ReduceOp): Promise<void> {
+  reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: Reduction): Promise<void> {
     return this.#run(
       call,
       'reduceScatterTensor',
@@ -229,6 +229,11 @@ export class NcclBackend implements Backend {
     return this.#queue.submit(call, 'barrier', ops.barrier(this.#place));
   }
 
+  /** On the store, as torch runs monitored_barrier on gloo only: it names missing ranks, which NCCL cannot. */
+  monitoredBarrier(call: CallInfo, waitAllRanks: boolean): Promise<void> {
+    return this.#fallback.monitoredBarrier(call, waitAllRanks);
+  }
+
   send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void> {
     return this.#run(
       call,
@@ -289,6 +294,25 @@ export class NcclBackend implements Backend {
 
   recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor> {
     return this.#fallback.recvAny(call, src, tag);
+  }
+
+  /** CPU tensors only: NCCL has no receive from any source (nor has torch's NCCL backend). */
+  async recvFromAny(call: CallInfo, tensor: Tensor, tag: number): Promise<number> {
+    if (this.#onGpu('recvFromAny', [tensor])) {
+      throw new TypeError(
+        `recvFromAny on group "${this.#group.name}": NCCL has no receive from any source, so a GPU tensor ` +
+          'cannot be received this way on a group on distinct GPUs; receive it with recv(tensor, src), or pass a CPU tensor',
+      );
+    }
+    return this.#fallback.recvFromAny(call, tensor, tag);
+  }
+
+  gatherAny(call: CallInfo, tensor: Tensor, dst: number): Promise<Tensor[] | undefined> {
+    return this.#fallback.gatherAny(call, tensor, dst);
+  }
+
+  scatterAny(call: CallInfo, tensors: readonly Tensor[] | undefined, src: number): Promise<Tensor> {
+    return this.#fallback.scatterAny(call, tensors, src);
   }
 
   broadcastAny(call: CallInfo, tensor: Tensor | undefined, src: number): Promise<Tensor> {

@@ -4,13 +4,21 @@
  * so every dtype travels; reductions need one of NCCL's own types and ops.
  */
 import type { DType } from '../tensor/dtype.ts';
-import { isBitwiseOp, type ReduceOp } from '../tensor/reduce-ops.ts';
+import { isBitwiseOp } from '../tensor/reduce-ops.ts';
+import { Tensor } from '../tensor/tensor.ts';
+import { isPremulSum, type Reduction } from '../thread-group/reduction.ts';
 import { NcclDataType, NcclRedOp } from './api.ts';
 
 /** What NCCL reduces: its data type and reduction operator. */
 export interface NcclReduction {
   dtype: number;
+  /** A built-in ncclRedOp_t; unused when `premulScalar` is set. */
   op: number;
+  /**
+   * premulSum's factor as one element of the dtype: the op is then made per
+   * call (ncclRedOpCreatePreMulSum), because NCCL's ops belong to a communicator.
+   */
+  premulScalar?: Uint8Array;
 }
 
 /** Bytes, for the calls that only move data. */
@@ -33,7 +41,14 @@ const REDUCIBLE: Partial<Record<DType, number>> = {
  * NCCL's type and op for `op` on `dtype` tensors. ncclAvg on integers sums
  * (wrapping) and then divides truncating toward zero, as reduceArrays does.
  */
-export function ncclReduction(op: ReduceOp, dtype: DType, where: string): NcclReduction {
+export function ncclReduction(reduction: Reduction, dtype: DType, where: string): NcclReduction {
+  if (isPremulSum(reduction)) {
+    const type = REDUCIBLE[dtype]!;
+    // A copy in an ArrayBuffer of its own: what koffi hands NCCL as the scalar's host pointer.
+    const scalar = Tensor.fromArray([reduction.factor], [1], dtype).bytes().slice();
+    return { dtype: type, op: NcclRedOp.sum, premulScalar: scalar };
+  }
+  const op = reduction;
   if (isBitwiseOp(op)) {
     throw new TypeError(
       `${where}: NCCL has no ${op} reduction, so ${op} is not available for GPU tensors of a group on distinct ` +

@@ -6,7 +6,13 @@
  */
 import koffi from 'koffi';
 import { type LibrarySpec, type LoadedLibrary, lazyBinding } from '../cuda/library-loader.ts';
-import { type CommHandle, NCCL_UNIQUE_ID_BYTES, type NcclLibrary, NcclResult } from './api.ts';
+import {
+  type CommHandle,
+  NCCL_UNIQUE_ID_BYTES,
+  type NcclLibrary,
+  NcclResult,
+  NcclScalarResidence,
+} from './api.ts';
 import { NcclError } from './errors.ts';
 
 /**
@@ -124,6 +130,10 @@ function bindNccl(library: LoadedLibrary): NcclLibrary {
     ),
     groupStart: lib.func('int ncclGroupStart()'),
     groupEnd: lib.func('int ncclGroupEnd()'),
+    redOpCreatePreMulSum: lib.func(
+      'int ncclRedOpCreatePreMulSum(int *op, void *scalar, int datatype, int residence, void *comm)',
+    ),
+    redOpDestroy: lib.func('int ncclRedOpDestroy(int op, void *comm)'),
   };
   const handleSlot = new BigUint64Array(1);
   const intSlot = new Int32Array(1);
@@ -220,6 +230,16 @@ function bindNccl(library: LoadedLibrary): NcclLibrary {
     },
     groupStart: () => check('ncclGroupStart', c.groupStart()),
     groupEnd: () => check('ncclGroupEnd', c.groupEnd()),
+    redOpCreatePreMulSum(scalar, dtype, comm) {
+      const residence = NcclScalarResidence.hostImmediate;
+      check(
+        'ncclRedOpCreatePreMulSum',
+        c.redOpCreatePreMulSum(intSlot, scalar, dtype, residence, comm),
+        comm,
+      );
+      return intSlot[0];
+    },
+    redOpDestroy: (op, comm) => check('ncclRedOpDestroy', c.redOpDestroy(op, comm), comm),
   };
 }
 

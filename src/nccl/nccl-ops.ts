@@ -82,6 +82,24 @@ export function transfers(list: readonly Transfer[]): DeviceOp {
   };
 }
 
+/**
+ * Runs `body` with NCCL's op for `reduction`. A premulSum op is made for this
+ * call's NCCL calls and destroyed once they returned, which NCCL allows (the
+ * op is resolved when a call is enqueued), so no op outlives its call.
+ */
+function reducing(ctx: IssueContext, reduction: NcclReduction, body: (op: number) => void): void {
+  if (!reduction.premulScalar) {
+    body(reduction.op);
+    return;
+  }
+  const op = ctx.nccl.redOpCreatePreMulSum(reduction.premulScalar, reduction.dtype, ctx.comm);
+  try {
+    body(op);
+  } finally {
+    ctx.nccl.redOpDestroy(op, ctx.comm);
+  }
+}
+
 /** A device-to-device copy on the backend stream; `source` is `target`'s size. */
 function copy(ctx: IssueContext, target: Span, source: Span): void {
   const to = at(target.tensor, target.offset);
@@ -91,9 +109,11 @@ function copy(ctx: IssueContext, target: Span, source: Span): void {
 
 export function allReduce(tensor: Tensor, reduction: NcclReduction): DeviceOp {
   return {
-    issue({ nccl, comm, stream }) {
+    issue(ctx) {
       const p = at(tensor);
-      nccl.allReduce(p, p, tensor.numel, reduction.dtype, reduction.op, comm, stream);
+      reducing(ctx, reduction, (op) => {
+        ctx.nccl.allReduce(p, p, tensor.numel, reduction.dtype, op, ctx.comm, ctx.stream);
+      });
     },
   };
 }
@@ -110,9 +130,11 @@ export function broadcast(tensor: Tensor, src: number): DeviceOp {
 /** Only the root's tensor changes, as in torch. */
 export function reduce(tensor: Tensor, dst: number, reduction: NcclReduction): DeviceOp {
   return {
-    issue({ nccl, comm, stream }) {
+    issue(ctx) {
       const p = at(tensor);
-      nccl.reduce(p, p, tensor.numel, reduction.dtype, reduction.op, dst, comm, stream);
+      reducing(ctx, reduction, (op) => {
+        ctx.nccl.reduce(p, p, tensor.numel, reduction.dtype, op, dst, ctx.comm, ctx.stream);
+      });
     },
   };
 }
@@ -142,13 +164,19 @@ export function allGatherInto(output: Tensor, input: Tensor): DeviceOp {
   };
 }
 
-/** The inputs packed into a temporary buffer, then one ncclReduceScatter. */
+/**
+ * The inputs packed into a temporary buffer, then one ncclReduceScatter. When
+ * their sizes differ (rank p's output has the shape of inputs[p]), one
+ * ncclReduce per rank into that rank's output, in one group, as torch's NCCL
+ * backend does: ncclReduceScatter needs equal counts.
+ */
 export function reduceScatter(
   output: Tensor,
   inputs: readonly Tensor[],
   reduction: NcclReduction,
   place: OpPlace,
 ): DeviceOp {
+  if (inputs.some((t) => t.numel !== output.numel)) return reducePerRank(output, inputs, reduction, place);
   const bytes = output.nbytes;
   const packed = byteTemp(bytes * place.size, place.device);
   return {
@@ -156,25 +184,45 @@ export function reduceScatter(
       inputs.forEach((input, r) => {
         copy(ctx, { tensor: packed.tensor, offset: r * bytes, bytes }, whole(input));
       });
-      const { nccl, comm, stream } = ctx;
-      nccl.reduceScatter(
-        at(packed.tensor),
-        at(output),
-        output.numel,
-        reduction.dtype,
-        reduction.op,
-        comm,
-        stream,
-      );
+      reducing(ctx, reduction, (op) => {
+        const { nccl, comm, stream } = ctx;
+        nccl.reduceScatter(at(packed.tensor), at(output), output.numel, reduction.dtype, op, comm, stream);
+      });
     },
     release: packed.release,
   };
 }
 
+/** Empty blocks are skipped on every rank alike: every rank agrees on the sizes. */
+function reducePerRank(
+  output: Tensor,
+  inputs: readonly Tensor[],
+  reduction: NcclReduction,
+  place: OpPlace,
+): DeviceOp {
+  return {
+    issue(ctx) {
+      reducing(ctx, reduction, (op) => {
+        grouped(ctx.nccl, () => {
+          inputs.forEach((input, root) => {
+            if (input.numel === 0) return;
+            // recvbuff matters on the root only; NCCL allows NULL elsewhere.
+            const recv = root === place.rank ? at(output) : 0n;
+            ctx.nccl.reduce(at(input), recv, input.numel, reduction.dtype, op, root, ctx.comm, ctx.stream);
+          });
+        });
+      });
+    },
+  };
+}
+
 export function reduceScatterTensor(output: Tensor, input: Tensor, reduction: NcclReduction): DeviceOp {
   return {
-    issue({ nccl, comm, stream }) {
-      nccl.reduceScatter(at(input), at(output), output.numel, reduction.dtype, reduction.op, comm, stream);
+    issue(ctx) {
+      reducing(ctx, reduction, (op) => {
+        const { nccl, comm, stream } = ctx;
+        nccl.reduceScatter(at(input), at(output), output.numel, reduction.dtype, op, comm, stream);
+      });
     },
   };
 }

@@ -9,6 +9,7 @@
 import type { Tensor } from '../tensor/tensor.ts';
 
 export interface StoreWaitOptions {
+  /** How long to wait (default: the store's); 0 looks once, so a get of a value not yet set claims nothing. */
   timeoutMs?: number;
 }
 

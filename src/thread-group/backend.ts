@@ -9,8 +9,8 @@ import type { CallRecord } from '../debug/call-record.ts';
 import type { HangFocus } from '../debug/hang-report.ts';
 import type { RankMonitor } from '../debug/monitor.ts';
 import { CollectiveMismatchError } from '../runtime/errors.ts';
-import type { ReduceOp } from '../tensor/reduce-ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import type { Reduction } from './reduction.ts';
 
 /** A group as a backend sees it: its key prefix, its name for messages, and its members. */
 export interface GroupView {
@@ -59,6 +59,9 @@ export interface CallDebug {
   focus: HangFocus;
 }
 
+/** The group rank that waits for every other rank in a monitoredBarrier (torch's: rank 0). */
+export const MONITORED_BARRIER_ROOT = 0;
+
 /** Which keys of the first exchange a call touches: used to tell peers about a call that failed locally. */
 export type ArrivalPattern =
   | { kind: 'all' }
@@ -66,6 +69,8 @@ export type ArrivalPattern =
   | { kind: 'fromRoot'; root: number }
   | { kind: 'fromRootPairwise'; root: number }
   | { kind: 'toRoot'; root: number }
+  /** Every other rank's value to the root, and the root's one value to every other rank (monitoredBarrier). */
+  | { kind: 'viaRoot'; root: number }
   | { kind: 'send'; peer: number; tag: number }
   | { kind: 'recv'; peer: number; tag: number };
 
@@ -92,13 +97,14 @@ export interface BorrowedViews {
 }
 
 export interface Backend {
-  allReduce(call: CallInfo, tensor: Tensor, op: ReduceOp): Promise<void>;
+  allReduce(call: CallInfo, tensor: Tensor, op: Reduction): Promise<void>;
   broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void>;
-  reduce(call: CallInfo, tensor: Tensor, dst: number, op: ReduceOp): Promise<void>;
+  reduce(call: CallInfo, tensor: Tensor, dst: number, op: Reduction): Promise<void>;
   allGather(call: CallInfo, outputs: readonly Tensor[], input: Tensor): Promise<void>;
   allGatherInto(call: CallInfo, output: Tensor, input: Tensor): Promise<void>;
-  reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: ReduceOp): Promise<void>;
-  reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: ReduceOp): Promise<void>;
+  /** `inputs[p]` has the shape of rank p's output; they may differ (an uneven reduce-scatter). */
+  reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: Reduction): Promise<void>;
+  reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: Reduction): Promise<void>;
   allToAll(call: CallInfo, outputs: readonly Tensor[], inputs: readonly Tensor[]): Promise<void>;
   allToAllSingle(
     call: CallInfo,
@@ -120,6 +126,12 @@ export interface Backend {
     scatterList: readonly Tensor[] | undefined,
   ): Promise<void>;
   barrier(call: CallInfo): Promise<void>;
+  /**
+   * Group rank 0 waits up to `call.timeoutMs` for every other rank to arrive,
+   * then tells each whether all did; it fails naming the ranks that did not
+   * (the first in rank order, or all of them with `waitAllRanks`).
+   */
+  monitoredBarrier(call: CallInfo, waitAllRanks: boolean): Promise<void>;
   send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void>;
   recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void>;
   /**
@@ -140,10 +152,16 @@ export interface Backend {
   recvViews?(call: CallInfo, src: number, tag: number): Promise<BorrowedViews>;
   /** A receive whose size only the sender knows (object messages); the result is the receiver's own copy. */
   recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor>;
+  /** A receive into `tensor` from whichever peer's message on `tag` comes first; resolves to its group rank. */
+  recvFromAny(call: CallInfo, tensor: Tensor, tag: number): Promise<number>;
   /** Broadcast of a value only the root knows the size of; `tensor` is undefined off the root. */
   broadcastAny(call: CallInfo, tensor: Tensor | undefined, src: number): Promise<Tensor>;
   /** All-gather of differently sized values, in group-rank order. */
   allGatherAny(call: CallInfo, tensor: Tensor): Promise<Tensor[]>;
+  /** Gather of differently sized values to `dst`: every rank's value on dst, in group-rank order; undefined elsewhere. */
+  gatherAny(call: CallInfo, tensor: Tensor, dst: number): Promise<Tensor[] | undefined>;
+  /** Scatter of differently sized values from `src` (`tensors` is undefined off src); this rank's value. */
+  scatterAny(call: CallInfo, tensors: readonly Tensor[] | undefined, src: number): Promise<Tensor>;
   /**
    * Optional: the sends and receives of one batchIsendIrecv, run together (one
    * NCCL group), so no order of them can deadlock; one promise per entry, in

@@ -21,11 +21,14 @@ function fnv1a(text: string, seed: number): number {
   return h >>> 0;
 }
 
+/** `text` itself when at most `max` characters long, else a 64-bit hash of it (the same on every rank). */
+export function shortForm(text: string, max: number): string {
+  return text.length <= max
+    ? text
+    : `#${fnv1a(text, 0x811c9dc5).toString(36)}${fnv1a(text, 0x01000193).toString(36)}`;
+}
+
 /** A short key prefix: the member list itself when short, else a 64-bit hash of it. */
 export function groupKeyPrefix(kind: string, members: string, instance: number): string {
-  const body =
-    members.length <= 48
-      ? members
-      : `#${fnv1a(members, 0x811c9dc5).toString(36)}${fnv1a(members, 0x01000193).toString(36)}`;
-  return `${kind}${body}.${instance}`;
+  return `${kind}${shortForm(members, 48)}.${instance}`;
 }

@@ -6,7 +6,7 @@
  * so they fail with its error instead of waiting. Adding an op is one row here.
  */
 import { registerOpNames } from '../debug/call-record.ts';
-import type { ArrivalPattern } from './backend.ts';
+import { type ArrivalPattern, MONITORED_BARRIER_ROOT } from './backend.ts';
 
 /** Roles of a call as the caller gave them, before they are validated. */
 export interface RawRoles {
@@ -60,6 +60,9 @@ function pointToPoint(kind: 'send' | 'recv'): OpSpec {
   };
 }
 
+/** monitoredBarrier's rank 0 hears from every other rank and answers each; it never waits for all to all. */
+const VIA_MONITOR_ROOT: ArrivalPattern = { kind: 'viaRoot', root: MONITORED_BARRIER_ROOT };
+
 export const OPS = {
   allReduce: everyone('all'),
   broadcast: rooted('fromRoot', 'src'),
@@ -80,6 +83,11 @@ export const OPS = {
   allGatherObject: everyone('all'),
   sendViews: pointToPoint('send'),
   recvViews: pointToPoint('recv'),
+  monitoredBarrier: { p2p: false, arrival: () => VIA_MONITOR_ROOT },
+  gatherObject: rooted('toRoot', 'dst'),
+  scatterObject: rooted('fromRootPairwise', 'src'),
+  // From any peer: no one in particular to tell when its own checks fail.
+  recvFromAny: { p2p: true, arrival: () => undefined },
 } satisfies Record<string, OpSpec>;
 
 export type OpName = keyof typeof OPS;

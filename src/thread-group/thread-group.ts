@@ -5,14 +5,12 @@
  * on every member, as in torch) and returns a Work; several Works may be
  * outstanding at once.
  */
-import { deserialize, serialize } from 'node:v8';
 import type { CallRecord } from '../debug/call-record.ts';
 import { formatSite } from '../debug/call-site.ts';
 import { type RankMonitor, rankMonitor } from '../debug/monitor.ts';
-import { CollectiveMismatchError } from '../runtime/errors.ts';
+import { CollectiveMismatchError, CommTimeoutError } from '../runtime/errors.ts';
 import { Work } from '../runtime/work.ts';
-import { assertReduceOp, type ReduceOp } from '../tensor/reduce-ops.ts';
-import { Tensor } from '../tensor/tensor.ts';
+import type { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
 import {
   type Backend,
@@ -24,13 +22,25 @@ import {
   CallMismatchError,
 } from './backend.ts';
 import { withFaults } from './fault-hook.ts';
+import { shortForm } from './group-id.ts';
+import { objectToTensor, tensorToObject } from './object-bytes.ts';
 import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
+import { type CollectiveReduceOp, checkReduction, type Reduction, reductionName } from './reduction.ts';
 
 export interface CallOptions {
   timeoutMs?: number;
 }
 export interface ReduceOptions extends CallOptions {
-  op?: ReduceOp;
+  op?: CollectiveReduceOp;
+  /** premulSum only: what this rank's inputs are multiplied by before the sum (a float, in the tensors' dtype). */
+  factor?: number;
+}
+
+export interface MonitoredBarrierOptions {
+  /** How long group rank 0 waits for every other rank (default: the group's timeout). */
+  timeoutMs?: number;
+  /** Name every rank that did not arrive, not only the first (torch's wait_all_ranks). */
+  waitAllRanks?: boolean;
 }
 export interface P2POptions extends CallOptions {
   tag?: number;
@@ -75,6 +85,8 @@ export class ThreadGroup {
   readonly #others: readonly number[];
   #seq = 0;
   #destroyed = false;
+  /** This rank's collectives on the group not yet finished, as promises that settle (never reject) with them: barrier waits for them. */
+  readonly #unfinished = new Set<Promise<void>>();
 
   constructor(info: GroupInfo, backend: Backend | undefined) {
     this.#info = info;
@@ -116,6 +128,29 @@ export class ThreadGroup {
     check: () => Signed,
     run: (backend: Backend, call: CallInfo) => Promise<T>,
   ): Work<T> {
+    // Point-to-point calls are not in the collective order a barrier keeps: a receive may be posted long
+    // before its message (as gloo's barrier waits for queued collectives, not for sends and receives).
+    if (OPS[op].p2p) return this.#start(op, options, check, run);
+    // Counted from when the backend starts it (a call held back by an injected delay starts later, in order),
+    // without looking at the Work: whether the caller observes it is the caller's business.
+    return this.#start(op, options, check, (backend, call) => {
+      const running = run(backend, call);
+      const finished = running.then(
+        () => {},
+        () => {},
+      );
+      this.#unfinished.add(finished);
+      void finished.then(() => this.#unfinished.delete(finished));
+      return running;
+    });
+  }
+
+  #start<T>(
+    op: OpName,
+    options: (CallOptions & RawRoles) | undefined,
+    check: () => Signed,
+    run: (backend: Backend, call: CallInfo) => Promise<T>,
+  ): Work<T> {
     const where = `${op} on group "${this.name}"`;
     if (this.#destroyed) return Work.rejected(new Error(`${where}: the group was destroyed`));
     if (!this.#backend || !this.isMember) {
@@ -139,6 +174,7 @@ export class ThreadGroup {
     try {
       signed = check();
     } catch (error) {
+      if (seq >= 0) this.#monitor?.failedToStart(this.#groupCode, seq, op, error);
       const call: CallInfo = { seq, signature: op, timeoutMs, checks };
       // With fingerprints on, every collective's first exchange is every rank to every rank.
       const pattern =
@@ -187,7 +223,8 @@ export class ThreadGroup {
       op,
       call: signed.label ?? signed.signature,
       bytes: signed.bytes,
-      peers: p2p ? [this.#info.ranks[peer as number]] : this.#others,
+      // A receive from any rank waits on every other member.
+      peers: p2p && peer !== undefined ? [this.#info.ranks[peer as number]] : this.#others,
     });
     return {
       monitor,
@@ -237,19 +274,20 @@ export class ThreadGroup {
   }
 
   allReduce(tensor: Tensor, options?: ReduceOptions): Work<Tensor> {
+    let reduction: Reduction;
     return this.#call(
       'allReduce',
       options,
       () => {
         assertCommTensor(tensor, 'allReduce');
-        const op = assertReduceOp(options?.op ?? 'sum', tensor.dtype, 'allReduce');
+        reduction = checkReduction(options, tensor.dtype, 'allReduce');
         return {
-          signature: `allReduce(${tensor.describe()}, ${op})`,
+          signature: `allReduce(${tensor.describe()}, ${reductionName(reduction)})`,
           bytes: tensor.nbytes,
         };
       },
       async (b, call) => {
-        await b.allReduce(call, tensor, options?.op ?? 'sum');
+        await b.allReduce(call, tensor, reduction);
         return tensor;
       },
     );
@@ -275,20 +313,21 @@ export class ThreadGroup {
   }
 
   reduce(tensor: Tensor, options: { dst: number } & ReduceOptions): Work<Tensor> {
+    let reduction: Reduction;
     return this.#call(
       'reduce',
       options,
       () => {
         assertCommTensor(tensor, 'reduce');
         const dst = this.#groupRank(options?.dst, 'dst', 'reduce');
-        const op = assertReduceOp(options.op ?? 'sum', tensor.dtype, 'reduce');
+        reduction = checkReduction(options, tensor.dtype, 'reduce');
         return {
-          signature: `reduce(${tensor.describe()}, dst=${dst}, ${op})`,
+          signature: `reduce(${tensor.describe()}, dst=${dst}, ${reductionName(reduction)})`,
           bytes: tensor.nbytes,
         };
       },
       async (b, call) => {
-        await b.reduce(call, tensor, options.dst, options.op ?? 'sum');
+        await b.reduce(call, tensor, options.dst, reduction);
         return tensor;
       },
     );
@@ -335,7 +374,13 @@ export class ThreadGroup {
     );
   }
 
+  /**
+   * inputs[p] is this rank's share of rank p's output, so it has the shape of
+   * rank p's output: shares may differ in size between ranks (an uneven
+   * reduce-scatter), as long as every rank passes the same shapes.
+   */
   reduceScatter(output: Tensor, inputs: Tensor[], options?: ReduceOptions): Work<Tensor> {
+    let reduction: Reduction;
     return this.#call(
       'reduceScatter',
       options,
@@ -348,20 +393,21 @@ export class ThreadGroup {
             `reduceScatter: inputs[${this.rank}] is ${inputs[this.rank].describe()}, but output is ${output.describe()}`,
           );
         }
-        const op = assertReduceOp(options?.op ?? 'sum', output.dtype, 'reduceScatter');
+        reduction = checkReduction(options, output.dtype, 'reduceScatter');
         return {
-          signature: `reduceScatter(${output.describe()}, ${op})`,
-          bytes: output.nbytes * this.size,
+          signature: `reduceScatter(${sharesOf(inputs)}, ${reductionName(reduction)})`,
+          bytes: inputs.reduce((sum, t) => sum + t.nbytes, 0),
         };
       },
       async (b, call) => {
-        await b.reduceScatter(call, output, inputs, options?.op ?? 'sum');
+        await b.reduceScatter(call, output, inputs, reduction);
         return output;
       },
     );
   }
 
   reduceScatterTensor(output: Tensor, input: Tensor, options?: ReduceOptions): Work<Tensor> {
+    let reduction: Reduction;
     return this.#call(
       'reduceScatterTensor',
       options,
@@ -371,14 +417,14 @@ export class ThreadGroup {
           { name: 'input', tensor: input },
           { name: 'output', tensor: output },
         );
-        const op = assertReduceOp(options?.op ?? 'sum', output.dtype, 'reduceScatterTensor');
+        reduction = checkReduction(options, output.dtype, 'reduceScatterTensor');
         return {
-          signature: `reduceScatterTensor(${input.describe()}, ${op})`,
+          signature: `reduceScatterTensor(${input.describe()}, ${reductionName(reduction)})`,
           bytes: input.nbytes,
         };
       },
       async (b, call) => {
-        await b.reduceScatterTensor(call, output, input, options?.op ?? 'sum');
+        await b.reduceScatterTensor(call, output, input, reduction);
         return output;
       },
     );
@@ -507,6 +553,7 @@ export class ThreadGroup {
         assertCommTensor(tensor, 'gather');
         const dst = this.#groupRank(options?.dst, 'dst', 'gather');
         if (this.rank === dst) this.#tensorList(options.gatherList, 'gather', 'gatherList', tensor);
+        else this.#rootOnly(options.gatherList, 'gather', 'gatherList', `dst is ${dst}`);
         return {
           signature: `gather(${tensor.describe()}, dst=${dst})`,
           bytes: tensor.nbytes * this.size,
@@ -528,6 +575,7 @@ export class ThreadGroup {
         assertCommTensor(tensor, 'scatter');
         const src = this.#groupRank(options?.src, 'src', 'scatter');
         if (this.rank === src) this.#tensorList(options.scatterList, 'scatter', 'scatterList', tensor);
+        else this.#rootOnly(options.scatterList, 'scatter', 'scatterList', `src is ${src}`);
         return {
           signature: `scatter(${tensor.describe()}, src=${src})`,
           bytes: tensor.nbytes * this.size,
@@ -545,12 +593,61 @@ export class ThreadGroup {
     );
   }
 
+  /**
+   * A list only the root passes: torch raises when another rank passes one
+   * (a sign the ranks disagree on who the root is); an empty one is no list.
+   */
+  #rootOnly(list: unknown, where: string, what: string, root: string): void {
+    if (list === undefined || (Array.isArray(list) && list.length === 0)) return;
+    throw new TypeError(
+      `${where}: ${what} must not be given on group rank ${this.rank}, only on the root (${root})`,
+    );
+  }
+
+  /**
+   * Completes once every member reached it and every earlier collective this
+   * rank made on the group has completed (torch's gloo semantics: a barrier
+   * implies the earlier work is done). Sends and receives are not waited for:
+   * a message may legitimately arrive after the barrier (an irecv posted
+   * early, an isend whose receiver is still before its barrier), as with
+   * gloo. An earlier call that failed reports that through its own Work.
+   */
   barrier(options?: CallOptions): Work<void> {
     return this.#call(
       'barrier',
       options,
       () => ({ signature: 'barrier()', bytes: 0 }),
-      (b, call) => b.barrier(call),
+      async (b, call) => {
+        // Taken now, before this call is counted among them.
+        const earlier = [...this.#unfinished];
+        await settledWithin(earlier, call.timeoutMs, () => {
+          const me = `rank ${this.#info.globalRank}`;
+          return `barrier() call #${call.seq} on group "${this.name}": ${me} timed out after ${call.timeoutMs} ms waiting for its ${earlier.length} earlier call(s) on the group to complete`;
+        });
+        return b.barrier(call);
+      },
+    );
+  }
+
+  /**
+   * torch's monitored_barrier: group rank 0 waits up to `timeoutMs` for each
+   * other rank and fails naming the first that did not arrive ("rank 1 failed
+   * to pass monitoredBarrier"), or all of them with `waitAllRanks`; the ranks
+   * that arrived fail with its answer. Unlike barrier it does not wait for
+   * earlier calls: one stuck on the missing rank would hide it.
+   */
+  monitoredBarrier(options?: MonitoredBarrierOptions): Work<void> {
+    return this.#call(
+      'monitoredBarrier',
+      options,
+      () => {
+        const all = options?.waitAllRanks;
+        if (all !== undefined && typeof all !== 'boolean') {
+          throw new TypeError(`monitoredBarrier: waitAllRanks must be a boolean, got ${String(all)}`);
+        }
+        return { signature: 'monitoredBarrier()', bytes: 0 };
+      },
+      (b, call) => b.monitoredBarrier(call, options?.waitAllRanks === true),
     );
   }
 
@@ -785,6 +882,92 @@ export class ThreadGroup {
     );
   }
 
+  /** torch's gather_object: every rank's object, in group-rank order, on `dst`; undefined elsewhere. */
+  gatherObject(obj: unknown, options: { dst: number } & CallOptions): Work<unknown[] | undefined> {
+    let bytes: Tensor;
+    return this.#call(
+      'gatherObject',
+      options,
+      () => {
+        const dst = this.#groupRank(options?.dst, 'dst', 'gatherObject');
+        bytes = objectToTensor(obj, 'gatherObject');
+        return { signature: `gatherObject(dst=${dst})`, bytes: 0 };
+      },
+      async (b, call) => (await b.gatherAny(call, bytes, options.dst))?.map(tensorToObject),
+    );
+  }
+
+  /**
+   * torch's scatter_object_list: `objs[p]` to group rank p, from `src`;
+   * resolves to this rank's object. Only src's `objs` is read (others may
+   * pass undefined), as in torch.
+   */
+  scatterObject(objs: unknown[] | undefined, options: { src: number } & CallOptions): Work<unknown> {
+    let parts: Tensor[] | undefined;
+    return this.#call(
+      'scatterObject',
+      options,
+      () => {
+        const src = this.#groupRank(options?.src, 'src', 'scatterObject');
+        if (this.rank === src) {
+          if (!Array.isArray(objs) || objs.length !== this.size) {
+            throw new RangeError(
+              `scatterObject: objs must be an array of ${this.size} objects (one per group rank) on the source rank, got ${
+                Array.isArray(objs) ? `${objs.length}` : String(objs)
+              }`,
+            );
+          }
+          parts = objs.map((o, i) => objectToTensor(o, `scatterObject: objs[${i}]`));
+        }
+        return { signature: `scatterObject(src=${src})`, bytes: 0 };
+      },
+      async (b, call) => tensorToObject(await b.scatterAny(call, parts, options.src)),
+    );
+  }
+
+  /**
+   * torch's recv without a src: receives into `tensor` the first message on
+   * `tag` from any other member (sent with a plain send); resolves to its
+   * sender's group rank. Receives on the same tag match messages in the order
+   * they were made. GPU tensors on NCCL cannot (NCCL has no such receive).
+   */
+  recvFromAny(tensor: Tensor, options?: P2POptions): Work<number> {
+    const tag = options?.tag ?? 0;
+    return this.#call(
+      'recvFromAny',
+      { ...options, tag },
+      () => {
+        assertCommTensor(tensor, 'recvFromAny');
+        checkTag(options?.tag, 'recvFromAny');
+        if (this.size < 2) {
+          throw new RangeError(`recvFromAny: group "${this.name}" has no other rank to receive from`);
+        }
+        return {
+          signature: 'p2p',
+          bytes: tensor.nbytes,
+          label: `recvFromAny(${tensor.describe()}${tagText(tag)})`,
+        };
+      },
+      (b, call) => b.recvFromAny(call, tensor, tag),
+    );
+  }
+
+  /** torch's get_group_rank: this group's rank of `globalRank`; a RangeError naming the group if it is no member. */
+  groupRank(globalRank: number): number {
+    const rank = Number.isInteger(globalRank) ? this.#info.ranks.indexOf(globalRank) : -1;
+    if (rank < 0) {
+      throw new RangeError(
+        `groupRank: global rank ${String(globalRank)} is not a member of group "${this.name}" (members: ${this.ranks.join(', ')})`,
+      );
+    }
+    return rank;
+  }
+
+  /** torch's get_global_rank: the global rank of `groupRank` in this group. */
+  globalRank(groupRank: number): number {
+    return this.#info.ranks[this.#groupRank(groupRank, 'group rank', 'globalRank')];
+  }
+
   /** Releases the group; later calls on it reject. Local to this rank, like torch's destroy_process_group. */
   destroy(): void {
     if (this.#destroyed) return;
@@ -793,11 +976,41 @@ export class ThreadGroup {
   }
 }
 
+/** Resolves once every one of `pending` settled (none rejects); a CommTimeoutError past `timeoutMs`. */
+async function settledWithin(
+  pending: readonly Promise<void>[],
+  timeoutMs: number,
+  describe: () => string,
+): Promise<void> {
+  if (pending.length === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new CommTimeoutError(describe())), timeoutMs);
+  });
+  try {
+    await Promise.race([Promise.all(pending), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 function siteLine(rank: number, record: CallRecord): string {
   if (record.site === undefined) {
     return `  rank ${rank}: no call site (DebugOptions.callSites is off, or its time budget was spent on earlier calls)`;
   }
   return `  rank ${rank} called it at ${formatSite(record.site) ?? '(no frame outside tensorcomm)'}`;
+}
+
+/**
+ * What every rank of a reduceScatter agrees on: its inputs' dtype and shapes,
+ * each rank's output's. Even ones read as before (`float32[4]`); uneven ones
+ * list every shape (`float32[[0],[1],[2]]`), hashed when the list is long
+ * (signatures travel as store tags, which are bounded).
+ */
+function sharesOf(inputs: readonly Tensor[]): string {
+  const first = inputs[0].describe();
+  if (inputs.every((t) => t.describe() === first)) return first;
+  return `${inputs[0].dtype}[${shortForm(inputs.map((t) => `[${t.shape.join(',')}]`).join(','), 96)}]`;
 }
 
 function sameDType(a: Tensor, b: Tensor, where: string): void {
@@ -822,18 +1035,4 @@ function checkTag(tag: unknown, where: string): number {
     throw new RangeError(`${where}: tag must be a non-negative integer, got ${String(tag)}`);
   }
   return tag as number;
-}
-
-function objectToTensor(obj: unknown, where: string): Tensor {
-  let bytes: Buffer;
-  try {
-    bytes = serialize(obj);
-  } catch (error) {
-    throw new TypeError(`${where}: the object cannot be structured-cloned: ${(error as Error).message}`);
-  }
-  return Tensor.fromBuffer(bytes.buffer, bytes.byteOffset, [bytes.length], 'uint8');
-}
-
-function tensorToObject(tensor: Tensor): unknown {
-  return deserialize(Buffer.from(tensor.bytes()));
 }

@@ -15,6 +15,8 @@ export interface CudaDoubleControl {
   liveEvents(): number;
   /** Initialized (or initializing) and neither destroyed nor aborted. */
   liveComms(): number;
+  /** Made by ncclRedOpCreatePreMulSum on a live communicator and not destroyed. */
+  liveRedOps(): number;
   /** Other processes' allocations mapped with cudaIpcOpenMemHandle and not closed. */
   openIpcMappings(): number;
   /** Loaded with cudaLibraryLoadData and not unloaded. */
@@ -61,6 +63,7 @@ function bind(cudartPath: string, ncclPath: string): CudaDoubleControl {
     liveStreams: count(cudart, 'tcdouble_live_streams'),
     liveEvents: count(cudart, 'tcdouble_live_events'),
     liveComms: count(nccl, 'tcdouble_live_comms'),
+    liveRedOps: count(nccl, 'tcdouble_live_red_ops'),
     openIpcMappings: count(cudart, 'tcdouble_open_ipc_mappings'),
     liveLibraries: count(cudart, 'tcdouble_live_libraries'),
     failNext(fn, code) {

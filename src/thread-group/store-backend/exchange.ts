@@ -17,7 +17,7 @@
 import { formatDuration, formatEntries } from '../../debug/call-record.ts';
 import { hangReportHeading } from '../../debug/hang-report.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
-import type { StoreWaitOptions, TensorStore } from '../../runtime/tensor-store.ts';
+import type { StoreEntry, StoreWaitOptions, TensorStore } from '../../runtime/tensor-store.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import { type CallInfo, CallMismatchError, type GroupView } from '../backend.ts';
 
@@ -61,6 +61,11 @@ export class Exchange {
 
   get size(): number {
     return this.#group.size;
+  }
+
+  /** The global rank of group rank `p`, for messages. */
+  globalRank(p: number): number {
+    return this.#group.ranks[p];
   }
 
   /** Peers of this rank in group-rank order. */
@@ -137,7 +142,7 @@ export class Exchange {
     const store = this.#store;
     if (!store.srcSetViews || !store.destGetViews) {
       throw new TypeError(
-        `${this.#where()}: this group's store cannot lend views (${store.constructor.name})`,
+        `${this.where()}: this group's store cannot lend views (${store.constructor.name})`,
       );
     }
     return store as Required<Pick<TensorStore, 'srcSetViews' | 'destGetViews'>>;
@@ -173,6 +178,23 @@ export class Exchange {
     return entry.tensor;
   }
 
+  /**
+   * `get` without waiting: the value when `producer` has published it (taken
+   * and checked as `get` takes it), undefined when not yet.
+   */
+  async tryGet(phase: number, producer: number): Promise<Tensor | undefined> {
+    const key = this.key(phase, producer);
+    let entry: StoreEntry;
+    try {
+      // A timeout of 0 looks once: nothing is claimed when the value is not there.
+      entry = await this.#store.destGetEntry(key, { timeoutMs: 0 });
+    } catch (error) {
+      if (error instanceof CommTimeoutError) return undefined;
+      throw error;
+    }
+    return this.#checked(key, producer, entry, undefined).tensor;
+  }
+
   async #checkedEntry<E extends Tagged>(
     phase: number,
     producer: number,
@@ -188,11 +210,16 @@ export class Exchange {
     } catch (error) {
       throw this.#explain(error, `waiting for ${waitingFor}`);
     }
+    return this.#checked(key, producer, entry, signature);
+  }
+
+  /** A value taken under `key`: this rank must finish it; fails unless it carries this rank's signature. */
+  #checked<E extends Tagged>(key: string, producer: number, entry: E, signature: string | undefined): E {
     this.#got.add(key);
     const expected = signature ?? this.#call.signature;
     if (entry.tag.startsWith(ABANDONED)) {
       throw new Error(
-        `${this.#where()}: group rank ${producer} failed this call: ${entry.tag.slice(ABANDONED.length)}`,
+        `${this.where()}: group rank ${producer} failed this call: ${entry.tag.slice(ABANDONED.length)}`,
       );
     }
     if (entry.tag !== expected) {
@@ -236,7 +263,7 @@ export class Exchange {
           ? debug.monitor.peerFailure(globalProducer, debug.focus.groupId, this.#call.seq)
           : undefined;
       if (failure) {
-        const text = `${this.#where()}: rank ${globalProducer} failed this call: ${failure.message}`;
+        const text = `${this.where()}: rank ${globalProducer} failed this call: ${failure.message}`;
         if (failure.name === 'CollectiveMismatchError') throw new CallMismatchError(text, globalProducer);
         throw new RankFailedError(text, globalProducer);
       }
@@ -246,7 +273,7 @@ export class Exchange {
         const last = await take(key, { timeoutMs: 1 }).catch(() => undefined);
         if (last) return last;
         throw new RankFailedError(
-          `${this.#where()}: rank ${this.#group.ranks[this.rank]} waited for ${debug.monitor.label(globalProducer)}, which will ` +
+          `${this.where()}: rank ${this.#group.ranks[this.rank]} waited for ${debug.monitor.label(globalProducer)}, which will ` +
             `never make this call: ${departure}`,
           globalProducer,
         );
@@ -263,7 +290,7 @@ export class Exchange {
     const want = `${expected.dtype}[${expected.shape.join(',')}]`;
     if (received.describe() !== want) {
       throw new CallMismatchError(
-        `${this.#where()}: rank ${this.#group.ranks[this.rank]} expects ${want} from rank ` +
+        `${this.where()}: rank ${this.#group.ranks[this.rank]} expects ${want} from rank ` +
           `${this.#group.ranks[producer]}, which sent ${received.describe()}`,
         this.#group.ranks[producer],
       );
@@ -290,7 +317,8 @@ export class Exchange {
     this.#published.clear();
   }
 
-  #where(): string {
+  /** The call as messages name it, e.g. `barrier() call #3 on group "world"` or `recv(float32[4], src=1, tag=0) on …`. */
+  where(): string {
     // Point-to-point calls are matched per stream, not numbered in the group's collective order;
     // their signature is only `p2p`, their label says what they are.
     const numbered = this.#call.seq >= 0 ? ` call #${this.#call.seq}` : '';
@@ -302,7 +330,7 @@ export class Exchange {
     if (!(error instanceof CommTimeoutError)) return error;
     return new CommTimeoutError(
       // The store's own text names its keys, which mean nothing to the caller: who it waited for does.
-      `${this.#where()}: rank ${this.#group.ranks[this.rank]} timed out after ${this.#call.timeoutMs} ms ` +
+      `${this.where()}: rank ${this.#group.ranks[this.rank]} timed out after ${this.#call.timeoutMs} ms ` +
         `${what}${this.#hangReport()}`,
     );
   }

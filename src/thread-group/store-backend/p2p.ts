@@ -4,9 +4,14 @@
  * recv of that stream whatever else is in flight, and sends never wait for
  * unrelated receives (batchIsendIrecv cannot deadlock).
  */
+import { CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
+import type { CallInfo } from '../backend.ts';
 import type { Exchange } from './exchange.ts';
 import { copyElements } from './slices.ts';
+
+/** The longest recvFromAny sleeps between looks at its peers' streams (it starts at 1 ms and doubles). */
+const ANY_SOURCE_MAX_SLEEP_MS = 8;
 
 export async function send(x: Exchange, tensor: Tensor): Promise<void> {
   await x.publish(0, tensor, 1);
@@ -15,9 +20,67 @@ export async function send(x: Exchange, tensor: Tensor): Promise<void> {
 
 export async function recv(x: Exchange, tensor: Tensor, src: number): Promise<void> {
   const value = await x.get(0, src);
+  await receive(x, value, tensor, src);
+}
+
+/** Checks and copies a message taken from `src`, and finishes it. */
+export async function receive(x: Exchange, value: Tensor, tensor: Tensor, src: number): Promise<void> {
   x.expectLike(value, tensor, src);
   copyElements(tensor, 0, value);
   await x.finish(0, src);
+}
+
+/** One peer's stream as recvFromAny looks at it: the exchange of its next message. */
+export interface Candidate {
+  src: number;
+  x: Exchange;
+}
+
+/**
+ * The first of the candidates' next messages to be there, taken (and so owed
+ * a finish) from exactly one stream. A store waits on one key at a time, so
+ * this looks at each stream without claiming anything, then sleeps briefly:
+ * a message is seen within a few milliseconds of its send. Fails at the
+ * call's timeout, or once every peer has left.
+ */
+export async function firstMessage(
+  candidates: readonly Candidate[],
+  call: CallInfo,
+): Promise<Candidate & { value: Tensor }> {
+  const deadline = performance.now() + call.timeoutMs;
+  let sleepMs = 1;
+  for (;;) {
+    for (const c of candidates) {
+      let value: Tensor | undefined;
+      try {
+        value = await c.x.tryGet(0, c.src);
+      } catch (error) {
+        await c.x.abort(error);
+        throw error;
+      }
+      if (value) return { ...c, value };
+    }
+    const monitor = call.debug?.monitor;
+    const left = candidates.map((c) => monitor?.departure(c.x.globalRank(c.src)));
+    if (left.length > 0 && left.every((d) => d !== undefined)) {
+      throw new RankFailedError(
+        `${candidates[0].x.where()}: rank ${candidates[0].x.globalRank(candidates[0].x.rank)} waits for a ` +
+          `message from any rank, but every other rank left: ${left[0]}`,
+        candidates[0].x.globalRank(candidates[0].src),
+      );
+    }
+    const remaining = deadline - performance.now();
+    if (remaining <= 0) {
+      const x = candidates[0].x;
+      throw new CommTimeoutError(
+        `${x.where()}: rank ${x.globalRank(x.rank)} timed out after ${call.timeoutMs} ms waiting for a message ` +
+          `from any of group ranks ${candidates.map((c) => c.src).join(', ')}`,
+      );
+    }
+    if (sleepMs === 1) call.debug?.monitor.waiting(call.debug.record, 'a message from any group rank');
+    await new Promise((resolve) => setTimeout(resolve, Math.min(sleepMs, remaining)));
+    sleepMs = Math.min(2 * sleepMs, ANY_SOURCE_MAX_SLEEP_MS);
+  }
 }
 
 export class StreamCounters {
@@ -25,9 +88,13 @@ export class StreamCounters {
 
   /** The next message number of the stream from `src` to `dst` with `tag`. */
   take(src: number, dst: number, tag: number): number {
-    const stream = `${src}>${dst}:${tag}`;
-    const n = this.#next.get(stream) ?? 0;
-    this.#next.set(stream, n + 1);
+    const n = this.peek(src, dst, tag);
+    this.#next.set(`${src}>${dst}:${tag}`, n + 1);
     return n;
+  }
+
+  /** The number `take` would return, without taking it. */
+  peek(src: number, dst: number, tag: number): number {
+    return this.#next.get(`${src}>${dst}:${tag}`) ?? 0;
   }
 }

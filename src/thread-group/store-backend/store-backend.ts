@@ -4,23 +4,35 @@
  * the medium beyond the four-step handshake.
  */
 import type { TensorStore } from '../../runtime/tensor-store.ts';
-import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
-import type {
-  ArrivalPattern,
-  Backend,
-  BorrowedTensor,
-  BorrowedViews,
-  CallInfo,
-  GroupView,
+import {
+  type ArrivalPattern,
+  type Backend,
+  type BorrowedTensor,
+  type BorrowedViews,
+  type CallInfo,
+  type GroupView,
+  MONITORED_BARRIER_ROOT,
 } from '../backend.ts';
+import { isPremulSum, type Reduction } from '../reduction.ts';
+import { arrivals, tellPeers } from './abandon.ts';
 import { allReduce } from './all-reduce.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
-import { ABANDONED, Exchange, runExchange } from './exchange.ts';
+import { Exchange, runExchange } from './exchange.ts';
 import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './gather-scatter.ts';
-import { recv, StreamCounters, send } from './p2p.ts';
+import { monitoredBarrier, verdictTimeoutMs } from './monitored-barrier.ts';
+import { type Candidate, firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
+import { premultiplied } from './premul-sum.ts';
 import { broadcast, broadcastCompared, gather, reduce, scatter } from './rooted.ts';
-import { allGatherAny, broadcastAny, broadcastAnyCompared, takeCopy } from './variable.ts';
+import { copyElements } from './slices.ts';
+import {
+  allGatherAny,
+  broadcastAny,
+  broadcastAnyCompared,
+  gatherAny,
+  scatterAny,
+  takeCopy,
+} from './variable.ts';
 
 /** Tag compared between the two ends of a point-to-point message; shapes are checked separately. */
 const P2P_SIGNATURE = 'p2p';
@@ -30,6 +42,12 @@ export class StoreBackend implements Backend {
   readonly #group: GroupView;
   readonly #sent = new StreamCounters();
   readonly #received = new StreamCounters();
+  /**
+   * Per tag, the recvFromAny calls still choosing their sender: receives on
+   * that tag made after one wait until it chose, so messages match receives
+   * in the order the receives were made (MPI's rule for any-source receives).
+   */
+  readonly #choosing = new Map<number, Promise<void>>();
 
   constructor(store: TensorStore, group: GroupView) {
     this.#store = store;
@@ -58,8 +76,13 @@ export class StoreBackend implements Backend {
     return new Exchange(this.#store, this.#group, { ...call, signature: P2P_SIGNATURE }, prefix);
   }
 
-  allReduce(call: CallInfo, tensor: Tensor, op: ReduceOp): Promise<void> {
-    return this.#run(call, (x) => allReduce(x, tensor, op));
+  allReduce(call: CallInfo, tensor: Tensor, op: Reduction): Promise<void> {
+    return this.#run(call, async (x) => {
+      if (!isPremulSum(op)) return allReduce(x, tensor, op);
+      const scaled = premultiplied(tensor, op.factor);
+      await allReduce(x, scaled, 'sum');
+      copyElements(tensor, 0, scaled);
+    });
   }
 
   broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void> {
@@ -67,8 +90,13 @@ export class StoreBackend implements Backend {
     return this.#run(call, (x) => broadcastCompared(x, tensor, src));
   }
 
-  reduce(call: CallInfo, tensor: Tensor, dst: number, op: ReduceOp): Promise<void> {
-    return this.#runCompared(call, (x) => reduce(x, tensor, dst, op));
+  reduce(call: CallInfo, tensor: Tensor, dst: number, op: Reduction): Promise<void> {
+    return this.#runCompared(call, async (x) => {
+      if (!isPremulSum(op)) return reduce(x, tensor, dst, op);
+      const scaled = premultiplied(tensor, op.factor);
+      await reduce(x, scaled, dst, 'sum');
+      if (x.rank === dst) copyElements(tensor, 0, scaled);
+    });
   }
 
   allGather(call: CallInfo, outputs: readonly Tensor[], input: Tensor): Promise<void> {
@@ -79,12 +107,25 @@ export class StoreBackend implements Backend {
     return this.#run(call, (x) => allGatherInto(x, output, input));
   }
 
-  reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: ReduceOp): Promise<void> {
-    return this.#runCompared(call, (x) => reduceScatter(x, output, inputs, op));
+  reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: Reduction): Promise<void> {
+    return this.#runCompared(call, (x) =>
+      isPremulSum(op)
+        ? reduceScatter(
+            x,
+            output,
+            inputs.map((t) => premultiplied(t, op.factor)),
+            'sum',
+          )
+        : reduceScatter(x, output, inputs, op),
+    );
   }
 
-  reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: ReduceOp): Promise<void> {
-    return this.#run(call, (x) => reduceScatterTensor(x, output, input, op));
+  reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: Reduction): Promise<void> {
+    return this.#run(call, (x) =>
+      isPremulSum(op)
+        ? reduceScatterTensor(x, output, premultiplied(input, op.factor), 'sum')
+        : reduceScatterTensor(x, output, input, op),
+    );
   }
 
   allToAll(call: CallInfo, outputs: readonly Tensor[], inputs: readonly Tensor[]): Promise<void> {
@@ -128,14 +169,60 @@ export class StoreBackend implements Backend {
     });
   }
 
+  monitoredBarrier(call: CallInfo, waitAllRanks: boolean): Promise<void> {
+    const timeoutMs = call.timeoutMs;
+    const waits =
+      this.#group.rank === MONITORED_BARRIER_ROOT
+        ? call
+        : { ...call, timeoutMs: verdictTimeoutMs(timeoutMs) };
+    return this.#run(waits, (x) => monitoredBarrier(x, timeoutMs, waitAllRanks));
+  }
+
   send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void> {
     const x = this.#p2p(call, this.#group.rank, dst, this.#sent.take(this.#group.rank, dst, tag), tag);
     return runExchange(x, (ex) => send(ex, tensor));
   }
 
-  recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void> {
-    const x = this.#p2p(call, src, this.#group.rank, this.#received.take(src, this.#group.rank, tag), tag);
+  /** The exchange of the next message from `src` on `tag`, once no earlier recvFromAny on `tag` is still choosing. */
+  #nextReceive(call: CallInfo, src: number, tag: number): Exchange | Promise<Exchange> {
+    const take = () =>
+      this.#p2p(call, src, this.#group.rank, this.#received.take(src, this.#group.rank, tag), tag);
+    const choosing = this.#choosing.get(tag);
+    return choosing ? choosing.then(take) : take();
+  }
+
+  async recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void> {
+    const x = await this.#nextReceive(call, src, tag);
     return runExchange(x, (ex) => recv(ex, tensor, src));
+  }
+
+  /**
+   * Takes the first message to come on `tag` from any peer, then receives it
+   * as recv does. Receives on `tag` made after this one wait until it chose.
+   */
+  async recvFromAny(call: CallInfo, tensor: Tensor, tag: number): Promise<number> {
+    const me = this.#group.rank;
+    const earlier = this.#choosing.get(tag);
+    let chosen!: () => void;
+    const choice = new Promise<void>((resolve) => {
+      chosen = resolve;
+    });
+    const mine = earlier ? earlier.then(() => choice) : choice;
+    this.#choosing.set(tag, mine);
+    let taken: Candidate & { value: Tensor };
+    try {
+      await earlier;
+      const candidates = Array.from({ length: this.#group.size }, (_, src) => src)
+        .filter((src) => src !== me)
+        .map((src) => ({ src, x: this.#p2p(call, src, me, this.#received.peek(src, me, tag), tag) }));
+      taken = await firstMessage(candidates, call);
+      this.#received.take(taken.src, me, tag);
+    } finally {
+      chosen();
+      if (this.#choosing.get(tag) === mine) this.#choosing.delete(tag);
+    }
+    await runExchange(taken.x, (x) => receive(x, taken.value, tensor, taken.src));
+    return taken.src;
   }
 
   recvBorrowed(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor> {
@@ -169,7 +256,7 @@ export class StoreBackend implements Backend {
     tag: number,
     take: (x: Exchange) => Promise<T>,
   ): Promise<T & { release(): Promise<void> }> {
-    const x = this.#p2p(call, src, this.#group.rank, this.#received.take(src, this.#group.rank, tag), tag);
+    const x = await this.#nextReceive(call, src, tag);
     let value: T;
     try {
       value = await take(x);
@@ -185,7 +272,7 @@ export class StoreBackend implements Backend {
   }
 
   async recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor> {
-    const x = this.#p2p(call, src, this.#group.rank, this.#received.take(src, this.#group.rank, tag), tag);
+    const x = await this.#nextReceive(call, src, tag);
     let value: Tensor | undefined;
     await runExchange(x, async (ex) => {
       value = await takeCopy(ex, 0, src);
@@ -210,75 +297,39 @@ export class StoreBackend implements Backend {
     return values;
   }
 
+  async gatherAny(call: CallInfo, tensor: Tensor, dst: number): Promise<Tensor[] | undefined> {
+    let values: Tensor[] | undefined;
+    await this.#runCompared(call, async (x) => {
+      values = await gatherAny(x, tensor, dst);
+    });
+    return values;
+  }
+
+  async scatterAny(call: CallInfo, tensors: readonly Tensor[] | undefined, src: number): Promise<Tensor> {
+    let value: Tensor | undefined;
+    await this.#runCompared(call, async (x) => {
+      value = await scatterAny(x, tensors, src);
+    });
+    return value!;
+  }
+
   /**
-   * Takes part in the first exchange of a call that failed its local checks,
-   * publishing a marker where data was due and failing what it would read, so
-   * every peer fails at once with this rank's error instead of timing out.
-   * With fingerprints on, every collective's first exchange is every rank to every rank.
+   * Takes part in the first exchange of a call that failed its local checks
+   * (see abandon.ts). With fingerprints on, every collective's first exchange
+   * is every rank to every rank, but monitoredBarrier's: it must not wait for
+   * a missing rank.
    */
   async abandon(call: CallInfo, given: ArrivalPattern, error: Error): Promise<void> {
-    const p2p = given.kind === 'send' || given.kind === 'recv';
-    const pattern: ArrivalPattern = call.checks !== false && !p2p ? { kind: 'all' } : given;
+    const own = given.kind === 'send' || given.kind === 'recv' || given.kind === 'viaRoot';
+    const pattern: ArrivalPattern = call.checks !== false && !own ? { kind: 'all' } : given;
     const me = this.#group.rank;
-    const size = this.#group.size;
-    const marker = Tensor.empty([0], 'uint8');
-    const signature = `${ABANDONED}${error.message}`;
     const x =
       pattern.kind === 'send'
         ? this.#p2p(call, me, pattern.peer, this.#sent.take(me, pattern.peer, pattern.tag), pattern.tag)
         : pattern.kind === 'recv'
-          ? this.#p2p(call, pattern.peer, me, this.#received.take(pattern.peer, me, pattern.tag), pattern.tag)
+          ? await this.#nextReceive(call, pattern.peer, pattern.tag)
           : new Exchange(this.#store, this.#group, call);
-    const peers = x.peers();
-    const publishes: Array<{ consumers: number; consumer?: number }> = [];
-    const reads: Array<{ producer: number; consumer?: number }> = [];
-    switch (pattern.kind) {
-      case 'all':
-        publishes.push({ consumers: size - 1 });
-        reads.push(...peers.map((producer) => ({ producer })));
-        break;
-      case 'pairwise':
-        publishes.push(...peers.map((consumer) => ({ consumers: 1, consumer })));
-        reads.push(...peers.map((producer) => ({ producer, consumer: me })));
-        break;
-      case 'fromRoot':
-        if (me === pattern.root) publishes.push({ consumers: size - 1 });
-        else reads.push({ producer: pattern.root });
-        break;
-      case 'fromRootPairwise':
-        if (me === pattern.root) publishes.push(...peers.map((consumer) => ({ consumers: 1, consumer })));
-        else reads.push({ producer: pattern.root, consumer: me });
-        break;
-      case 'toRoot':
-        if (me === pattern.root) reads.push(...peers.map((producer) => ({ producer })));
-        else publishes.push({ consumers: 1 });
-        break;
-      case 'send':
-        publishes.push({ consumers: 1 });
-        break;
-      case 'recv':
-        reads.push({ producer: pattern.peer });
-        break;
-    }
-    const short = { ...call, timeoutMs: Math.min(call.timeoutMs, 5_000) };
-    const done: Array<Promise<unknown>> = [];
-    for (const p of publishes) {
-      const key = x.key(0, me, p.consumer);
-      await this.#store.srcSet(key, marker, p.consumers, { tag: signature });
-      done.push(this.#store.srcWaitUntilGetFinished(key, short).catch(() => {}));
-    }
-    for (const r of reads) {
-      const key = x.key(0, r.producer, r.consumer);
-      done.push(
-        this.#store
-          .destGet(key, short)
-          .then(() =>
-            this.#store.destFinishGet(key, { error: `rank ${this.#group.ranks[me]}: ${error.message}` }),
-          )
-          .catch(() => {}),
-      );
-    }
-    await Promise.all(done);
+    await tellPeers(this.#store, this.#group, x, call, arrivals(pattern, me, x.peers()), error);
   }
 
   destroy(): void {}

@@ -46,3 +46,28 @@ export async function allGatherAny(x: Exchange, tensor: Tensor): Promise<Tensor[
   await x.consumed(0);
   return values;
 }
+
+/** Every rank's value on `dst`, in group-rank order (its own as given); undefined on the others. */
+export async function gatherAny(x: Exchange, tensor: Tensor, dst: number): Promise<Tensor[] | undefined> {
+  if (x.rank !== dst) {
+    await x.publish(0, tensor, 1);
+    await x.consumed(0);
+    return undefined;
+  }
+  const values: Tensor[] = [];
+  for (let p = 0; p < x.size; p++) values.push(p === x.rank ? tensor : await takeCopy(x, 0, p));
+  return values;
+}
+
+/** `tensors[p]` to rank p (`tensors` given on `src` only); resolves to this rank's value. */
+export async function scatterAny(
+  x: Exchange,
+  tensors: readonly Tensor[] | undefined,
+  src: number,
+): Promise<Tensor> {
+  if (x.rank !== src) return takeCopy(x, 0, src, x.rank);
+  const list = tensors!;
+  for (const p of x.peers()) await x.publish(0, list[p], 1, p);
+  for (const p of x.peers()) await x.consumed(0, p);
+  return list[x.rank];
+}

@@ -72,8 +72,13 @@ ncclResult_t check(const CallArguments &call, RankComm *comm) {
     return nccl_fail(ncclInvalidArgument, std::string(name) + ": invalid or unsupported datatype " +
                                               std::to_string(call.dtype), comm);
   }
-  if (call.op < 0 || call.op >= ncclNumOps) {
+  if (call.op < 0 || (call.op >= ncclNumOps && comm->user_ops.count(call.op) == 0)) {
     return nccl_fail(ncclInvalidArgument, std::string(name) + ": invalid reduction op " + std::to_string(call.op),
+                     comm);
+  }
+  if (call.op >= ncclNumOps && comm->user_ops.at(call.op).dtype != call.dtype) {
+    return nccl_fail(ncclInvalidArgument,
+                     std::string(name) + ": the datatype of the ncclRedOpCreatePreMulSum op does not match the call's",
                      comm);
   }
   const int nranks = comm->clique->nranks;
@@ -128,6 +133,12 @@ ncclResult_t submit(const char *function, const CallArguments &arguments) {
   part->count = arguments.count;
   part->dtype = arguments.dtype;
   part->op = arguments.op;
+  if (arguments.op >= ncclNumOps) {
+    // Resolved now, as NCCL does: the op may be destroyed as soon as this call returns.
+    part->premul = true;
+    part->scalar = comm->user_ops.at(arguments.op).scalar;
+    part->op = ncclSum;
+  }
   part->root = arguments.root;
   part->peer = arguments.peer;
   part->sequence = next_sequence(arguments, *comm);

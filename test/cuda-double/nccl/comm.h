@@ -37,6 +37,14 @@ struct Part {
   size_t count = 0;
   ncclDataType_t dtype = ncclFloat32;
   ncclRedOp_t op = ncclSum;
+  /**
+   * An op of ncclRedOpCreatePreMulSum, resolved when the call was made (as
+   * NCCL does, so the op may be destroyed once the call returned): `op` is
+   * then ncclSum, over inputs first multiplied by this rank's `scalar`.
+   */
+  bool premul = false;
+  /** The scalar's bytes, one element of `dtype`, at the start. */
+  uint64_t scalar = 0;
   /** Broadcast and Reduce. */
   int root = 0;
   /** Send and Recv. */
@@ -71,6 +79,12 @@ struct Clique {
   std::map<std::tuple<int, int, uint64_t>, P2pSlot> p2p;
 };
 
+/** An op made by ncclRedOpCreatePreMulSum: for calls with this datatype only. */
+struct UserRedOp {
+  ncclDataType_t dtype = ncclFloat32;
+  uint64_t scalar = 0;
+};
+
 struct RankComm {
   uint64_t id = 0;
   Clique *clique = nullptr;
@@ -94,6 +108,9 @@ struct RankComm {
   std::set<std::pair<int, int>> connected;
   bool launching = false;
   std::string last_error;
+  /** The ops ncclRedOpCreatePreMulSum made on this comm and ncclRedOpDestroy has not destroyed, by value. */
+  std::map<int, UserRedOp> user_ops;
+  int next_user_op = ncclNumOps;
 };
 
 struct Nccl {
@@ -136,6 +153,9 @@ class NcclOp : public Op {
 size_t dtype_bytes(ncclDataType_t dtype);
 /** out[i] = op over inputs[0..count-1][i] for i < n, with reduce-ops.h's semantics. */
 void reduce_into(ncclDataType_t dtype, ncclRedOp_t op, void *out, const void *const *inputs, uint64_t count, size_t n);
+/** reduce_into's sum, each input j's elements first multiplied by scalars[j] (one element of dtype) and rounded to it. */
+void premul_sum_into(ncclDataType_t dtype, const uint64_t *scalars, void *out, const void *const *inputs,
+                     uint64_t count, size_t n);
 
 /** Inside ncclGroupStart/ncclGroupEnd on this thread. */
 bool in_group();

@@ -15,7 +15,7 @@ bool is_rooted(CallKind kind) { return kind == CallKind::Broadcast || kind == Ca
 std::string describe_call(const Part &part) {
   std::string text = std::string(call_name(part.kind)) + "(count " + std::to_string(part.count) + ", datatype " +
                      std::to_string(part.dtype);
-  if (is_reduction(part.kind)) text += ", op " + std::to_string(part.op);
+  if (is_reduction(part.kind)) text += part.premul ? ", op premulsum" : ", op " + std::to_string(part.op);
   if (is_rooted(part.kind)) text += ", root " + std::to_string(part.root);
   if (part.kind == CallKind::Send || part.kind == CallKind::Recv) text += ", peer " + std::to_string(part.peer);
   return text + ")";
@@ -23,7 +23,7 @@ std::string describe_call(const Part &part) {
 
 bool same_call(const Part &a, const Part &b) {
   return a.kind == b.kind && a.count == b.count && a.dtype == b.dtype &&
-         (!is_reduction(a.kind) || a.op == b.op) && (!is_rooted(a.kind) || a.root == b.root);
+         (!is_reduction(a.kind) || (a.op == b.op && a.premul == b.premul)) && (!is_rooted(a.kind) || a.root == b.root);
 }
 
 void complete(Part &part) {
@@ -52,16 +52,25 @@ void run_collective(const std::vector<Part *> &parts) {
   // Results go through a scratch copy, so in-place calls (recv inside send) read every input first.
   std::vector<unsigned char> result;
   std::vector<const void *> sends;
-  for (const Part *part : parts) sends.push_back(part->send);
+  std::vector<uint64_t> scalars;
+  for (const Part *part : parts) {
+    sends.push_back(part->send);
+    scalars.push_back(part->scalar);
+  }
+  // Every rank's own scalar multiplies its own input (same_call saw all of them premulsum, or none).
+  const auto reduce = [&](void *out, size_t n) {
+    if (first.premul) premul_sum_into(first.dtype, scalars.data(), out, sends.data(), nranks, n);
+    else reduce_into(first.dtype, first.op, out, sends.data(), nranks, n);
+  };
   switch (first.kind) {
     case CallKind::AllReduce:
     case CallKind::Reduce:
       result.resize(bytes);
-      reduce_into(first.dtype, first.op, result.data(), sends.data(), nranks, first.count);
+      reduce(result.data(), first.count);
       break;
     case CallKind::ReduceScatter:
       result.resize(bytes * nranks);
-      reduce_into(first.dtype, first.op, result.data(), sends.data(), nranks, first.count * nranks);
+      reduce(result.data(), first.count * nranks);
       break;
     case CallKind::Broadcast:
       result.assign(static_cast<const unsigned char *>(parts[first.root]->send),

@@ -1,4 +1,7 @@
 // The reductions of the NCCL double, per ncclDataType_t and ncclRedOp_t, on reduce-ops.h.
+#include <cstring>
+#include <vector>
+
 #include "comm.h"
 #include "reduce-ops.h"
 
@@ -22,6 +25,22 @@ void fold_op(ncclRedOp_t op, void *out, const void *const *inputs, uint64_t coun
     case ncclMin: return fold<tc::Op::Min, TYPE>(out, inputs, count, n);
     default: return fold<tc::Op::Avg, TYPE>(out, inputs, count, n);
   }
+}
+
+/** Each input times its rank's scalar, rounded to the type, as NCCL's premulsum multiplies in the type. */
+template <class TYPE>
+void premul_sum(const uint64_t *scalars, void *out, const void *const *inputs, uint64_t count, size_t n) {
+  typedef typename TYPE::storage T;
+  std::vector<std::vector<T>> scaled(count, std::vector<T>(n));
+  std::vector<const void *> pointers(count);
+  for (uint64_t j = 0; j < count; j++) {
+    T scalar;
+    memcpy(&scalar, &scalars[j], sizeof scalar);
+    const T *source = static_cast<const T *>(inputs[j]);
+    for (size_t i = 0; i < n; i++) scaled[j][i] = TYPE::store(TYPE::multiply(TYPE::load(source[i]), TYPE::load(scalar)));
+    pointers[j] = scaled[j].data();
+  }
+  fold<tc::Op::Sum, TYPE>(out, pointers.data(), count, n);
 }
 
 }  // namespace
@@ -52,6 +71,22 @@ void reduce_into(ncclDataType_t dtype, ncclRedOp_t op, void *out, const void *co
     case ncclFloat32: return fold_op<tc::Float32>(op, out, inputs, count, n);
     case ncclFloat64: return fold_op<tc::Float64>(op, out, inputs, count, n);
     default: return fold_op<tc::Bfloat16>(op, out, inputs, count, n);
+  }
+}
+
+void premul_sum_into(ncclDataType_t dtype, const uint64_t *scalars, void *out, const void *const *inputs,
+                     uint64_t count, size_t n) {
+  switch (dtype) {
+    case ncclInt8: return premul_sum<tc::Int8>(scalars, out, inputs, count, n);
+    case ncclUint8: return premul_sum<tc::Uint8>(scalars, out, inputs, count, n);
+    case ncclInt32: return premul_sum<tc::Int32>(scalars, out, inputs, count, n);
+    case ncclUint32: return premul_sum<tc::Uint32>(scalars, out, inputs, count, n);
+    case ncclInt64: return premul_sum<tc::Int64>(scalars, out, inputs, count, n);
+    case ncclUint64: return premul_sum<tc::Uint64>(scalars, out, inputs, count, n);
+    case ncclFloat16: return premul_sum<tc::Float16>(scalars, out, inputs, count, n);
+    case ncclFloat32: return premul_sum<tc::Float32>(scalars, out, inputs, count, n);
+    case ncclFloat64: return premul_sum<tc::Float64>(scalars, out, inputs, count, n);
+    default: return premul_sum<tc::Bfloat16>(scalars, out, inputs, count, n);
   }
 }
 

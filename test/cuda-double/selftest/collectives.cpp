@@ -85,10 +85,39 @@ void gather_scatter() {
   });
 }
 
+/** ncclRedOpCreatePreMulSum: each rank's own scalar multiplies its input; the op is its comm's, for its datatype. */
+void premul_sum() {
+  run_ranks(3, [](const Rank &r) {
+    const float scalar = 0.5f * (r.rank + 1);
+    ncclRedOp_t op;
+    NCCL_OK(ncclRedOpCreatePreMulSum(&op, const_cast<float *>(&scalar), ncclFloat32, ncclScalarHostImmediate, r.comm));
+    CHECK(op >= ncclNumOps);
+    CHECK(tcdouble_live_red_ops() >= 1);
+    float *buffer = device_copy(std::vector<float>{2.0f, -4.0f});
+    NCCL_OK(ncclAllReduce(buffer, buffer, 2, ncclFloat32, op, r.comm, r.stream));
+    // Resolved when the call was made: destroying the op now leaves the queued call intact.
+    NCCL_OK(ncclRedOpDestroy(op, r.comm));
+    CUDA_OK(cudaStreamSynchronize(r.stream));
+    // (0.5 + 1 + 1.5) * 2 and * -4.
+    CHECK((host_copy(buffer, 2) == std::vector<float>{6.0f, -12.0f}));
+    // A datatype other than the op's, a destroyed op and a builtin are refused.
+    ncclRedOp_t half;
+    const uint16_t two = 0x4000;
+    NCCL_OK(ncclRedOpCreatePreMulSum(&half, const_cast<uint16_t *>(&two), ncclFloat16, ncclScalarHostImmediate, r.comm));
+    CHECK(ncclAllReduce(buffer, buffer, 2, ncclFloat32, half, r.comm, r.stream) == ncclInvalidArgument);
+    CHECK(ncclRedOpDestroy(op, r.comm) == ncclInvalidArgument);
+    CHECK(ncclRedOpDestroy(ncclSum, r.comm) == ncclInvalidArgument);
+    NCCL_OK(ncclRedOpDestroy(half, r.comm));
+    CUDA_OK(cudaFree(buffer));
+  });
+  CHECK(tcdouble_live_red_ops() == 0);
+}
+
 }  // namespace
 
 void test_collectives() {
   all_reduce_values();
   broadcast_reduce();
   gather_scatter();
+  premul_sum();
 }
