@@ -20,7 +20,7 @@ import { NcclError } from '../src/nccl/errors.ts';
 import { ncclLibrary } from '../src/nccl/nccl-library.ts';
 import { useCudaDouble } from './cuda-double/build.ts';
 import { type CudaDoubleControl, cudaDoubleControl } from './cuda-double/control.ts';
-import type { RankInput, RankOutput } from './fixtures/nccl-bindings-rank.ts';
+import type { RankInput, RunInput, RunOutcome } from './fixtures/nccl-bindings.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const source = (path: string) => new URL(`../src/${path}`, import.meta.url).href;
@@ -432,24 +432,29 @@ describe('against the CUDA/NCCL test double', () => {
     }
   });
 
-  for (const worldSize of [2, 3]) {
-    for (const blocking of [true, false]) {
-      it(`NCCL on ${worldSize} worker threads, ${blocking ? 'blocking' : 'non-blocking'}: allReduce, allGather, send/recv in a group`, async () => {
-        const values = Array.from({ length: worldSize }, (_, rank) => [
-          rank + 1,
-          (rank + 1) * 10,
-          -rank,
-          0.5,
-        ]);
-        const outputs = await runRanks(nccl.getUniqueId(), values, blocking);
-        const sum = values[0].map((_, i) => values.reduce((total, own) => total + own[i], 0));
-        outputs.forEach((output, rank) => {
-          expect(output.reduced).toEqual(sum);
-          expect(output.gathered).toEqual(values.flat());
-          expect(output.fromPrevious).toEqual(values[(rank + worldSize - 1) % worldSize]);
-        });
+  /** The four communicators below, one after the other on one set of three worker threads (ranks 0-1, then 0-2). */
+  const NCCL_RUNS = [2, 3].flatMap((worldSize) => [true, false].map((blocking) => ({ worldSize, blocking })));
+  let ncclRuns: Promise<RunOutcome[][]> | undefined;
+  for (const [run, { worldSize, blocking }] of NCCL_RUNS.entries()) {
+    it(`NCCL on ${worldSize} worker threads, ${blocking ? 'blocking' : 'non-blocking'}: allReduce, allGather, send/recv in a group`, async () => {
+      const valuesOf = (size: number) =>
+        Array.from({ length: size }, (_, rank) => [rank + 1, (rank + 1) * 10, -rank, 0.5]);
+      // The first of these tests starts the threads for all four; each checks its own run.
+      ncclRuns ??= runRanks(
+        NCCL_RUNS.map((r) => ({ ...r, uniqueId: nccl.getUniqueId(), values: valuesOf(r.worldSize) })),
+      );
+      const outputs = (await ncclRuns)[run].map((outcome, rank) => {
+        if (!outcome.ok) throw new Error(`rank ${rank}: ${outcome.error}`);
+        return outcome.output!;
       });
-    }
+      const values = valuesOf(worldSize);
+      const sum = values[0].map((_, i) => values.reduce((total, own) => total + own[i], 0));
+      outputs.forEach((output, rank) => {
+        expect(output.reduced).toEqual(sum);
+        expect(output.gathered).toEqual(values.flat());
+        expect(output.fromPrevious).toEqual(values[(rank + worldSize - 1) % worldSize]);
+      });
+    });
   }
 
   it('injected CUDA failures surface as CudaError with the call, code and name', () => {
@@ -561,34 +566,35 @@ describe('against the CUDA/NCCL test double', () => {
   });
 });
 
-/** One worker thread per rank running test/fixtures/nccl-bindings-rank.ts; rejects with the first failure. */
-async function runRanks(uniqueId: Uint8Array, values: number[][], blocking: boolean): Promise<RankOutput[]> {
-  const fixture = new URL('./fixtures/nccl-bindings-rank.ts', import.meta.url).href;
-  const worldSize = values.length;
-  const workers = values.map(
-    (own, rank) =>
+/**
+ * One worker thread per rank of the largest run, each running test/fixtures/nccl-bindings.ts for
+ * every run it is a rank of; resolves to each run's outcomes in rank order, or rejects when a
+ * thread fails or does not finish.
+ */
+async function runRanks(runs: RunInput[]): Promise<RunOutcome[][]> {
+  const fixture = new URL('./fixtures/nccl-bindings.ts', import.meta.url).href;
+  const threads = Math.max(...runs.map((r) => r.worldSize));
+  const workers = Array.from(
+    { length: threads },
+    (_, rank) =>
       new Worker(typeScriptBootstrap(fixture), {
         eval: true,
-        workerData: { rank, worldSize, uniqueId, blocking, values: own } satisfies RankInput,
+        workerData: { rank, runs } satisfies RankInput,
       }),
   );
   try {
-    return await Promise.all(
+    const ranks = await Promise.all(
       workers.map(
         (worker, rank) =>
-          new Promise<RankOutput>((resolve, reject) => {
+          new Promise<RunOutcome[]>((resolve, reject) => {
             const timer = setTimeout(
-              () => reject(new Error(`rank ${rank} did not finish within 30 s`)),
-              30_000,
+              () => reject(new Error(`rank ${rank} did not finish within ${30 * runs.length} s`)),
+              30_000 * runs.length,
             );
-            worker.once(
-              'message',
-              (message: { ok: true; output: RankOutput } | { ok: false; error: string }) => {
-                clearTimeout(timer);
-                if (message.ok) resolve(message.output);
-                else reject(new Error(`rank ${rank}: ${message.error}`));
-              },
-            );
+            worker.once('message', (outcomes: RunOutcome[]) => {
+              clearTimeout(timer);
+              resolve(outcomes);
+            });
             worker.once('error', (error) => {
               clearTimeout(timer);
               reject(error);
@@ -596,6 +602,7 @@ async function runRanks(uniqueId: Uint8Array, values: number[][], blocking: bool
           }),
       ),
     );
+    return runs.map((run, i) => ranks.slice(0, run.worldSize).map((outcomes) => outcomes[i]));
   } finally {
     await Promise.all(workers.map((worker) => worker.terminate()));
   }
