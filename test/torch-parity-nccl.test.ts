@@ -17,6 +17,11 @@ import { NCCL_NUM_OPS, NcclDataType, NcclRedOp, NcclScalarResidence } from '../s
 import { ncclReduction } from '../src/nccl/nccl-dtypes.ts';
 import { buildCudaDoubleProgram, useCudaDouble } from './cuda-double/build.ts';
 import { cudaDoubleControl } from './cuda-double/control.ts';
+import {
+  checkBarrierImpliesWait,
+  checkPremulSum,
+  checkUnevenReduceScatter,
+} from './fixtures/device-parity-checks.ts';
 import { scenarioFixture } from './fixtures/scenarios.ts';
 import type { scenarios } from './fixtures/torch-parity-nccl.ts';
 
@@ -30,7 +35,10 @@ const ranks = (entry: URL, args: object) =>
 
 let results: Awaited<ReturnType<typeof runAll>>;
 const runAll = () =>
-  fixture.runSteps(['premulSum', 'unevenReduceScatter', 'barrierImpliesWait', 'storeCalls'], ranks);
+  fixture.runSteps(
+    ['premulSum', 'redOpsLeft', 'unevenReduceScatter', 'barrierImpliesWait', 'storeCalls'],
+    ranks,
+  );
 
 beforeAll(async () => {
   await useCudaDouble(4);
@@ -46,9 +54,6 @@ afterEach(() => {
 });
 
 const ranksOf = Array.from({ length: N }, (_, r) => r);
-const value = (r: number, i: number, salt = 0) => ((r + i + salt) % 5) - 2;
-const premul = (count: number, at: (q: number, i: number) => number) =>
-  Array.from({ length: count }, (_, i) => ranksOf.reduce((sum, q) => sum + (q + 1) * at(q, i), 0));
 
 describe('premulSum on NCCL', () => {
   it('maps onto a per-call ncclRedOpCreatePreMulSum op with the factor in the dtype', () => {
@@ -63,23 +68,10 @@ describe('premulSum on NCCL', () => {
   });
 
   it('multiplies each rank by its own factor, then sums, on every reducing call; no op is left', () => {
-    for (const [r, res] of results.premulSum.entries()) {
-      for (const dtype of ['float32', 'bfloat16', 'float16', 'float64']) {
-        const small = premul(5, (q, i) => value(q, i));
-        expect(res.out[`allReduce/${dtype}`], dtype).toEqual(small);
-        const own = Array.from({ length: 5 }, (_, i) => value(r, i));
-        expect(res.out[`reduce/${dtype}`], dtype).toEqual(r === N - 1 ? small : own);
-        expect(res.out[`reduceScatter/${dtype}`], dtype).toEqual(premul(2, (q, i) => value(q, i, r)));
-        expect(res.out[`reduceScatterTensor/${dtype}`], dtype).toEqual(
-          premul(2, (q, i) => value(q, 2 * r + i)),
-        );
-      }
-      expect(res.liveRedOps).toBe(0);
-      expect(res.int).toMatchObject({
-        ok: false,
-        name: 'TypeError',
-        message: expect.stringMatching(/premulSum is defined for floating-point tensors only, got int32/),
-      });
+    checkPremulSum(results.premulSum);
+    for (const res of results.redOpsLeft) {
+      expect(res.live).toBe(0);
+      expect(res.sum).toEqual(Array(4).fill(2 * N));
     }
   });
 
@@ -104,18 +96,11 @@ int main() {
 
 describe('other parity calls on a group on distinct GPUs', () => {
   it('reduceScatter with a different size per rank runs as one ncclReduce per rank', () => {
-    for (const [r, res] of results.unevenReduceScatter.entries()) {
-      const k = Array.from({ length: r }, (_, i) => i + 1);
-      expect(res.sum).toEqual(k.map((v) => v * 6));
-      expect(res.premul).toEqual(k.map((v) => v * 3));
-    }
+    checkUnevenReduceScatter(results.unevenReduceScatter);
   });
 
   it('a barrier implies the GPU calls before it completed', () => {
-    for (const res of results.barrierImpliesWait) {
-      expect(res.doneAtBarrier).toEqual(Array(8).fill(true));
-      expect(res.firsts).toEqual(Array.from({ length: 8 }, (_, i) => i * N));
-    }
+    checkBarrierImpliesWait(results.barrierImpliesWait);
   });
 
   it('recvFromAny, monitoredBarrier and object calls run on the store; a GPU recvFromAny is refused', () => {
