@@ -39,7 +39,11 @@ export const NcclDataType = {
 /** ncclRedOp_t (the built-in ones). */
 export const NcclRedOp = { sum: 0, prod: 1, max: 2, min: 3, avg: 4 } as const;
 
-/** ncclNumOps: how many built-in ops there are; ops NCCL creates (ncclRedOpCreatePreMulSum) come after them. */
+/**
+ * ncclNumOps: how many built-in ops there are; ops NCCL creates
+ * (ncclRedOpCreatePreMulSum) come after them. This value and
+ * NcclScalarResidence's are NVIDIA/nccl's src/nccl.h.in (NCCL 2.11 on).
+ */
 export const NCCL_NUM_OPS = 5;
 
 /**
