@@ -48,6 +48,10 @@ export async function firstMessage(
   call: CallInfo,
 ): Promise<Candidate & { value: Tensor }> {
   const deadline = performance.now() + call.timeoutMs;
+  // Every candidate's exchange names the same call and receiver.
+  const { x } = candidates[0];
+  const me = `rank ${x.globalRank(x.rank)}`;
+  const monitor = call.debug?.monitor;
   let sleepMs = 1;
   for (;;) {
     for (const c of candidates) {
@@ -60,24 +64,21 @@ export async function firstMessage(
       }
       if (value) return { ...c, value };
     }
-    const monitor = call.debug?.monitor;
-    const left = candidates.map((c) => monitor?.departure(c.x.globalRank(c.src)));
-    if (left.length > 0 && left.every((d) => d !== undefined)) {
+    const left = candidates.map((c) => monitor?.departure(x.globalRank(c.src)));
+    if (left.every((d) => d !== undefined)) {
       throw new RankFailedError(
-        `${candidates[0].x.where()}: rank ${candidates[0].x.globalRank(candidates[0].x.rank)} waits for a ` +
-          `message from any rank, but every other rank left: ${left[0]}`,
-        candidates[0].x.globalRank(candidates[0].src),
+        `${x.where()}: ${me} waits for a message from any rank, but every other rank left: ${left[0]}`,
+        undefined,
       );
     }
     const remaining = deadline - performance.now();
     if (remaining <= 0) {
-      const x = candidates[0].x;
       throw new CommTimeoutError(
-        `${x.where()}: rank ${x.globalRank(x.rank)} timed out after ${call.timeoutMs} ms waiting for a message ` +
-          `from any of group ranks ${candidates.map((c) => c.src).join(', ')}`,
+        `${x.where()}: ${me} timed out after ${call.timeoutMs} ms waiting for a message from any of group ` +
+          `ranks ${candidates.map((c) => c.src).join(', ')}`,
       );
     }
-    if (sleepMs === 1) call.debug?.monitor.waiting(call.debug.record, 'a message from any group rank');
+    if (sleepMs === 1 && call.debug) monitor?.waiting(call.debug.record, 'a message from any group rank');
     await new Promise((resolve) => setTimeout(resolve, Math.min(sleepMs, remaining)));
     sleepMs = Math.min(2 * sleepMs, ANY_SOURCE_MAX_SLEEP_MS);
   }
