@@ -17,8 +17,16 @@ conformanceSuite(
   [2, 4],
 );
 
-function storeEntries(): string[] {
-  return readdirSync(defaultStoreRoot()).filter((name) => name.startsWith('tensorcomm'));
+/**
+ * tensorcomm's entries in the store root, less the job directories of processes other than `pids`:
+ * a job directory is named after the process that made it, and other tests on this machine make
+ * and remove theirs meanwhile.
+ */
+function storeEntries(pids: readonly number[]): string[] {
+  return readdirSync(defaultStoreRoot()).filter((name) => {
+    const job = /^tensorcomm-job-(\d+)-/.exec(name);
+    return name.startsWith('tensorcomm') && (job === null || pids.includes(Number(job[1])));
+  });
 }
 
 function alive(pid: number): boolean {
@@ -40,7 +48,7 @@ async function freePort(): Promise<number> {
 
 describe('launchProcesses', { timeout: 120_000 }, () => {
   it('a rank killed with SIGKILL mid-collective fails the job fast, naming it, and leaves nothing behind', async () => {
-    const before = storeEntries();
+    const before = storeEntries([process.pid]);
     const pids: number[] = [];
     const output = (_rank: number, line: string) => {
       const match = /^pid=(\d+)$/.exec(line);
@@ -67,7 +75,8 @@ describe('launchProcesses', { timeout: 120_000 }, () => {
     expect(Date.now() - started).toBeLessThan(30_000);
     expect(pids).toHaveLength(3);
     for (const pid of pids) expect(alive(pid), `process ${pid}`).toBe(false);
-    expect(storeEntries()).toEqual(before);
+    // The launcher (this process) made the job's directory; its ranks could have made their own.
+    expect(storeEntries([process.pid, ...pids])).toEqual(before);
   });
 
   it('rejects naming the rank whose main threw, with its error', async () => {
@@ -167,7 +176,8 @@ describe('tensorcomm run', { timeout: 120_000 }, () => {
 describe('initProcess without a launcher', { timeout: 120_000 }, () => {
   it('rank 0 serves the rendezvous when processes are started by hand with torchrun variables', async () => {
     const port = await freePort();
-    const before = storeEntries();
+    const before = storeEntries([process.pid]);
+    const pids: number[] = [];
     const ranks = [0, 1].map((rank) => {
       const child = spawn(
         process.execPath,
@@ -184,6 +194,7 @@ describe('initProcess without a launcher', { timeout: 120_000 }, () => {
           stdio: ['ignore', 'pipe', 'inherit'],
         },
       );
+      if (child.pid !== undefined) pids.push(child.pid);
       let stdout = '';
       child.stdout.on('data', (chunk) => {
         stdout += chunk;
@@ -195,6 +206,8 @@ describe('initProcess without a launcher', { timeout: 120_000 }, () => {
     const results = await Promise.all(ranks);
     expect(results.map((r) => r.code)).toEqual([0, 0]);
     expect(results[1].stdout).toContain('rank-1 of 2: sum=3 arg=manual');
-    expect(storeEntries()).toEqual(before);
+    // Rank 0 made the job's directory.
+    expect(pids).toHaveLength(2);
+    expect(storeEntries([process.pid, ...pids])).toEqual(before);
   });
 });
