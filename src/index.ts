@@ -1,8 +1,7 @@
 /** tensorcomm: distributed tensor communication for Node.js. Everything public is exported here. */
-import './context/rank-context.ts';
-// The GPU layer registers itself with the tensor and store layers; no CUDA library loads until a GPU is asked for.
-import './cuda/device-backend.ts';
-import './cuda/device-ipc.ts';
+// The layers that register themselves with lower ones, and the rank setup the launchers load in every rank;
+// no CUDA library loads until a GPU is asked for.
+import './setup.ts';
 
 export { type InitProcessOptions, initProcess } from './context/process-context.ts';
 export type { RankContext, SplitGroupOptions } from './context/rank-context.ts';

@@ -23,7 +23,6 @@ import {
   publishJob,
   readProcessEnv,
 } from '../launch/process-env.ts';
-import { registerProcessSetup } from '../launch/rank-setup.ts';
 import { RendezvousClient } from '../rendezvous/client.ts';
 import { RendezvousServer } from '../rendezvous/server.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
@@ -156,5 +155,3 @@ export function initProcess(options: InitProcessOptions = {}): Promise<RankConte
   });
   return context;
 }
-
-registerProcessSetup(import.meta.url);

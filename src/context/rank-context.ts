@@ -1,19 +1,14 @@
 /**
  * RankContext for ranks that are threads of one process: a MemoryTensorStore
  * shared by the job, the world group, subgroups and the group manager. This
- * module is what launch/spawnThreads imports in every rank thread.
+ * module builds what launch/spawnThreads starts in every rank thread (through src/setup.ts).
  */
 import { availableParallelism } from 'node:os';
 import { releaseDeviceMemory } from '../cuda/device-memory.ts';
 import { RankMonitor, rankMonitor, setRankMonitor } from '../debug/monitor.ts';
 import { resolveDebugOptions } from '../debug/options.ts';
 import { ThreadStatusBoard, type ThreadStatusShared } from '../debug/status-board.ts';
-import {
-  type JobOptions,
-  type RankEvents,
-  type RankIdentity,
-  registerRankSetup,
-} from '../launch/rank-setup.ts';
+import type { JobOptions, RankEvents, RankIdentity } from '../launch/rank-setup.ts';
 import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memory-tensor-store.ts';
 import { NcclBackend } from '../nccl/nccl-backend.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
@@ -23,6 +18,7 @@ import { FaultInjector, setRankFaults } from '../runtime/faults/injector.ts';
 import { runAll } from '../runtime/run-all.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
+import { Work } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
 import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
@@ -179,6 +175,7 @@ export async function buildRankContext(
   onClose?: () => void | Promise<void>,
 ): Promise<RankContext> {
   const { rank, worldSize } = identity;
+  Work.openLedger();
   const created = new Map<string, number>();
   /** Live groups on NCCL, in creation order: the same on every member, so close destroys them alike. */
   const ncclGroups = new Set<ThreadGroup>();
@@ -255,6 +252,10 @@ export async function buildRankContext(
       return makeGroup('g', members, name, splitOptions.timeoutMs ?? options.collectiveTimeoutMs);
     },
     async close(failure?: unknown) {
+      // A rank that returned with a call pending, or let one fail unseen, fails here, and its peers are told.
+      const audit = Work.closeLedger();
+      const mistake = failure === undefined ? audit : undefined;
+      failure ??= mistake;
       // Services built on the groups close first, newest first.
       for (const close of built.reverse()) await close();
       // Peers still waiting for this rank fail now, naming it, instead of at their timeout.
@@ -275,6 +276,7 @@ export async function buildRankContext(
       } finally {
         await onClose?.();
       }
+      if (mistake) throw mistake;
     },
   } as RankContext;
   closers.set(ctx, built);
@@ -283,5 +285,3 @@ export async function buildRankContext(
   setCurrentRank({ rank, store });
   return ctx;
 }
-
-registerRankSetup(import.meta.url);

@@ -7,8 +7,14 @@
  */
 import { fileURLToPath } from 'node:url';
 
-/** tensorcomm's own source folder (src/ or dist/): its frames are not the user's. */
-const OWN_FOLDER = fileURLToPath(new URL('../', import.meta.url));
+/**
+ * tensorcomm's own folders: its frames are not the user's. Both, whichever
+ * this module runs from: an installed package runs dist/, but with source
+ * maps on (tsx, --enable-source-maps) its frames come back as src/.
+ */
+const OWN_FOLDERS = ['src', 'dist'].map((folder) =>
+  fileURLToPath(new URL(`../../${folder}/`, import.meta.url)),
+);
 const CAPTURED_FRAMES = 12;
 const SHOWN_FRAMES = 3;
 /** Far above a warm capture (a few µs), far below a cold one. */
@@ -62,7 +68,7 @@ export class SiteBudget {
 }
 
 function isOwnFrame(line: string): boolean {
-  return line.includes(OWN_FOLDER) || line.includes(`file://${OWN_FOLDER}`) || line.includes('(node:');
+  return line.includes('(node:') || OWN_FOLDERS.some((folder) => line.includes(folder));
 }
 
 /** The first user frames, innermost first, as "fn (file:line:col)" joined by " <- "; undefined when none. */

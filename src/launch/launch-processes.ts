@@ -18,8 +18,10 @@ import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
 import {
   checkJobOptions,
+  checkOptionKeys,
   describeFailures,
   failRunning,
+  JOB_SHAPE_KEYS,
   type JobShapeOptions,
   jobTimeoutMessage,
   type RankFailure,
@@ -28,6 +30,7 @@ import { resolveEntry, typeScriptLoaderUrl } from './module-url.ts';
 import { type ProcessJobInfo, processEnvFor, publishJob } from './process-env.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { type ProcessSetupModule, processSetupUrl } from './rank-setup.ts';
+import { packTensors, unpackTensors } from './tensor-transfer.ts';
 
 export type OutputSink = (rank: number, line: string, stream: 'stdout' | 'stderr') => void;
 
@@ -51,6 +54,20 @@ export interface LaunchOptions extends JobShapeOptions {
   /** Aborting it stops the job as if a rank had failed (the CLI wires SIGINT/SIGTERM here). */
   signal?: AbortSignal;
 }
+
+const LAUNCH_KEYS = {
+  ...JOB_SHAPE_KEYS,
+  nproc: true,
+  args: true,
+  scriptArgs: true,
+  config: true,
+  env: true,
+  output: true,
+  masterAddr: true,
+  masterPort: true,
+  debug: true,
+  signal: true,
+} as const satisfies Record<keyof LaunchOptions, true>;
 
 export type ProcessMessage = { kind: 'start'; args: unknown } | RankReport;
 
@@ -77,6 +94,7 @@ export async function launchProcesses<R = unknown>(
   script: string | URL,
   options: LaunchOptions,
 ): Promise<R[]> {
+  checkOptionKeys(options, LAUNCH_KEYS, 'launchProcesses');
   const worldSize = options.nproc;
   const { names, devices, collectiveTimeoutMs, graceMs } = checkJobOptions(
     worldSize,
@@ -84,6 +102,7 @@ export async function launchProcesses<R = unknown>(
     'launchProcesses',
   );
   const entryUrl = resolveEntry(script, 'launchProcesses').href;
+  const packedArgs = packTensors(options.args);
   const config = options.config === undefined ? undefined : checkClusterConfig(options.config);
   const debug = resolveJobDebug(options.debug, 'launchProcesses');
   const setupUrl = processSetupUrl();
@@ -173,14 +192,14 @@ export async function launchProcesses<R = unknown>(
       children.map(
         (child, rank) =>
           new Promise<void>((resolveExit) => {
-            child.send({ kind: 'start', args: options.args } satisfies ProcessMessage, (error) => {
+            child.send({ kind: 'start', args: packedArgs } satisfies ProcessMessage, (error) => {
               // A child that died before reading its start message is reported by 'exit'.
               if (error && !exited[rank]) child.kill('SIGKILL');
             });
             child.on('message', (report: RankReport) => {
               if (settled[rank]) return;
               settled[rank] = true;
-              if (report.kind === 'result') results[rank] = report.value;
+              if (report.kind === 'result') results[rank] = unpackTensors(report.value);
               else fail(rank, reviveError(report.error));
             });
             child.on('error', (error) => {

@@ -8,6 +8,7 @@
 import type { ProcessMessage } from './launch-processes.ts';
 import { errorReport, type RankReport } from './rank-report.ts';
 import type { ClosableContext, ProcessSetupModule } from './rank-setup.ts';
+import { packTensors, unpackTensors } from './tensor-transfer.ts';
 
 let finished = false;
 
@@ -29,7 +30,7 @@ process.on('disconnect', () => {
 function startMessage(): Promise<unknown> {
   return new Promise((resolve) => {
     process.once('message', (message: ProcessMessage) =>
-      resolve(message.kind === 'start' ? message.args : undefined),
+      resolve(message.kind === 'start' ? unpackTensors(message.args) : undefined),
     );
   });
 }
@@ -58,7 +59,7 @@ async function run(): Promise<boolean> {
     throw error;
   }
   await ctx?.close();
-  await report({ kind: 'result', value });
+  await report({ kind: 'result', value: packTensors(value) });
   return ctx !== undefined;
 }
 

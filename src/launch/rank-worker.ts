@@ -9,6 +9,7 @@ import { AbortWord } from '../runtime/abort-word.ts';
 import { errorReport } from './rank-report.ts';
 import type { ClosableContext, RankSetupModule } from './rank-setup.ts';
 import type { RankWorkerData, RankWorkerReport } from './spawn-threads.ts';
+import { packTensors, unpackTensors } from './tensor-transfer.ts';
 
 function report(message: RankWorkerReport): void {
   parentPort!.postMessage(message);
@@ -33,14 +34,14 @@ async function run(data: RankWorkerData): Promise<void> {
     if (typeof entry.default !== 'function') {
       throw new TypeError(`entry module ${data.entryUrl} must export a default function main(ctx, args)`);
     }
-    value = await entry.default(ctx, data.args);
+    value = await entry.default(ctx, unpackTensors(data.args));
   } catch (error) {
     await ctx?.close(error);
     throw error;
   }
   await ctx.close();
   try {
-    report({ kind: 'result', value });
+    report({ kind: 'result', value: packTensors(value) });
   } catch (error) {
     throw new TypeError(
       `rank ${data.identity.rank} returned a value that cannot be sent to the launcher: ${error}`,

@@ -18,8 +18,10 @@ import type { LostHow } from '../runtime/faults/injector.ts';
 import { type ChaosOptions, checkChaos, checkFaults, type FaultSpec } from '../runtime/faults/options.ts';
 import {
   checkJobOptions,
+  checkOptionKeys,
   describeFailures,
   failRunning,
+  JOB_SHAPE_KEYS,
   type JobShapeOptions,
   jobTimeoutMessage,
   type RankFailure,
@@ -27,6 +29,7 @@ import {
 import { needsTypeScriptLoader, resolveEntry, typeScriptBootstrap } from './module-url.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { type JobOptions, type RankIdentity, type RankSetupModule, rankSetupUrl } from './rank-setup.ts';
+import { packTensors, unpackTensors } from './tensor-transfer.ts';
 
 export interface SpawnThreadsOptions extends JobShapeOptions {
   worldSize: number;
@@ -44,6 +47,16 @@ export interface SpawnThreadsOptions extends JobShapeOptions {
   /** Seeded random delays before every communication call, the same for the same seed. */
   chaos?: ChaosOptions;
 }
+
+const SPAWN_THREADS_KEYS = {
+  ...JOB_SHAPE_KEYS,
+  worldSize: true,
+  args: true,
+  config: true,
+  debug: true,
+  faults: true,
+  chaos: true,
+} as const satisfies Record<keyof SpawnThreadsOptions, true>;
 
 export interface RankWorkerData {
   identity: RankIdentity;
@@ -104,6 +117,7 @@ export async function runRankThreads<R = unknown>(
   options: SpawnThreadsOptions,
   start: StartRankThread,
 ): Promise<R[]> {
+  checkOptionKeys(options, SPAWN_THREADS_KEYS, 'spawnThreads');
   const { worldSize } = options;
   const { names, devices, collectiveTimeoutMs, graceMs } = checkJobOptions(
     worldSize,
@@ -111,6 +125,7 @@ export async function runRankThreads<R = unknown>(
     'spawnThreads',
   );
   const entryUrl = resolveEntry(entry, 'spawnThreads').href;
+  const packedArgs = packTensors(options.args);
   const setupUrl = rankSetupUrl();
   const setup = (await import(setupUrl)) as RankSetupModule;
   const job: JobOptions = {
@@ -137,7 +152,7 @@ export async function runRankThreads<R = unknown>(
       identity: { rank, worldSize, name, device: devices[rank], names, devices },
       entryUrl,
       setupUrl,
-      args: options.args,
+      args: packedArgs,
       abort: abort.buffer,
       shared,
       job,
@@ -214,7 +229,7 @@ export async function runRankThreads<R = unknown>(
             // A hung rank unwinds once the job ends it; what it reports then is not the job's outcome.
             if (lost.has(rank)) void worker.terminate();
             else if (report.kind === 'result') {
-              results[rank] = report.value;
+              results[rank] = unpackTensors(report.value);
               // The rank is done; handles its code left open must not keep the job alive.
               void worker.terminate();
             } else fail(rank, reviveError(report.error));

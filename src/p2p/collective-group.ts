@@ -127,13 +127,18 @@ export class CollectiveGroup {
     });
   }
 
+  /** Every public call: refused once closed, a throw made a rejected Work, the Work in the rank's ledger. */
   #guard<T>(where: string, call: () => Work<T>): Work<T> {
-    if (this.#closed) return Work.rejected(new Error(`${where}: the worker's collective was closed`));
-    try {
-      return call();
-    } catch (error) {
-      return Work.rejected(error);
+    let work: Work<T>;
+    if (this.#closed) work = Work.rejected(new Error(`${where}: the worker's collective was closed`));
+    else {
+      try {
+        work = call();
+      } catch (error) {
+        work = Work.rejected(error);
+      }
     }
+    return Work.track(work, () => where);
   }
 
   #outbox(peer: string): Outbox {

@@ -16,6 +16,7 @@
 
 import { extendRankContext, type RankContext } from '../context/rank-context.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
+import { internalCalls } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { CollectiveGroup } from './collective-group.ts';
@@ -108,8 +109,9 @@ export class Collective {
       ranks,
       self: this.workerName,
       tagBlock,
-      threadGroup: () => (threadGroup ??= this.#host.manager.getGroup(ranks)),
-      directionGroup: (from, to) => this.#host.manager.getDirectionGroup(from, to),
+      // The p2p layer sees its own calls through (a send may outlive the user's Work); its Works are the user's.
+      threadGroup: () => (threadGroup ??= internalCalls(this.#host.manager.getGroup(ranks))),
+      directionGroup: (from, to) => internalCalls(this.#host.manager.getDirectionGroup(from, to)),
       device: this.#host.device,
       services: this.#services,
     });

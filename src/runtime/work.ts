@@ -3,25 +3,121 @@
  * It is PromiseLike, so `await work` is the blocking form; `done()` polls
  * without blocking; `then(fn)` chains and returns a Work, adopting a Work (or
  * any thenable) that `fn` returns.
+ *
+ * A rank keeps a ledger of its calls' Works (and of the Works chained on
+ * them): a rank whose main returns while one is pending, or after one failed
+ * with nobody looking (no await, then, catch or wait), has made a mistake that
+ * would otherwise pass silently, so auditWorks() reports it.
  */
+
+/** Failed Works nobody observed, kept for the audit; past this many only their count is. */
+const MAX_UNOBSERVED_FAILURES = 64;
+
+interface Ledger {
+  /** Calls' Works still pending. */
+  pending: Set<Work<unknown>>;
+  /** Failed Works (calls', and those chained on them) nobody has looked at yet. */
+  unobserved: Set<Work<unknown>>;
+  unobservedBeyondCap: number;
+}
+
+let ledger: Ledger | undefined;
+/** Above zero while a layer over ThreadGroup issues calls it sees through itself. */
+let internalDepth = 0;
+const internalViews = new WeakMap<object, object>();
+
+/**
+ * `target` with every method call kept out of the ledger: what a layer built
+ * on ThreadGroup (p2p, weight sync) calls through, since some of its calls
+ * rightly outlive the user's Work (a send whose buffer the receiver still
+ * reads) and its own Works are what the user must see through.
+ */
+export function internalCalls<T extends object>(target: T): T {
+  let view = internalViews.get(target) as T | undefined;
+  if (view) return view;
+  const methods = new Map<PropertyKey, unknown>();
+  view = new Proxy(target, {
+    get(t, prop) {
+      // The target as `this`: getters and methods read its private fields.
+      const value = Reflect.get(t, prop, t);
+      if (typeof value !== 'function') return value;
+      let method = methods.get(prop);
+      if (!method) {
+        method = (...args: unknown[]) => {
+          internalDepth++;
+          try {
+            return Reflect.apply(value, t, args);
+          } finally {
+            internalDepth--;
+          }
+        };
+        methods.set(prop, method);
+      }
+      return method;
+    },
+  });
+  internalViews.set(target, view);
+  return view;
+}
+
 export class Work<T> implements PromiseLike<T> {
   readonly #promise: Promise<T>;
   #settled = false;
   #failed = false;
+  #error: unknown;
+  #observed = false;
+  /** What the audit calls this Work: set for a call's Work and for Works chained on one. */
+  #describe: (() => string) | undefined;
 
   constructor(promise: PromiseLike<T>) {
     this.#promise = Promise.resolve(promise);
     // Observing the rejection here keeps an un-awaited Work from crashing the
     // rank as an unhandled rejection; the error still reaches every wait().
+    // Registered first, this runs before any handler a caller attaches.
     this.#promise.then(
       () => {
         this.#settled = true;
+        ledger?.pending.delete(this as Work<unknown>);
       },
-      () => {
+      (error: unknown) => {
         this.#settled = true;
         this.#failed = true;
+        this.#error = error;
+        if (!ledger) return;
+        ledger.pending.delete(this as Work<unknown>);
+        if (this.#observed || !this.#describe) return;
+        if (ledger.unobserved.size < MAX_UNOBSERVED_FAILURES) ledger.unobserved.add(this as Work<unknown>);
+        else ledger.unobservedBeyondCap++;
       },
     );
+  }
+
+  /**
+   * Puts a call's Work in this thread's ledger (a no-op outside a rank), under
+   * `describe()`, e.g. `allReduce(float32[4], sum) #3 on group "world"`.
+   */
+  static track<W extends Work<unknown>>(work: W, describe: () => string): W {
+    if (!ledger || internalDepth > 0) return work;
+    work.#describe = describe;
+    if (!work.#settled) ledger.pending.add(work);
+    return work;
+  }
+
+  #observe(): void {
+    this.#observed = true;
+    ledger?.unobserved.delete(this as Work<unknown>);
+  }
+
+  /**
+   * A Work chained on this one stands for the same call if it fails unseen
+   * (a then() whose callback threw). Its pending state is not audited: an
+   * `await` chains one too, and it settles a turn after the awaiting code resumes.
+   */
+  #chained<R>(promise: Promise<R>): Work<R> {
+    this.#observe();
+    const next = new Work(promise);
+    next.#describe = this.#describe;
+    return next;
   }
 
   static rejected<T = never>(error: unknown): Work<T> {
@@ -42,12 +138,14 @@ export class Work<T> implements PromiseLike<T> {
     return this.#settled;
   }
 
-  /** True once the operation finished with an error. */
+  /** True once the operation finished with an error (asking counts as looking at it). */
   failed(): boolean {
+    if (this.#failed) this.#observe();
     return this.#failed;
   }
 
   wait(): Promise<T> {
+    this.#observe();
     return this.#promise;
   }
 
@@ -57,15 +155,56 @@ export class Work<T> implements PromiseLike<T> {
     // biome-ignore lint/suspicious/noExplicitAny: matches PromiseLike, so handlers may type the reason
     onRejected?: ((reason: any) => R2 | PromiseLike<R2>) | null,
   ): Work<R1 | R2> {
-    return new Work(this.#promise.then(onFulfilled, onRejected));
+    return this.#chained(this.#promise.then(onFulfilled, onRejected));
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: as Promise.catch
   catch<R = never>(onRejected: (reason: any) => R | PromiseLike<R>): Work<T | R> {
-    return new Work(this.#promise.catch(onRejected));
+    return this.#chained(this.#promise.catch(onRejected));
   }
 
   finally(onFinally: () => void): Work<T> {
-    return new Work(this.#promise.finally(onFinally));
+    return this.#chained(this.#promise.finally(onFinally));
   }
+
+  /** Starts this thread's ledger (a rank's context does, once). */
+  static openLedger(): void {
+    ledger = { pending: new Set(), unobserved: new Set(), unobservedBeyondCap: 0 };
+  }
+
+  /**
+   * Ends the ledger: an error naming the calls still pending, else the failed
+   * ones nobody observed; undefined when the rank saw every call through.
+   */
+  static closeLedger(): Error | undefined {
+    const closing = ledger;
+    ledger = undefined;
+    if (!closing) return undefined;
+    const pending = [...closing.pending];
+    if (pending.length > 0) {
+      return new Error(
+        `the rank's main returned while ${pending.length} call(s) it started were still pending: ` +
+          `${listed(pending.map((w) => w.#describe!()))}; await every Work (or its wait()) before returning`,
+      );
+    }
+    const unseen = [...closing.unobserved];
+    const beyond = closing.unobservedBeyondCap;
+    if (unseen.length === 0 && beyond === 0) return undefined;
+    const lines = unseen.map((w) => `${w.#describe!()} failed with ${errorText(w.#error)}`);
+    if (beyond > 0) lines.push(`and ${beyond} more`);
+    return new Error(
+      `${unseen.length + beyond} call(s) failed and nobody observed it: ${listed(lines)}; ` +
+        'await each Work, or handle its failure with .catch()',
+    );
+  }
+}
+
+function listed(items: readonly string[]): string {
+  const shown = items.slice(0, 4);
+  return items.length > shown.length ? `${shown.join('; ')}; …` : shown.join('; ');
+}
+
+function errorText(error: unknown): string {
+  const e = error instanceof Error ? error : new Error(String(error));
+  return `${e.name}: ${e.message.split('\n')[0]}`;
 }

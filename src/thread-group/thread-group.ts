@@ -5,7 +5,7 @@
  * on every member, as in torch) and returns a Work; several Works may be
  * outstanding at once.
  */
-import type { CallRecord } from '../debug/call-record.ts';
+import { type CallRecord, callName } from '../debug/call-record.ts';
 import { formatSite } from '../debug/call-site.ts';
 import { type RankMonitor, rankMonitor } from '../debug/monitor.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../runtime/errors.ts';
@@ -152,9 +152,10 @@ export class ThreadGroup {
     run: (backend: Backend, call: CallInfo) => Promise<T>,
   ): Work<T> {
     const where = `${op} on group "${this.name}"`;
-    if (this.#destroyed) return Work.rejected(new Error(`${where}: the group was destroyed`));
+    if (this.#destroyed) return this.#rejected(where, new Error(`${where}: the group was destroyed`));
     if (!this.#backend || !this.isMember) {
-      return Work.rejected(
+      return this.#rejected(
+        where,
         new Error(
           `${where}: rank ${this.#info.globalRank} is not a member (members: ${this.ranks.join(', ')})`,
         ),
@@ -163,7 +164,7 @@ export class ThreadGroup {
     const backend = this.#backend;
     const timeoutMs = options?.timeoutMs ?? this.#info.timeoutMs;
     if (!(timeoutMs > 0))
-      return Work.rejected(new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
+      return this.#rejected(where, new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
     // Faults the job injects (spawnThreads' `faults`, `chaos`) into this rank's calls; a no-op without them.
     [check, run] = withFaults(op, where, check, run);
     const spec: OpSpec = OPS[op];
@@ -180,29 +181,47 @@ export class ThreadGroup {
       const pattern =
         spec.arrival(options ?? {}, this.size) ??
         (checks && !spec.p2p ? { kind: 'all' as const } : undefined);
-      if (!pattern) return Work.rejected(error);
+      if (!pattern) return this.#rejected(where, error);
       // Reject once the peers were told (bounded inside abandon), so a rank that returns right away
       // cannot cut the message short.
-      return new Work(
-        backend.abandon(call, pattern, error as Error).then(
-          () => Promise.reject(error),
-          () => Promise.reject(error),
+      return Work.track(
+        new Work<T>(
+          backend.abandon(call, pattern, error as Error).then(
+            () => Promise.reject(error),
+            () => Promise.reject(error),
+          ),
         ),
+        () => where,
       );
     }
     const monitor = this.#monitor;
+    const name = () => callName({ call: signed.label ?? signed.signature, seq, group: this.name });
     if (!monitor)
-      return Work.run(() => run(backend, { seq, signature: signed.signature, timeoutMs, checks }));
+      return Work.track(
+        Work.run(() => run(backend, { seq, signature: signed.signature, timeoutMs, checks })),
+        name,
+      );
     const debug = this.#track(monitor, op, spec, seq, signed, options);
-    return Work.run(() =>
-      run(backend, { seq, signature: signed.signature, timeoutMs, checks, debug }).then(
-        (value) => {
-          monitor.end(debug.record);
-          return value;
-        },
-        (error) => this.#failed(debug, error),
+    return Work.track(
+      Work.run(() =>
+        run(backend, { seq, signature: signed.signature, timeoutMs, checks, debug }).then(
+          (value) => {
+            monitor.end(debug.record);
+            return value;
+          },
+          (error) => this.#failed(debug, error),
+        ),
       ),
+      () => {
+        const site = debug.record.site === undefined ? undefined : formatSite(debug.record.site);
+        return site === undefined ? name() : `${name()} (called at ${site})`;
+      },
     );
+  }
+
+  /** A call refused before it was numbered: the rank's ledger still holds it until someone looks. */
+  #rejected<T>(where: string, error: unknown): Work<T> {
+    return Work.track(Work.rejected<T>(error), () => where);
   }
 
   #track(

@@ -10,6 +10,7 @@
  * One sync at a time per engine. After a failed sync the ranks' message
  * streams may be out of step, so the engine refuses further syncs.
  */
+import { internalCalls } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { WeightSyncError } from './errors.ts';
@@ -43,6 +44,8 @@ export class WeightSyncEngine {
 
   constructor(group: ThreadGroup, options: WeightSyncOptions) {
     this.#config = resolveOptions(group, options);
+    // The engine sees its own calls through (some rightly outlive send()); its send() and receive() are the user's.
+    group = internalCalls(group);
     this.#group = group;
     const isSender = this.#config.senders.includes(group.rank);
     this.#sender = isSender ? new BucketSender(group, this.#config) : undefined;

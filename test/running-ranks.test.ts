@@ -1,0 +1,101 @@
+/**
+ * What DESIGN's "Running ranks" promises about a rank's start and end:
+ * unknown options are refused, Tensors cross to and from ranks whole, and a
+ * rank whose main returns with a call pending, or after a failure nobody
+ * looked at, fails naming the call.
+ */
+import { describe, expect, it } from 'vitest';
+import { JobFailedError, launchProcesses, spawnThreads, Tensor } from '../src/index.ts';
+import type { scenarios } from './fixtures/running-ranks.ts';
+import { type Launch, scenarioFixture } from './fixtures/scenarios.ts';
+
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/running-ranks.ts', import.meta.url));
+const threads: Launch = (entry, args) =>
+  spawnThreads(entry, { worldSize: 2, args, collectiveTimeoutMs: 20_000 });
+const processes: Launch = (entry, args) =>
+  launchProcesses(entry, { nproc: 2, args, collectiveTimeoutMs: 20_000, output: () => {} });
+
+async function jobError(job: Promise<unknown>): Promise<JobFailedError> {
+  const error = await job.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(JobFailedError);
+  return error as JobFailedError;
+}
+
+describe('options', () => {
+  it('an unknown option key is a TypeError naming it, and the key it is close to', async () => {
+    const entry = fixture.entry;
+    // @ts-expect-error: the misspelling a user makes
+    await expect(spawnThreads(entry, { worldSize: 2, wordSize: 2 })).rejects.toThrow(
+      /spawnThreads: unknown option "wordSize" \(did you mean "worldSize"\?\)/,
+    );
+    await expect(spawnThreads(entry, { worldSize: 2, bogus: 1 } as never)).rejects.toThrow(TypeError);
+    // @ts-expect-error: torchrun's spelling
+    await expect(launchProcesses(entry, { nproc: 2, nprocPerNode: 2 })).rejects.toThrow(
+      /launchProcesses: unknown option "nprocPerNode"; known options: .*nproc/,
+    );
+  });
+});
+
+describe.each([
+  ['threads', threads],
+  ['processes', processes],
+])('ranks as %s', (_, launch) => {
+  it('Tensors in args and results cross whole, nested, shared and strided', async () => {
+    const args = { scale: Tensor.fromArray([2], [1], 'float32'), list: [Tensor.zeros([1])] };
+    const { tensors, observed, collective } = await fixture.runSteps(
+      ['tensors', 'observed', 'collective'],
+      launch,
+      args,
+    );
+    for (const r of tensors) {
+      expect(r.argsArrived).toBe(true);
+      expect(r.scaled).toBeInstanceOf(Tensor);
+      expect(r.scaled.toArray()).toEqual([6, 40]);
+      expect(r.nested.list[0].toArray()).toEqual([0, 1, 2]);
+      expect(r.nested.map.get('half')?.dtype).toBe('float16');
+      expect(r.nested.map.get('half')?.toArray()).toEqual([0.5, 0.5]);
+      expect(r.view.shape).toEqual([3, 2]);
+      expect(r.view.toArray()).toEqual([0, 3, 1, 4, 2, 5]);
+      expect(r.twice[0]).toBe(r.twice[1]);
+    }
+    expect(tensors[1].nested.list[1].toArray()).toEqual([1]);
+    expect(observed.map((r) => r.refused)).toEqual(['RangeError', 'RangeError']);
+    expect(observed.map((r) => r.polledFailed)).toEqual([true, true]);
+    expect(collective).toEqual(['function', 'function']);
+  });
+
+  it('a rank that returns with a call pending fails naming the call and its site; its peer at once', async () => {
+    const started = Date.now();
+    const error = await jobError(fixture.run('pending', launch));
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(error.message).toMatch(
+      /rank 0 \(rank-0\): Error: the rank's main returned while 1 call\(s\) it started were still pending: allReduce\(float32\[4\], sum\) #0 on group "world" \(called at .*running-ranks\.ts:\d+:\d+/,
+    );
+    expect(error.message).toMatch(/rank 1 \(rank-1\): RankFailedError: .*rank 0/);
+    const p2p = await jobError(fixture.run('p2pPending', launch));
+    expect(p2p.message).toMatch(
+      /rank 1 \(rank-1\): Error: the rank's main returned while 1 call\(s\) it started were still pending: recv on collective group "pair";/,
+    );
+  });
+
+  it('a failure nobody observed fails its rank, also a throw inside an unawaited then()', async () => {
+    const unobserved = await jobError(fixture.run('unobserved', launch));
+    expect(unobserved.message).toMatch(
+      /rank [01] \(rank-[01]\): Error: 1 call\(s\) failed and nobody observed it: broadcast on group "world" failed with RangeError: broadcast: src 99 is not a rank of group "world"/,
+    );
+    const thenThrows = await jobError(fixture.run('thenThrows', launch));
+    expect(thenThrows.message).toMatch(
+      /nobody observed it: barrier\(\) #0 on group "world".* failed with Error: rank [01] oops/,
+    );
+  });
+});
+
+it('an entry that imports nothing still gets ctx.collective', async () => {
+  const results = await spawnThreads(new URL('./fixtures/running-ranks-bare.mjs', import.meta.url), {
+    worldSize: 2,
+  });
+  expect(results).toEqual(['function', { hello: 'rank-0' }]);
+});
