@@ -10,16 +10,7 @@ import {
 import { AbortWord } from '../src/runtime/abort-word.ts';
 import { FaultInjector } from '../src/runtime/faults/injector.ts';
 import { rankTest } from '../src/testing/index.ts';
-
-/** What a call failed with, for assertions on every rank. */
-async function failure(work: PromiseLike<unknown>): Promise<Error> {
-  try {
-    await work;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('the call was expected to fail');
-}
+import { failure } from './fixtures/failure.ts';
 
 describe('throw', () => {
   rankTest(

@@ -4,16 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { Tensor } from '../src/index.ts';
 import { describeFailures } from '../src/launch/job-options.ts';
 import { rankTest } from '../src/testing/index.ts';
-
-/** What a call failed with; the test fails if it did not. */
-async function failure(work: PromiseLike<unknown>): Promise<Error> {
-  try {
-    await work;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('the call was expected to fail');
-}
+import { failure } from './fixtures/failure.ts';
 
 const INTERNALS = /destGet|srcWaitUntilGetFinished|no rank has set this key|call #-1|managed\[|p2p on group/;
 

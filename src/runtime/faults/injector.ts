@@ -8,6 +8,7 @@
  */
 import type { AbortWord } from '../abort-word.ts';
 import { InjectedFaultError } from '../errors.ts';
+import { mulberry32 } from '../mulberry32.ts';
 import { type ChaosOptions, describeFault, type FaultSpec } from './options.ts';
 
 /** What a rank tells its launcher when a fault takes it out, so the job does not count it as failed. */
@@ -35,17 +36,6 @@ export interface InjectorHooks {
   abort: AbortWord;
   /** Tells the launcher this rank is lost on purpose (before it exits or hangs). */
   lost(how: LostHow): void;
-}
-
-/** seed → [0, 1): mulberry32, so a chaos run reproduces from its seed. */
-function generator(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(state ^ (state >>> 15), state | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
 }
 
 export class FaultInjector {
@@ -76,7 +66,7 @@ export class FaultInjector {
     this.#armed = armed;
     this.#hooks = hooks;
     // Each rank draws its own sequence from the job's seed: rank r's delays depend on the seed and r only.
-    this.#random = chaos ? generator(chaos.seed ^ Math.imul(rank + 1, 0x9e3779b1)) : undefined;
+    this.#random = chaos ? mulberry32(chaos.seed ^ Math.imul(rank + 1, 0x9e3779b1)) : undefined;
     this.#maxDelayMs = chaos?.maxDelayMs ?? 0;
   }
 
