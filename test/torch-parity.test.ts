@@ -7,11 +7,11 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { launchProcesses, spawnThreads } from '../src/index.ts';
+import { expectAllFailed, type Failed } from './fixtures/expect-all-failed.ts';
 import { type Outcome, type Step, scenarioFixture } from './fixtures/scenarios.ts';
 import type { scenarios } from './fixtures/torch-parity.ts';
 
 type S = typeof scenarios;
-type Failed = Extract<Outcome, { ok: false }>;
 const fixture = scenarioFixture<S>(new URL('./fixtures/torch-parity.ts', import.meta.url));
 const TIMEOUT_MS = 30_000;
 /** A late rank's monitoredBarrier timeout: long enough for a loaded machine's ranks to arrive on time. */
@@ -70,17 +70,6 @@ beforeAll(async () => {
 beforeAll(async () => {
   onProcesses = await runProcesses();
 }, SHARED_JOB_MS);
-
-/** Every rank failed, fast (far below the collective timeout), with a message matching `pattern`. */
-function expectAllFailed(outcomes: readonly Outcome[], pattern: RegExp, name?: string): void {
-  for (const [rank, o] of outcomes.entries()) {
-    expect(o.ok, `rank ${rank} should fail`).toBe(false);
-    const failed = o as Failed;
-    expect(failed.message, `rank ${rank}`).toMatch(pattern);
-    if (name) expect(failed.name, `rank ${rank}`).toBe(name);
-    expect(failed.ms, `rank ${rank} took too long`).toBeLessThan(5_000);
-  }
-}
 
 const failed = (o: unknown) => o as Failed;
 const ranksOf = (n: number) => Array.from({ length: n }, (_, r) => r);

@@ -1,12 +1,12 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { spawnThreads } from '../src/index.ts';
-import { type Outcome, scenarioFixture } from './fixtures/scenarios.ts';
+import { expectAllFailed, type Failed } from './fixtures/expect-all-failed.ts';
+import { scenarioFixture } from './fixtures/scenarios.ts';
 import type { scenarios } from './fixtures/validation.ts';
 
 const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/validation.ts', import.meta.url));
 const ranks = (worldSize: number) => (entry: URL, args: object) =>
   spawnThreads(entry, { worldSize, args, collectiveTimeoutMs: 20_000 });
-type Failed = Extract<Outcome, { ok: false }>;
 
 /**
  * Two jobs run every scenario, one after the other on the same ranks (a
@@ -39,17 +39,6 @@ beforeAll(async () => {
 beforeAll(async () => {
   two = await runTwo();
 }, SHARED_JOB_MS);
-
-/** Every rank failed, quickly (far below the 20 s collective timeout), with a message matching `pattern`. */
-function expectAllFailed(outcomes: Outcome[], pattern: RegExp, name?: string): void {
-  for (const [rank, o] of outcomes.entries()) {
-    expect(o.ok, `rank ${rank} should fail`).toBe(false);
-    const failed = o as Failed;
-    expect(failed.message, `rank ${rank}`).toMatch(pattern);
-    if (name) expect(failed.name, `rank ${rank}`).toBe(name);
-    expect(failed.ms, `rank ${rank} took too long`).toBeLessThan(5_000);
-  }
-}
 
 describe('mismatched calls fail on every rank involved', () => {
   it('shape', () => {
