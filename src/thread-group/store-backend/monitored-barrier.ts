@@ -1,9 +1,9 @@
 /**
  * monitoredBarrier over a TensorStore (torch's gloo monitored_barrier): every
  * other rank publishes its arrival for group rank 0; rank 0 waits for each up
- * to the call's timeout, then publishes one verdict that every other rank
- * reads: empty when all arrived, else the failure message, so the ranks that
- * did arrive fail at once with rank 0's answer instead of timing out. Both
+ * to the call's timeout, then publishes one verdict for the ranks that came:
+ * empty when all did, else the failure message, so they fail at once with
+ * rank 0's answer instead of timing out. Both
  * values sit on phase 0 and carry the call's signature, so a rank that made a
  * different call as this number fails every rank involved, as any call does.
  *
@@ -27,15 +27,23 @@ async function collect(x: Exchange, timeoutMs: number, waitAllRanks: boolean): P
     }
   });
   const failures = (await Promise.all(waits)).filter((f) => f !== undefined);
-  // A rank that made another call: its disagreement is the answer, not a missing rank.
-  const other = failures.find(
-    (f) => !(f.error instanceof CommTimeoutError) && !(f.error instanceof RankFailedError),
+  const absent = failures.filter(
+    (f) => f.error instanceof CommTimeoutError || f.error instanceof RankFailedError,
   );
-  const missing = waitAllRanks ? failures : failures.slice(0, 1);
-  const error = other?.error ?? (missing.length > 0 ? notPassed(x, missing, timeoutMs) : undefined);
-  await x.publish(0, error ? verdict(error) : FINGERPRINT, x.size - 1);
+  // A rank that made another call: its disagreement is the answer, not a missing rank.
+  const other = failures.find((f) => !absent.includes(f));
+  const reported = waitAllRanks ? absent : absent.slice(0, 1);
+  const error = other?.error ?? (reported.length > 0 ? notPassed(x, reported, timeoutMs) : undefined);
+  // Only the ranks that came read the verdict, so it waits for exactly them (they are waiting for it). One
+  // that comes later finds it taken and learns the failure from this rank's status (peerFailure).
+  const readers = x.size - 1 - absent.length;
+  if (readers > 0) {
+    await x.publish(0, error ? verdict(error) : FINGERPRINT, readers);
+    const read = x.consumed(0);
+    // A reader that made another call finishes it with its mismatch: this rank's error says more.
+    await (error ? read.catch(() => {}) : read);
+  }
   if (error) throw error;
-  await x.consumed(0);
 }
 
 function notPassed(
