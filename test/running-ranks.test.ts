@@ -45,8 +45,8 @@ describe.each([
 ])('ranks as %s', (_, launch) => {
   it('Tensors in args and results cross whole, nested, shared and strided', async () => {
     const args = { scale: Tensor.fromArray([2], [1], 'float32'), list: [Tensor.zeros([1])] };
-    const { tensors, observed, collective } = await fixture.runSteps(
-      ['tensors', 'observed', 'collective'],
+    const { tensors, observed, collective, unclonable } = await fixture.runSteps(
+      ['tensors', 'observed', 'collective', 'unclonable'],
       launch,
       args,
     );
@@ -65,6 +65,18 @@ describe.each([
     expect(observed.map((r) => r.refused)).toEqual(['RangeError', 'RangeError']);
     expect(observed.map((r) => r.polledFailed)).toEqual([true, true]);
     expect(collective).toEqual(['function', 'function']);
+    for (const { broadcast, allGather } of unclonable) {
+      expect(broadcast).toMatchObject({
+        ok: false,
+        message: expect.stringMatching(/broadcastObject: the object cannot be structured-cloned/),
+      });
+      expect(allGather).toMatchObject({
+        ok: false,
+        message: expect.stringMatching(/allGatherObject: the object cannot be structured-cloned/),
+      });
+      // Far below the 20 s collective timeout: the peers were told.
+      expect(Math.max(broadcast.ok ? 0 : broadcast.ms, allGather.ok ? 0 : allGather.ms)).toBeLessThan(5_000);
+    }
   });
 
   it('a rank that returns with a call pending fails naming the call and its site; its peer at once', async () => {

@@ -874,30 +874,33 @@ export class ThreadGroup {
   }
 
   broadcastObject(obj: unknown, options: { src: number } & CallOptions): Work<unknown> {
+    // Serialized during the checks: an object that cannot be cloned fails every rank at once, not at its timeout.
+    let mine: Tensor | undefined;
     return this.#call(
       'broadcastObject',
       options,
       () => {
         const src = this.#groupRank(options?.src, 'src', 'broadcastObject');
+        if (this.rank === src) mine = objectToTensor(obj, 'broadcastObject');
         return {
           signature: `broadcastObject(src=${src})`,
           bytes: 0,
         };
       },
-      async (b, call) => {
-        const mine = this.rank === options.src ? objectToTensor(obj, 'broadcastObject') : undefined;
-        return tensorToObject(await b.broadcastAny(call, mine, options.src));
-      },
+      async (b, call) => tensorToObject(await b.broadcastAny(call, mine, options.src)),
     );
   }
 
   allGatherObject(obj: unknown, options?: CallOptions): Work<unknown[]> {
+    let mine: Tensor;
     return this.#call(
       'allGatherObject',
       options,
-      () => ({ signature: 'allGatherObject()', bytes: 0 }),
-      async (b, call) =>
-        (await b.allGatherAny(call, objectToTensor(obj, 'allGatherObject'))).map(tensorToObject),
+      () => {
+        mine = objectToTensor(obj, 'allGatherObject');
+        return { signature: 'allGatherObject()', bytes: 0 };
+      },
+      async (b, call) => (await b.allGatherAny(call, mine)).map(tensorToObject),
     );
   }
 
