@@ -174,12 +174,13 @@ describe('against the CUDA/NCCL test double', () => {
   let cuda: CudaRuntimeBinding;
   let nccl: NcclLibrary;
 
+  // The first use after the double's sources change compiles it: as long as cuda-double.test.ts allows.
   beforeAll(async () => {
     await useCudaDouble(4);
     control = cudaDoubleControl();
     cuda = cudaRuntime();
     nccl = ncclLibrary();
-  });
+  }, 180_000);
 
   afterEach(() => {
     const live = {
