@@ -171,11 +171,15 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function storeEntries(): string[] {
-  return readdirSync(defaultStoreRoot()).filter((name) => name.startsWith('tensorcomm'));
+/** The job directories this test's own processes made (other jobs may run on the machine meanwhile). */
+function storeEntries(pids: readonly number[]): string[] {
+  return readdirSync(defaultStoreRoot()).filter((name) => {
+    const job = /^tensorcomm-job-(\d+)-/.exec(name);
+    return job !== null && pids.includes(Number(job[1]));
+  });
 }
 
-type Ended = { code: number | null; signal: NodeJS.Signals | null; out: string };
+type Ended = { code: number | null; signal: NodeJS.Signals | null; out: string; pid: number };
 
 /** Starts one process per environment, as the engine would, and waits for all of them. */
 function startRanks(envs: Record<string, string>[]): Promise<Ended[]> {
@@ -199,8 +203,9 @@ function startRanks(envs: Record<string, string>[]): Promise<Ended[]> {
       child.stderr.on('data', (chunk) => {
         out += chunk;
       });
+      const pid = child.pid ?? -1;
       return new Promise<Ended>((resolve) =>
-        child.on('close', (code, signal) => resolve({ code, signal, out })),
+        child.on('close', (code, signal) => resolve({ code, signal, out, pid })),
       );
     }),
   );
@@ -208,7 +213,6 @@ function startRanks(envs: Record<string, string>[]): Promise<Ended[]> {
 
 describe('processes started by another engine', { timeout: 120_000 }, () => {
   it('mpirun-style and srun-style ranks join one job; rank 0 serves the rendezvous', async () => {
-    const before = storeEntries();
     const port = String(await freePort());
     const mpi = await startRanks(
       [0, 1, 2].map((rank) => ({
@@ -240,11 +244,11 @@ describe('processes started by another engine', { timeout: 120_000 }, () => {
       slurm.map((r) => r.out).join('\n'),
     ).toEqual([0, 0]);
     expect(slurm[1].out).toContain('rank 1 of 2: sum=3');
-    expect(storeEntries()).toEqual(before);
+    // Rank 0 made each job's directory, named after its pid, and removed it.
+    expect(storeEntries([...mpi, ...slurm].map((r) => r.pid))).toEqual([]);
   });
 
   it('ranks on different nodes fail at once on every rank, naming the nodes', async () => {
-    const before = storeEntries();
     const port = String(await freePort());
     const started = Date.now();
     const ranks = await startRanks(
@@ -266,6 +270,6 @@ describe('processes started by another engine', { timeout: 120_000 }, () => {
       );
       expect(r.out).toContain('network store');
     }
-    expect(storeEntries()).toEqual(before);
+    expect(storeEntries(ranks.map((r) => r.pid))).toEqual([]);
   });
 });
