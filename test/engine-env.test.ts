@@ -5,11 +5,11 @@
  */
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { defaultStoreRoot } from '../src/index.ts';
 import { readProcessEnv } from '../src/launch/process-env.ts';
 import { expandSlurmHosts } from '../src/launch/slurm-hosts.ts';
+import { freePort } from './fixtures/free-port.ts';
 
 const HOST = 'this-host';
 
@@ -162,14 +162,6 @@ describe('readProcessEnv', () => {
     );
   });
 });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** The job directories this test's own processes made (other jobs may run on the machine meanwhile). */
 function storeEntries(pids: readonly number[]): string[] {

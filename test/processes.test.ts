@@ -1,10 +1,10 @@
 import { execFile, spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { defaultStoreRoot, JobFailedError, launchProcesses, RankFailedError } from '../src/index.ts';
 import { conformanceSuite } from './fixtures/conformance-suite.ts';
+import { freePort } from './fixtures/free-port.ts';
 
 const run = promisify(execFile);
 const root = new URL('..', import.meta.url).pathname;
@@ -36,14 +36,6 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 describe('launchProcesses', { timeout: 120_000 }, () => {
