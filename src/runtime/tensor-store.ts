@@ -11,11 +11,22 @@ import type { Tensor } from '../tensor/tensor.ts';
 export interface StoreWaitOptions {
   /** How long to wait (default: the store's); 0 looks once, so a get of a value not yet set claims nothing. */
   timeoutMs?: number;
+  /**
+   * The global rank of the producer. A store that spans nodes needs it to know
+   * where the value comes from (NetworkTensorStore, the node-routed store);
+   * stores of one node ignore it.
+   */
+  from?: number;
 }
 
 export interface StoreSetOptions {
   /** A short description of the call publishing the value; consumers compare it to their own. */
   tag?: string;
+  /**
+   * The global ranks of the consumers (as many as `consumers`). A store that
+   * spans nodes sends the value to them; stores of one node ignore it.
+   */
+  to?: readonly number[];
 }
 
 export interface StoreFinishOptions {
