@@ -58,10 +58,11 @@ function checkIndex(value: number, mesh: DeviceMesh, what: string, where: string
 async function consume<T>(
   store: TensorStore,
   key: string,
+  from: number,
   timeoutMs: number | undefined,
   use: (entry: StoreEntry) => T,
 ): Promise<T> {
-  const entry = await store.destGetEntry(key, { timeoutMs });
+  const entry = await store.destGetEntry(key, { timeoutMs, from });
   let result: T;
   try {
     result = use(entry);
@@ -95,7 +96,7 @@ export function scatterTensor(
     if (mesh.rank === src) {
       const others = Array.from({ length: mesh.size }, (_, i) => i).filter((i) => i !== src);
       const publish = async (blockOf: (i: number) => Tensor, tag: string) => {
-        for (const i of others) await store.srcSet(key(i), blockOf(i), 1, { tag });
+        for (const i of others) await store.srcSet(key(i), blockOf(i), 1, { tag, to: [mesh.ranks[i]] });
         await Promise.all(others.map((i) => store.srcWaitUntilGetFinished(key(i), { timeoutMs })));
       };
       let norm: Placement[];
@@ -120,7 +121,7 @@ export function scatterTensor(
       const mine = localBlock(full, norm, mesh.shape, mesh.coordinate);
       return DTensor.fromLocal(mine, mesh, norm, { shape: full.shape });
     }
-    return consume(store, key(mesh.rank), timeoutMs, ({ tensor, tag }) => {
+    return consume(store, key(mesh.rank), mesh.ranks[src], timeoutMs, ({ tensor, tag }) => {
       if (tag === FAILED_TAG) {
         throw new Error(
           `${where}: the source (mesh index ${src}) failed: ${new TextDecoder().decode(tensor.bytes())}`,
@@ -161,7 +162,7 @@ export function gatherTensor(
     if (mesh.rank !== dst) {
       if (sends(mesh.coordinate)) {
         const key = `${prefix}:${mesh.rank}`;
-        await store.srcSet(key, d.toLocal(), 1, { tag });
+        await store.srcSet(key, d.toLocal(), 1, { tag, to: [mesh.ranks[dst]] });
         await store.srcWaitUntilGetFinished(key, { timeoutMs });
       }
       return undefined;
@@ -185,7 +186,7 @@ export function gatherTensor(
       if (!sends(mesh.coordinateOf(i))) continue;
       if (i === dst) take(i, d.toLocal());
       else {
-        await consume(store, `${prefix}:${i}`, timeoutMs, (entry) => {
+        await consume(store, `${prefix}:${i}`, mesh.ranks[i], timeoutMs, (entry) => {
           if (entry.tag !== tag) {
             throw new CollectiveMismatchError(
               `${where}: mesh index ${i} sent ${entry.tag}, but mesh index ${dst} gathers ${tag}`,

@@ -99,7 +99,7 @@ export class TensorFuture {
     if (this.#state !== 'waiting') return this.#state === 'ready';
     const flag = readyKey(this.key);
     try {
-      await this.#store.destGetEntry(flag, { timeoutMs: 0 });
+      await this.#store.destGetEntry(flag, { timeoutMs: 0, from: this.producerRank });
     } catch (error) {
       if (error instanceof CommTimeoutError) return false;
       throw error;
@@ -118,7 +118,10 @@ export class TensorFuture {
       this.#state = 'getting';
       let entry: StoreEntry;
       try {
-        entry = await this.#store.destGetEntry(this.key, { timeoutMs: options.timeoutMs });
+        entry = await this.#store.destGetEntry(this.key, {
+          timeoutMs: options.timeoutMs,
+          from: this.producerRank,
+        });
       } catch (error) {
         this.#state = before;
         if (!(error instanceof CommTimeoutError)) throw error;

@@ -69,13 +69,16 @@ export async function tellPeers(
   const done: Array<Promise<unknown>> = [];
   for (const p of publishes) {
     const key = x.key(0, me, p.consumer);
-    await store.srcSet(key, marker, p.readers.length, { tag: `${ABANDONED}${error.message}` });
+    await store.srcSet(key, marker, p.readers.length, {
+      tag: `${ABANDONED}${error.message}`,
+      to: x.globalRanks(p.readers),
+    });
     done.push(whileNeeded(store.srcWaitUntilGetFinished(key, bounded), p.readers, group, call));
   }
   for (const r of reads) {
     const key = x.key(0, r.producer, r.consumer);
     const read = store
-      .destGet(key, bounded)
+      .destGet(key, { ...bounded, from: x.globalRank(r.producer) })
       .then(() => store.destFinishGet(key, { error: `rank ${group.ranks[me]}: ${error.message}` }));
     done.push(whileNeeded(read, [r.producer], group, call));
   }

@@ -26,7 +26,7 @@ export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Prom
 }
 
 async function allReduceOneExchange(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {
-  await x.publish(0, tensor, x.size - 1);
+  await x.publish(0, tensor, x.peers());
   const inputs = [];
   for (let p = 0; p < x.size; p++) inputs.push(p === x.rank ? tensor : await x.get(0, p));
   // Peers may be reading our buffer in place: reduce into a scratch copy first. On the host a plain
@@ -47,7 +47,7 @@ async function allReduceOneExchange(x: Exchange, tensor: Tensor, op: ReduceOp): 
 
 async function allReduceScatterGather(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {
   const [start, end] = sliceRange(tensor.numel, x.size, x.rank);
-  await x.publish(0, tensor, x.size - 1);
+  await x.publish(0, tensor, x.peers());
   const inputs = [];
   for (let p = 0; p < x.size; p++)
     inputs.push(elements(p === x.rank ? tensor : await x.get(0, p), start, end));
@@ -56,7 +56,7 @@ async function allReduceScatterGather(x: Exchange, tensor: Tensor, op: ReduceOp)
   for (const p of x.peers()) await x.finish(0, p);
   // Peers read their slices of our buffer in phase 0; only then may we overwrite them.
   await x.consumed(0);
-  await x.publish(1, tensor, x.size - 1);
+  await x.publish(1, tensor, x.peers());
   for (const p of x.peers()) {
     const [s, e] = sliceRange(tensor.numel, x.size, p);
     copyElements(tensor, s, await x.get(1, p), s, e - s);

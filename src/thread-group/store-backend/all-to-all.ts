@@ -9,7 +9,7 @@ export async function allToAll(
   outputs: readonly Tensor[],
   inputs: readonly Tensor[],
 ): Promise<void> {
-  for (const p of x.peers()) await x.publish(0, inputs[p], 1, p);
+  for (const p of x.peers()) await x.publish(0, inputs[p], [p], p);
   copyElements(outputs[x.rank], 0, inputs[x.rank]);
   for (const q of x.peers()) {
     const part = await x.get(0, q, x.rank);

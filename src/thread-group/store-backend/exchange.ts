@@ -103,7 +103,7 @@ export class Exchange {
   }
 
   async #publishAndRead(phase: number, mine: Tensor, read: (producer: number, value: Tensor) => void) {
-    await this.publish(phase, mine, this.size - 1);
+    await this.publish(phase, mine, this.peers());
     for (const p of this.peers()) {
       read(p, await this.get(phase, p));
       await this.finish(phase, p);
@@ -116,17 +116,35 @@ export class Exchange {
     this.#deferred.length = 0;
   }
 
-  async publish(phase: number, tensor: Tensor, consumers: number, consumer?: number, signature?: string) {
+  /** `tensor` for the group ranks `readers` (a store spanning nodes sends it to them), keyed for `consumer` if given. */
+  async publish(
+    phase: number,
+    tensor: Tensor,
+    readers: readonly number[],
+    consumer?: number,
+    signature?: string,
+  ): Promise<void> {
     const key = this.key(phase, this.rank, consumer);
-    await this.#store.srcSet(key, tensor, consumers, { tag: signature ?? this.#call.signature });
+    await this.#store.srcSet(key, tensor, readers.length, {
+      tag: signature ?? this.#call.signature,
+      to: this.globalRanks(readers),
+    });
     this.#published.add(key);
   }
 
   /** Several host tensors as one value (see TensorStore.srcSetViews), keyed as `publish` keys it. */
-  async publishViews(phase: number, tensors: readonly Tensor[], consumers: number): Promise<void> {
+  async publishViews(phase: number, tensors: readonly Tensor[], readers: readonly number[]): Promise<void> {
     const key = this.key(phase, this.rank);
-    await this.#viewsStore().srcSetViews(key, tensors, consumers, { tag: this.#call.signature });
+    await this.#viewsStore().srcSetViews(key, tensors, readers.length, {
+      tag: this.#call.signature,
+      to: this.globalRanks(readers),
+    });
     this.#published.add(key);
+  }
+
+  /** The global ranks of group ranks, for the store. */
+  globalRanks(groupRanks: readonly number[]): number[] {
+    return groupRanks.map((p) => this.#group.ranks[p]);
   }
 
   /** A peer's views value for this rank, checked like `get`. */
@@ -166,7 +184,7 @@ export class Exchange {
   /** Group ranks as messages name them: `group ranks 1, 2 (global ranks 3, 4)`. */
   #ranksText(groupRanks: readonly number[]): string {
     const plural = groupRanks.length === 1 ? '' : 's';
-    const global = groupRanks.map((p) => this.#group.ranks[p]);
+    const global = this.globalRanks(groupRanks);
     return `group rank${plural} ${groupRanks.join(', ')} (global rank${plural} ${global.join(', ')})`;
   }
 
@@ -187,7 +205,7 @@ export class Exchange {
     let entry: StoreEntry;
     try {
       // A timeout of 0 looks once: nothing is claimed when the value is not there.
-      entry = await this.#store.destGetEntry(key, { timeoutMs: 0 });
+      entry = await this.#store.destGetEntry(key, { timeoutMs: 0, from: this.globalRank(producer) });
     } catch (error) {
       if (error instanceof CommTimeoutError) return undefined;
       throw error;
@@ -206,7 +224,8 @@ export class Exchange {
     let entry: E;
     const waitingFor = this.#ranksText([producer]);
     try {
-      entry = await this.#getEntry(key, producer, waitingFor, take);
+      const from = this.globalRank(producer);
+      entry = await this.#getEntry(key, producer, waitingFor, (k, options) => take(k, { ...options, from }));
     } catch (error) {
       throw this.#explain(error, `waiting for ${waitingFor}`);
     }

@@ -36,8 +36,8 @@ async function collect(x: Exchange, timeoutMs: number, waitAllRanks: boolean): P
   const error = other?.error ?? (reported.length > 0 ? notPassed(x, reported, timeoutMs) : undefined);
   // Only the ranks that came read the verdict, so it waits for exactly them (they are waiting for it). One
   // that comes later finds it taken and learns the failure from this rank's status (peerFailure).
-  const readers = x.size - 1 - absent.length;
-  if (readers > 0) {
+  const readers = x.peers().filter((p) => !absent.some((f) => f.rank === p));
+  if (readers.length > 0) {
     await x.publish(0, error ? verdict(error) : FINGERPRINT, readers);
     const read = x.consumed(0);
     // A reader that made another call finishes it with its mismatch: this rank's error says more.
@@ -81,7 +81,7 @@ function verdict(error: Error): Tensor {
 
 /** Any other rank's part: arrive, then take rank 0's verdict. */
 async function arrive(x: Exchange): Promise<void> {
-  await x.publish(0, FINGERPRINT, 1);
+  await x.publish(0, FINGERPRINT, [ROOT]);
   const answer = await x.get(0, ROOT);
   const bytes = answer.numel > 0 ? Buffer.from(answer.bytes()) : undefined;
   await x.finish(0, ROOT);

@@ -13,8 +13,8 @@ import { copyElements } from './slices.ts';
 /** The longest recvFromAny sleeps between looks at its peers' streams (it starts at 1 ms and doubles). */
 const ANY_SOURCE_MAX_SLEEP_MS = 8;
 
-export async function send(x: Exchange, tensor: Tensor): Promise<void> {
-  await x.publish(0, tensor, 1);
+export async function send(x: Exchange, tensor: Tensor, dst: number): Promise<void> {
+  await x.publish(0, tensor, [dst]);
   await x.consumed(0);
 }
 

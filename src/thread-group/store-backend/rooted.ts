@@ -8,7 +8,7 @@ import { copyElements, reduceInto } from './slices.ts';
 export async function broadcast(x: Exchange, tensor: Tensor, src: number): Promise<void> {
   if (x.size === 1) return;
   if (x.rank === src) {
-    await x.publish(0, tensor, x.size - 1);
+    await x.publish(0, tensor, x.peers());
     await x.consumed(0);
     return;
   }
@@ -31,7 +31,7 @@ export async function broadcastCompared(x: Exchange, tensor: Tensor, src: number
 /** Non-roots' tensors are left as they were (gloo's behaviour); the root holds the reduction. */
 export async function reduce(x: Exchange, tensor: Tensor, dst: number, op: ReduceOp): Promise<void> {
   if (x.rank !== dst) {
-    await x.publish(0, tensor, 1);
+    await x.publish(0, tensor, [dst]);
     await x.consumed(0);
     return;
   }
@@ -48,7 +48,7 @@ export async function gather(
   gatherList: readonly Tensor[] | undefined,
 ): Promise<void> {
   if (x.rank !== dst) {
-    await x.publish(0, tensor, 1);
+    await x.publish(0, tensor, [dst]);
     await x.consumed(0);
     return;
   }
@@ -72,7 +72,7 @@ export async function scatter(
     return;
   }
   const list = scatterList!;
-  for (const p of x.peers()) await x.publish(0, list[p], 1, p);
+  for (const p of x.peers()) await x.publish(0, list[p], [p], p);
   copyElements(tensor, 0, list[x.rank]);
   for (const p of x.peers()) await x.consumed(0, p);
 }

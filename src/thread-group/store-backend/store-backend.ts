@@ -180,7 +180,7 @@ export class StoreBackend implements Backend {
 
   send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void> {
     const x = this.#p2p(call, this.#group.rank, dst, this.#sent.take(this.#group.rank, dst, tag), tag);
-    return runExchange(x, (ex) => send(ex, tensor));
+    return runExchange(x, (ex) => send(ex, tensor, dst));
   }
 
   /** The exchange of the next message from `src` on `tag`, once no earlier recvFromAny on `tag` is still choosing. */
@@ -240,7 +240,7 @@ export class StoreBackend implements Backend {
   sendViews(call: CallInfo, tensors: readonly Tensor[], dst: number, tag: number): Promise<void> {
     const x = this.#p2p(call, this.#group.rank, dst, this.#sent.take(this.#group.rank, dst, tag), tag);
     return runExchange(x, async (ex) => {
-      await ex.publishViews(0, tensors, 1);
+      await ex.publishViews(0, tensors, [dst]);
       await ex.consumed(0);
     });
   }

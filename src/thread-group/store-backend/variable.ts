@@ -19,7 +19,7 @@ export async function takeCopy(
 export async function broadcastAny(x: Exchange, tensor: Tensor | undefined, src: number): Promise<Tensor> {
   if (x.rank !== src) return takeCopy(x, 0, src);
   if (x.size > 1) {
-    await x.publish(0, tensor!, x.size - 1);
+    await x.publish(0, tensor!, x.peers());
     await x.consumed(0);
   }
   return tensor!;
@@ -40,7 +40,7 @@ export async function broadcastAnyCompared(
 }
 
 export async function allGatherAny(x: Exchange, tensor: Tensor): Promise<Tensor[]> {
-  await x.publish(0, tensor, x.size - 1);
+  await x.publish(0, tensor, x.peers());
   const values: Tensor[] = [];
   for (let p = 0; p < x.size; p++) values.push(p === x.rank ? tensor : await takeCopy(x, 0, p));
   await x.consumed(0);
@@ -50,7 +50,7 @@ export async function allGatherAny(x: Exchange, tensor: Tensor): Promise<Tensor[
 /** Every rank's value on `dst`, in group-rank order (its own as given); undefined on the others. */
 export async function gatherAny(x: Exchange, tensor: Tensor, dst: number): Promise<Tensor[] | undefined> {
   if (x.rank !== dst) {
-    await x.publish(0, tensor, 1);
+    await x.publish(0, tensor, [dst]);
     await x.consumed(0);
     return undefined;
   }
@@ -67,7 +67,7 @@ export async function scatterAny(
 ): Promise<Tensor> {
   if (x.rank !== src) return takeCopy(x, 0, src, x.rank);
   const list = tensors!;
-  for (const p of x.peers()) await x.publish(0, list[p], 1, p);
+  for (const p of x.peers()) await x.publish(0, list[p], [p], p);
   for (const p of x.peers()) await x.consumed(0, p);
   return list[x.rank];
 }
