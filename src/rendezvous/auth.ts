@@ -39,15 +39,20 @@ export function newNonce(): Buffer {
   return randomBytes(32);
 }
 
-/** What a peer in `role` sends to prove it holds the secret; the role keeps one side's proof from serving as the other's. */
+/**
+ * What a peer in `role` sends to prove it holds the secret; the role keeps one
+ * side's proof from serving as the other's, and the purpose one protocol's
+ * proof (the rendezvous, a network-store connection) from serving as another's.
+ */
 export function proof(
   secret: string,
   role: 'client' | 'server',
   serverNonce: Uint8Array,
   clientNonce: Uint8Array,
+  purpose = 'tensorcomm-rendezvous-v1',
 ): Buffer {
   return createHmac('sha256', secret)
-    .update(`tensorcomm-rendezvous-v1/${role}/`)
+    .update(`${purpose}/${role}/`)
     .update(serverNonce)
     .update(clientNonce)
     .digest();

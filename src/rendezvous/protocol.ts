@@ -261,6 +261,17 @@ export class FrameDecoder {
     return all.subarray(4, 4 + length);
   }
 
+  /**
+   * Hands over the bytes received after the last frame and forgets them, for a
+   * stream that goes on outside the framing (a raw payload after its header).
+   */
+  takeBuffered(): Buffer {
+    const rest = this.chunks.length > 0 ? this.join() : Buffer.alloc(0);
+    this.chunks = [];
+    this.buffered = 0;
+    return rest;
+  }
+
   private join(): Buffer {
     if (this.chunks.length > 1) this.chunks = [Buffer.concat(this.chunks, this.buffered)];
     return this.chunks[0];

@@ -1,0 +1,15 @@
+/** Errors of the network store, so callers can tell a refused connection from a broken peer. */
+import { RankFailedError } from '../runtime/errors.ts';
+
+/**
+ * A connection was refused during its handshake: the wrong secret, another
+ * job, a rank not in the job, another protocol. Trying again would not help.
+ */
+export class NetworkStoreHandshakeError extends Error {
+  override name = 'NetworkStoreHandshakeError';
+}
+
+/** An authenticated peer broke the protocol (a malformed frame): its connection is closed, as if it had died. */
+export class NetworkStoreProtocolError extends RankFailedError {
+  override name = 'NetworkStoreProtocolError';
+}

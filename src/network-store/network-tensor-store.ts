@@ -1,0 +1,507 @@
+/**
+ * NetworkTensorStore: the TensorStore handshake between processes on
+ * different machines, over TCP. It pushes, as a send does: srcSet writes the
+ * value to each consumer's connection at once (its header, then the tensor's
+ * own bytes), the consumer's store reads it into a tensor of its own and
+ * keeps it until a destGet takes it (within a budget of buffered bytes), and
+ * destFinishGet sends the producer a finish, carrying the consumer's error if
+ * it failed. A producer that gives up on a value (its wait timed out)
+ * withdraws it, so a consumer never takes it for the key's next value.
+ *
+ * Every pair of ranks shares one connection, made once by connect() and
+ * reused: the lower rank dials, and both ends prove they hold the job's
+ * secret (handshake.ts). A peer whose connection ends fails every wait that
+ * involves it and no other. Since the tensor a consumer gets is its own copy,
+ * it stays valid after destFinishGet.
+ */
+import net from 'node:net';
+import { FrameDecoder } from '../rendezvous/protocol.ts';
+import { CollectiveMismatchError, CommTimeoutError, type RankFailedError } from '../runtime/errors.ts';
+import { encodeBounded, MAX_DIMS, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
+import type {
+  StoreEntry,
+  StoreFinishOptions,
+  StoreSetOptions,
+  StoreWaitOptions,
+  TensorStore,
+} from '../runtime/tensor-store.ts';
+import { Tensor } from '../tensor/tensor.ts';
+import { assertCommTensor } from '../tensor/validate.ts';
+import { dial, type NetworkPeer } from './dial.ts';
+import { NetworkStoreHandshakeError } from './errors.ts';
+import { acceptorHandshake, type LocalIdentity, type PeerHello } from './handshake.ts';
+import { type Arrival, type Budget, Inbox } from './inbox.ts';
+import {
+  checkOptions,
+  checkPeers,
+  type NetworkConnectOptions,
+  type NetworkStoreOptions,
+  type Settings,
+} from './options.ts';
+import { PeerConnection, type PeerEvents } from './peer-connection.ts';
+import { Wakers, waitUntil } from './wait-until.ts';
+import { checkKey, type Finished, FRAME_LIMIT, type ValueHeader } from './wire.ts';
+
+/** The wakers' topics: connect's, a get's (by producer and key) and a finish's (by key). */
+const CONNECT_TOPIC = 'c';
+const getTopic = (from: number, key: string) => `g${from}/${key}`;
+const finishTopic = (key: string) => `f${key}`;
+
+interface Link {
+  conn: PeerConnection;
+  inbox: Inbox;
+}
+
+interface Produced {
+  key: string;
+  sends: Send[];
+  unfinished: number;
+  /** The first error a consumer reported. */
+  error: Error | undefined;
+}
+
+/** A value on its way to one consumer. */
+interface Send {
+  id: number;
+  link: Link;
+  produced: Produced;
+  finished: boolean;
+  /** Whether its bytes left for the network (for timeout messages). */
+  sent: boolean;
+}
+
+/** A get this rank made and has not finished. */
+interface Held {
+  link: Link;
+  id: number;
+}
+
+export class NetworkTensorStore implements TensorStore {
+  readonly rank: number;
+  /** Where this rank listens: what its peers pass to connect(). */
+  readonly address: { host: string; port: number };
+  readonly #local: LocalIdentity;
+  readonly #server: net.Server;
+  readonly #timeoutMs: number;
+  readonly #handshakeTimeoutMs: number;
+  readonly #onRefused: (error: NetworkStoreHandshakeError) => void;
+  readonly #budget: Budget;
+  readonly #links = new Map<number, Link>();
+  /** Connections that reached the server, while they are open. */
+  readonly #accepted = new Set<net.Socket>();
+  readonly #wakers = new Wakers();
+  readonly #produced = new Map<string, Produced>();
+  readonly #sends = new Map<number, Send>();
+  readonly #consuming = new Map<string, Held[]>();
+  /** The peers connect() was given (without this rank). */
+  #peers: Map<number, NetworkPeer> | undefined;
+  #connected = false;
+  #dialing: AbortController | undefined;
+  #nextId = 0;
+  #closed = false;
+
+  /** Listens on `host` (a free port) and resolves to the store; connect() then joins the peers. */
+  static async listen(options: NetworkStoreOptions): Promise<NetworkTensorStore> {
+    const settings = checkOptions(options);
+    const server = net.createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, settings.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    // A failed accept is the peer's problem, reported by its own connect; the server goes on.
+    server.on('error', () => {});
+    server.unref();
+    return new NetworkTensorStore(server, (server.address() as net.AddressInfo).port, settings);
+  }
+
+  private constructor(server: net.Server, port: number, settings: Settings) {
+    this.rank = settings.local.rank;
+    this.address = { host: settings.host, port };
+    this.#server = server;
+    this.#local = settings.local;
+    this.#timeoutMs = settings.timeoutMs;
+    this.#handshakeTimeoutMs = settings.handshakeTimeoutMs;
+    this.#budget = { used: 0, limit: settings.maxBufferedBytes };
+    this.#onRefused = settings.onRefused;
+    server.on('connection', (socket) => this.#accept(socket));
+  }
+
+  /**
+   * Connects to every peer (an entry for this rank itself is skipped): dials
+   * those of higher rank, waits for those of lower rank to dial, and resolves
+   * once all are connected and authenticated. Called once.
+   */
+  async connect(peers: readonly NetworkPeer[], options: NetworkConnectOptions = {}): Promise<void> {
+    const where = () => 'NetworkTensorStore.connect';
+    this.#assertOpen(where);
+    if (this.#peers)
+      throw new Error(`${where()}: rank ${this.rank} connects once; its connections are reused`);
+    const expected = checkPeers(peers, this.rank, where());
+    const timeoutMs = this.#timeoutOf(options, where);
+    this.#peers = expected;
+    for (const [rank, link] of this.#links) {
+      if (expected.has(rank)) continue;
+      this.#links.delete(rank);
+      link.conn.close(`rank ${rank} is not among the peers of rank ${this.rank}`);
+    }
+    const dialing = new AbortController();
+    this.#dialing = dialing;
+    const deadline = performance.now() + timeoutMs;
+    const lastTry = new Map<number, string>();
+    let refused: Error | undefined;
+    for (const peer of expected.values()) {
+      if (peer.rank < this.rank) continue;
+      dial(peer, this.#local, {
+        deadline,
+        signal: dialing.signal,
+        handshakeTimeoutMs: this.#handshakeTimeoutMs,
+        failedTry: (reason) => lastTry.set(peer.rank, reason),
+      }).then(
+        (d) => this.#adopt(d.socket, d.decoder, d.hello, `${peer.host}:${peer.port}`),
+        (error: Error) => {
+          // Other failures are tries that ran out of time: the timeout below names them.
+          if (error instanceof NetworkStoreHandshakeError) refused ??= error;
+          this.#wakers.wake(CONNECT_TOPIC);
+        },
+      );
+    }
+    try {
+      await waitUntil(
+        () => {
+          this.#assertOpen(where);
+          if (refused) throw refused;
+          let all = true;
+          for (const rank of expected.keys()) {
+            const link = this.#links.get(rank);
+            if (link?.conn.failure) throw rankFailure(where, this.rank, link.conn.failure);
+            all &&= link !== undefined;
+          }
+          return all || undefined;
+        },
+        this.#wakers,
+        CONNECT_TOPIC,
+        timeoutMs,
+        () =>
+          new CommTimeoutError(
+            `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${this.#missing(expected, lastTry)}`,
+          ),
+      );
+    } catch (error) {
+      dialing.abort();
+      throw error;
+    }
+    this.#connected = true;
+  }
+
+  #missing(expected: Map<number, NetworkPeer>, lastTry: Map<number, string>): string {
+    const missing = [...expected.values()].filter((peer) => !this.#links.has(peer.rank));
+    const described = missing.map((peer) => {
+      const at = `${peer.host}:${peer.port}`;
+      return peer.rank > this.rank
+        ? `rank ${peer.rank} at ${at} could not be reached (${lastTry.get(peer.rank) ?? 'no answer yet'})`
+        : `rank ${peer.rank} (${at}) did not connect`;
+    });
+    return `${expected.size - missing.length} of ${expected.size} peers connected; ${described.join('; ')}`;
+  }
+
+  #accept(socket: net.Socket): void {
+    if (this.#closed) return void socket.destroy();
+    this.#accepted.add(socket);
+    socket.once('close', () => this.#accepted.delete(socket));
+    socket.unref();
+    socket.setNoDelay(true);
+    // 'close' follows an error, and the handshake or the connection reports it.
+    socket.on('error', () => {});
+    const decoder = new FrameDecoder(FRAME_LIMIT);
+    acceptorHandshake(socket, decoder, this.#local, this.#handshakeTimeoutMs, {
+      admit: (peer) => this.#admission(peer.rank),
+      accepted: (peer) => this.#adopt(socket, decoder, peer, `${socket.remoteAddress}:${socket.remotePort}`),
+      refused: (error) => this.#onRefused(error),
+    });
+  }
+
+  /** Why a peer that proved it belongs to the job may not stay, or undefined when it may. */
+  #admission(rank: number): string | undefined {
+    if (this.#closed) return `the store of rank ${this.rank} is closed`;
+    if (rank >= this.rank)
+      return `rank ${rank} dialed rank ${this.rank}, but of two ranks the lower one dials`;
+    if (this.#links.has(rank)) return `rank ${rank} is already connected`;
+    if (this.#peers && !this.#peers.has(rank))
+      return `rank ${rank} is not among the peers of rank ${this.rank}`;
+    return undefined;
+  }
+
+  #adopt(socket: net.Socket, decoder: FrameDecoder, peer: PeerHello, address: string): void {
+    if (this.#closed) return void socket.destroy();
+    const conn = new PeerConnection(socket, decoder, peer, this.#local, address, this.#events);
+    this.#links.set(peer.rank, { conn, inbox: new Inbox(this.#budget) });
+    conn.start();
+    this.#wakers.wake(CONNECT_TOPIC);
+  }
+
+  readonly #events: PeerEvents = {
+    valueStarts: (peer, header) => this.#valueStarts(peer, header),
+    valueArrived: (peer, header, tensor) => {
+      this.#arrived(peer, header.key, { id: header.id, tag: header.tag, tensor });
+    },
+    finished: (peer, finished) => this.#finished(peer, finished),
+    withdrawn: (peer, id) => this.#linkOf(peer).inbox.withdraw(id),
+    lost: (peer) => {
+      this.#linkOf(peer).inbox.clear();
+      this.#wakers.wakeAll();
+    },
+  };
+
+  #linkOf(peer: PeerConnection): Link {
+    return this.#links.get(peer.rank)!;
+  }
+
+  /** The tensor a value's bytes go into; refused (the producer told, the get to fail) when over budget. */
+  #valueStarts(peer: PeerConnection, header: ValueHeader): Tensor | undefined {
+    const { inbox } = this.#linkOf(peer);
+    const what = `the value of key ${JSON.stringify(header.key)} from rank ${peer.rank} (${header.nbytes} bytes)`;
+    let refusal: string;
+    if (inbox.reserve(header.nbytes)) {
+      try {
+        return Tensor.empty(header.shape, header.dtype);
+      } catch (error) {
+        inbox.unreserve(header.nbytes);
+        refusal = `rank ${this.rank} could not allocate ${what}: ${(error as Error).message}`;
+      }
+    } else {
+      refusal =
+        `rank ${this.rank} refused ${what}: it holds ${this.#budget.used} bytes of values no get took yet, ` +
+        `and its maxBufferedBytes is ${this.#budget.limit}`;
+    }
+    peer.sendFinished(header.id, { error: refusal });
+    this.#arrived(peer, header.key, { id: header.id, refusal });
+    return undefined;
+  }
+
+  #arrived(peer: PeerConnection, key: string, arrival: Arrival): void {
+    this.#linkOf(peer).inbox.put(key, arrival);
+    this.#wakers.wake(getTopic(peer.rank, key));
+  }
+
+  #finished(peer: PeerConnection, { id, failure }: Finished): void {
+    const send = this.#sends.get(id);
+    // A finish of a value given up on (or of no value of ours) has nobody waiting for it.
+    if (!send || send.link.conn !== peer || send.finished) return;
+    send.finished = true;
+    const p = send.produced;
+    p.unfinished--;
+    if (failure && !p.error) {
+      p.error = failure.mismatch ? new CollectiveMismatchError(failure.error) : new Error(failure.error);
+    }
+    if (p.unfinished === 0) this.#wakers.wake(finishTopic(p.key));
+  }
+
+  async srcSet(key: string, tensor: Tensor, consumers: number, options: StoreSetOptions = {}): Promise<void> {
+    const where = () => `srcSet(${JSON.stringify(key)})`;
+    this.#assertOpen(where);
+    assertCommTensor(tensor, 'srcSet');
+    if (tensor.device !== 'cpu') {
+      throw new TypeError(
+        `${where()}: tensor ${tensor.describe()} is on ${tensor.device}; the network store carries host tensors ` +
+          '(GPU tensors on different nodes go over NCCL)',
+      );
+    }
+    if (!Number.isSafeInteger(consumers) || consumers < 0) {
+      throw new RangeError(`${where()}: consumers must be a non-negative integer, got ${consumers}`);
+    }
+    const { to } = options;
+    if (to === undefined) {
+      throw new TypeError(
+        `${where()}: the network store needs options.to, the global ranks of the consumers`,
+      );
+    }
+    if (!Array.isArray(to) || to.length !== consumers) {
+      throw new TypeError(
+        `${where()}: options.to must list the ${consumers} consumers' ranks, got ${String(to)}`,
+      );
+    }
+    if (tensor.shape.length > MAX_DIMS) {
+      throw new RangeError(`${where()}: at most ${MAX_DIMS} dimensions are supported`);
+    }
+    checkKey(key, where);
+    const links = to.map((rank) => this.#link(rank, where));
+    if (this.#produced.has(key)) {
+      throw new Error(`${where()}: key is already set by this rank and not yet finished`);
+    }
+    for (const { conn } of links) {
+      if (conn.failure) throw rankFailure(where, this.rank, conn.failure);
+      if (tensor.nbytes > conn.maxValueBytes) {
+        throw new RangeError(
+          `${where()}: the value has ${tensor.nbytes} bytes, over the maxValueBytes ${conn.maxValueBytes} of rank ${conn.rank}`,
+        );
+      }
+    }
+    const tag = encodeBounded(options.tag ?? '', MAX_TAG_BYTES);
+    const produced: Produced = { key, sends: [], unfinished: consumers, error: undefined };
+    for (const link of links) {
+      const send: Send = { id: this.#nextId, link, produced, finished: false, sent: false };
+      this.#nextId = (this.#nextId + 1) >>> 0;
+      this.#sends.set(send.id, send);
+      produced.sends.push(send);
+      link.conn.sendValue(send.id, key, tag, tensor, () => {
+        send.sent = true;
+      });
+    }
+    this.#produced.set(key, produced);
+  }
+
+  async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
+    const where = () => `srcWaitUntilGetFinished(${JSON.stringify(key)})`;
+    const produced = this.#produced.get(key);
+    if (!produced) throw new Error(`${where()}: rank ${this.rank} has not set this key`);
+    const timeoutMs = this.#timeoutOf(options, where);
+    try {
+      await waitUntil(
+        () => {
+          this.#assertOpen(where);
+          const lost = produced.sends.find((send) => !send.finished && send.link.conn.failure);
+          if (lost) throw rankFailure(where, this.rank, lost.link.conn.failure!);
+          return produced.unfinished === 0 || undefined;
+        },
+        this.#wakers,
+        finishTopic(key),
+        timeoutMs,
+        () =>
+          new CommTimeoutError(
+            `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${finishProgress(produced)}`,
+          ),
+      );
+    } finally {
+      this.#release(produced);
+    }
+    if (produced.error) throw produced.error;
+  }
+
+  /** Forgets a value (also after a timeout, so the key can be set again). */
+  #release(produced: Produced): void {
+    this.#produced.delete(produced.key);
+    for (const send of produced.sends) {
+      this.#sends.delete(send.id);
+      // A consumer that has not taken it drops it, rather than take it for the key's next value.
+      if (!send.finished) send.link.conn.sendWithdraw(send.id);
+    }
+  }
+
+  async destGet(key: string, options: StoreWaitOptions = {}): Promise<Tensor> {
+    return (await this.destGetEntry(key, options)).tensor;
+  }
+
+  async destGetEntry(key: string, options: StoreWaitOptions = {}): Promise<StoreEntry> {
+    const where = () => `destGet(${JSON.stringify(key)})`;
+    const { from } = options;
+    if (from === undefined) {
+      throw new TypeError(
+        `${where()}: the network store needs options.from, the global rank of the producer`,
+      );
+    }
+    checkKey(key, where);
+    const link = this.#link(from, where);
+    const timeoutMs = this.#timeoutOf(options, where);
+    const arrival = await waitUntil(
+      () => {
+        this.#assertOpen(where);
+        if (link.conn.failure) throw rankFailure(where, this.rank, link.conn.failure);
+        return link.inbox.take(key);
+      },
+      this.#wakers,
+      getTopic(from, key),
+      timeoutMs,
+      () =>
+        new CommTimeoutError(
+          `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${arrivalProgress(link.conn, key)}`,
+        ),
+    );
+    if ('refusal' in arrival) throw new Error(`${where()}: ${arrival.refusal}`);
+    const held = this.#consuming.get(key);
+    if (held) held.push({ link, id: arrival.id });
+    else this.#consuming.set(key, [{ link, id: arrival.id }]);
+    return { tensor: arrival.tensor, tag: arrival.tag, producerRank: from };
+  }
+
+  async destFinishGet(key: string, options: StoreFinishOptions = {}): Promise<void> {
+    const where = () => `destFinishGet(${JSON.stringify(key)})`;
+    const list = this.#consuming.get(key);
+    const held = list?.shift();
+    if (!held) throw new Error(`${where()}: rank ${this.rank} has no unfinished destGet of this key`);
+    if (list?.length === 0) this.#consuming.delete(key);
+    // A producer whose connection ended hears nothing; one that gave up on the value ignores it.
+    held.link.conn.sendFinished(held.id, options);
+  }
+
+  /** Closes every connection and the server and rejects pending waits. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#dialing?.abort();
+    this.#server.close();
+    for (const link of this.#links.values()) {
+      link.conn.close();
+      link.inbox.clear();
+    }
+    for (const socket of this.#accepted) socket.destroy();
+    this.#consuming.clear();
+    this.#wakers.wakeAll();
+    this.#produced.clear();
+    this.#sends.clear();
+  }
+
+  #assertOpen(where: () => string): void {
+    if (this.#closed) throw new Error(`${where()}: the network store of rank ${this.rank} is closed`);
+  }
+
+  #link(rank: number, where: () => string): Link {
+    this.#assertOpen(where);
+    if (!this.#connected) {
+      throw new Error(
+        `${where()}: rank ${this.rank} is not connected to its peers yet (await connect() first)`,
+      );
+    }
+    const link = this.#links.get(rank);
+    if (link) return link;
+    throw new RangeError(
+      `${where()}: rank ${rank} is not a peer of rank ${this.rank}` +
+        (rank === this.rank ? " (a rank's values for itself do not cross the network)" : ''),
+    );
+  }
+
+  #timeoutOf(options: { timeoutMs?: number }, where: () => string): number {
+    const { timeoutMs = this.#timeoutMs } = options;
+    if (!(timeoutMs >= 0 && Number.isFinite(timeoutMs))) {
+      throw new RangeError(`${where()}: timeoutMs must be a non-negative number, got ${timeoutMs}`);
+    }
+    return timeoutMs;
+  }
+}
+
+/** The peer's failure, said by the wait it ends, keeping its class (a lost connection, a malformed frame). */
+function rankFailure(where: () => string, rank: number, failure: RankFailedError): RankFailedError {
+  const Kind = failure.constructor as typeof RankFailedError;
+  return new Kind(`${where()} on rank ${rank}: ${failure.message}`, failure.failedRank);
+}
+
+function finishProgress(p: Produced): string {
+  const waiting = p.sends.filter((send) => !send.finished);
+  const who = waiting.map(
+    (send) => `rank ${send.link.conn.rank} (${send.sent ? 'value sent' : 'value still being sent'})`,
+  );
+  return `${p.sends.length - waiting.length} of ${p.sends.length} consumers finished; waiting for ${who.join(', ')}`;
+}
+
+function arrivalProgress(conn: PeerConnection, key: string): string {
+  const arriving = conn.arriving;
+  if (arriving?.key === key) {
+    return `a value of ${arriving.nbytes} bytes from rank ${conn.rank} is still arriving (${arriving.received} bytes so far)`;
+  }
+  const behind = arriving
+    ? ` (rank ${conn.rank} is sending a value of key ${JSON.stringify(arriving.key)}: ${arriving.received} of ${arriving.nbytes} bytes so far)`
+    : '';
+  return `no value from rank ${conn.rank} has arrived under this key${behind}`;
+}

@@ -1,0 +1,233 @@
+/**
+ * One authenticated connection to a peer rank, after the handshake: turns the
+ * byte stream into values, finishes and withdrawals for the store, and writes
+ * the store's. Frames and payloads are read in the order they were written,
+ * so any number of values may be in flight. The first thing that goes wrong
+ * (the peer hangs up, dies, says why it leaves, or sends a malformed frame)
+ * ends the connection for good; `failure` then says what happened, for every
+ * wait on this peer.
+ */
+import type net from 'node:net';
+import type { FrameDecoder } from '../rendezvous/protocol.ts';
+import { RankFailedError } from '../runtime/errors.ts';
+import type { StoreFinishOptions } from '../runtime/tensor-store.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { NetworkStoreProtocolError } from './errors.ts';
+import { farewell, type PeerHello } from './handshake.ts';
+import {
+  type Finished,
+  Frame,
+  finishedFrame,
+  frameReader,
+  readFatal,
+  readFinished,
+  readValueHeader,
+  readWithdraw,
+  type ValueHeader,
+  valueHeaderFrame,
+  withdrawFrame,
+} from './wire.ts';
+
+/** What the store does with what arrives; none of these may throw. */
+export interface PeerEvents {
+  /** A value's header arrived: the tensor its payload goes into, or undefined to skip the payload. */
+  valueStarts(peer: PeerConnection, header: ValueHeader): Tensor | undefined;
+  /** All of the value's payload is in the tensor valueStarts gave. */
+  valueArrived(peer: PeerConnection, header: ValueHeader, tensor: Tensor): void;
+  finished(peer: PeerConnection, finished: Finished): void;
+  withdrawn(peer: PeerConnection, id: number): void;
+  /** The connection ended (not by close()); `peer.failure` says why. */
+  lost(peer: PeerConnection): void;
+}
+
+interface Payload {
+  header: ValueHeader;
+  /** The tensor's bytes, or undefined while skipping a refused value. */
+  into: Uint8Array | undefined;
+  tensor: Tensor | undefined;
+  received: number;
+}
+
+export class PeerConnection {
+  readonly rank: number;
+  /** The largest value the peer accepts. */
+  readonly maxValueBytes: number;
+  readonly address: string;
+  readonly #localRank: number;
+  readonly #localMaxValueBytes: number;
+  readonly #socket: net.Socket;
+  readonly #decoder: FrameDecoder;
+  readonly #events: PeerEvents;
+  #payload: Payload | undefined;
+  #failure: RankFailedError | undefined;
+  #socketError = '';
+
+  constructor(
+    socket: net.Socket,
+    decoder: FrameDecoder,
+    peer: PeerHello,
+    local: PeerHello,
+    address: string,
+    events: PeerEvents,
+  ) {
+    this.rank = peer.rank;
+    this.maxValueBytes = peer.maxValueBytes;
+    this.address = address;
+    this.#localRank = local.rank;
+    this.#localMaxValueBytes = local.maxValueBytes;
+    this.#socket = socket;
+    this.#decoder = decoder;
+    this.#events = events;
+  }
+
+  /**
+   * Starts reading: first what came with the handshake, then the socket. Apart
+   * from the constructor so the store knows the connection before its first
+   * value arrives.
+   */
+  start(): void {
+    const socket = this.#socket;
+    socket.on('error', (error) => {
+      this.#socketError = error.message;
+    });
+    const lost = () =>
+      this.#end(
+        new RankFailedError(
+          `rank ${this.rank} lost its connection to rank ${this.#localRank} (${this.address}): ` +
+            (this.#socketError || 'the connection closed'),
+          this.rank,
+        ),
+      );
+    socket.on('close', lost);
+    socket.on('data', (chunk: Buffer) => this.#receive(chunk));
+    this.#receive(Buffer.alloc(0));
+    // It may have closed between the handshake and now, before 'close' had a listener.
+    if (socket.destroyed) lost();
+    else socket.resume();
+  }
+
+  /** Why the connection ended, once it did. */
+  get failure(): RankFailedError | undefined {
+    return this.#failure;
+  }
+
+  /** The value whose payload is being received, and how much of it is here. */
+  get arriving(): { key: string; received: number; nbytes: number } | undefined {
+    const p = this.#payload;
+    return p && { key: p.header.key, received: p.received, nbytes: p.header.nbytes };
+  }
+
+  /**
+   * Writes a value: its header, then the tensor's own bytes (not copied; the
+   * producer leaves the tensor alone until its consumers finished). `sent`
+   * runs once the bytes left for the network.
+   */
+  sendValue(id: number, key: string, tag: Uint8Array, tensor: Tensor, sent: () => void): void {
+    if (this.#failure) return;
+    const socket = this.#socket;
+    socket.cork();
+    socket.write(valueHeaderFrame(id, key, tag, tensor), tensor.nbytes === 0 ? sent : undefined);
+    if (tensor.nbytes > 0) socket.write(tensor.bytes(), sent);
+    socket.uncork();
+  }
+
+  sendFinished(id: number, options: StoreFinishOptions): void {
+    if (!this.#failure) this.#socket.write(finishedFrame(id, options));
+  }
+
+  sendWithdraw(id: number): void {
+    if (!this.#failure) this.#socket.write(withdrawFrame(id));
+  }
+
+  /**
+   * Ends the connection from this side, with no event: at once when the store
+   * closes (the peer sees the connection close), or after telling the peer
+   * why when it was refused.
+   */
+  close(farewellMessage?: string): void {
+    this.#failure ??= new RankFailedError(
+      `rank ${this.#localRank} closed its connection to rank ${this.rank}`,
+      undefined,
+    );
+    if (farewellMessage === undefined) this.#socket.destroy();
+    else farewell(this.#socket, farewellMessage);
+  }
+
+  #receive(chunk: Buffer): void {
+    // Bytes that were in flight when the connection failed are nobody's.
+    if (this.#failure) return;
+    try {
+      for (;;) {
+        if (this.#payload) {
+          chunk = this.#fill(this.#payload, chunk);
+          if (this.#payload || chunk.byteLength === 0) return;
+        }
+        if (chunk.byteLength > 0) this.#decoder.push(chunk);
+        chunk = this.#frames();
+        if (!this.#payload) return;
+      }
+    } catch (error) {
+      const message = `rank ${this.rank} sent a malformed frame: ${(error as Error).message}`;
+      farewell(
+        this.#socket,
+        `rank ${this.#localRank} closed the connection: you sent a malformed frame: ${(error as Error).message}`,
+      );
+      this.#end(
+        new NetworkStoreProtocolError(
+          `${message}; rank ${this.#localRank} closed its connection to it`,
+          this.rank,
+        ),
+      );
+    }
+  }
+
+  /** Handles whole frames until a payload begins; returns the bytes after its header. */
+  #frames(): Buffer {
+    for (let body = this.#decoder.next(); body && !this.#failure; body = this.#decoder.next()) {
+      const frame = frameReader(body);
+      const type = frame.u8();
+      if (type === Frame.value) {
+        this.#startValue(readValueHeader(frame, this.#localMaxValueBytes));
+        if (this.#payload) return this.#decoder.takeBuffered();
+      } else if (type === Frame.finished) this.#events.finished(this, readFinished(frame));
+      else if (type === Frame.withdraw) this.#events.withdrawn(this, readWithdraw(frame));
+      else if (type === Frame.fatal) {
+        this.#socket.destroy();
+        this.#end(
+          new RankFailedError(
+            `rank ${this.rank} closed its connection to rank ${this.#localRank}: ${readFatal(frame)}`,
+            this.rank,
+          ),
+        );
+      } else throw new Error(`unexpected frame type ${type}`);
+    }
+    return Buffer.alloc(0);
+  }
+
+  #startValue(header: ValueHeader): void {
+    const tensor = this.#events.valueStarts(this, header);
+    if (header.nbytes === 0) {
+      if (tensor) this.#events.valueArrived(this, header, tensor);
+      return;
+    }
+    this.#payload = { header, tensor, into: tensor?.bytes(), received: 0 };
+  }
+
+  /** Copies what `chunk` holds of the payload into place; returns the rest of the chunk. */
+  #fill(p: Payload, chunk: Buffer): Buffer {
+    const n = Math.min(p.header.nbytes - p.received, chunk.byteLength);
+    p.into?.set(chunk.subarray(0, n), p.received);
+    p.received += n;
+    if (p.received === p.header.nbytes) {
+      this.#payload = undefined;
+      if (p.tensor) this.#events.valueArrived(this, p.header, p.tensor);
+    }
+    return chunk.subarray(n);
+  }
+
+  #end(failure: RankFailedError): void {
+    if (this.#failure) return;
+    this.#failure = failure;
+    this.#events.lost(this);
+  }
+}

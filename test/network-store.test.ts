@@ -1,0 +1,539 @@
+/**
+ * NetworkTensorStore on loopback: several stores in this process, each its
+ * own rank, connected over TCP as ranks on different nodes would be.
+ */
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { dialerHandshake } from '../src/network-store/handshake.ts';
+import {
+  NetworkStoreHandshakeError,
+  type NetworkStoreOptions,
+  NetworkStoreProtocolError,
+  NetworkTensorStore,
+} from '../src/network-store/index.ts';
+import { FRAME_LIMIT, Frame, valueHeaderFrame } from '../src/network-store/wire.ts';
+import { FrameDecoder, FrameWriter } from '../src/rendezvous/protocol.ts';
+import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../src/runtime/errors.ts';
+import { registerDeviceBackend } from '../src/tensor/device.ts';
+import { DTYPES, type DType } from '../src/tensor/dtype.ts';
+import { Tensor } from '../src/tensor/tensor.ts';
+
+const SECRET = 'a-job-secret-of-some-length';
+const HOST = '127.0.0.1';
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const stores: NetworkTensorStore[] = [];
+const sockets: net.Socket[] = [];
+/** Connections the stores refused, in the order refused. */
+let refusals: Error[] = [];
+let jobs = 0;
+
+afterEach(() => {
+  for (const store of stores.splice(0)) store.close();
+  for (const socket of sockets.splice(0)) socket.destroy();
+  refusals = [];
+});
+
+async function listen(rank: number, jobId: string, options: Partial<NetworkStoreOptions> = {}) {
+  const store = await NetworkTensorStore.listen({
+    rank,
+    jobId,
+    secret: SECRET,
+    timeoutMs: 10_000,
+    onRefused: (error) => refusals.push(error),
+    ...options,
+  });
+  stores.push(store);
+  return store;
+}
+
+const peerOf = (store: NetworkTensorStore) => ({ rank: store.rank, ...store.address });
+
+/** A connected job of these ranks (0..n-1 for a number); options per rank. */
+async function job(
+  ranks: number | number[],
+  options: (rank: number) => Partial<NetworkStoreOptions> = () => ({}),
+): Promise<NetworkTensorStore[]> {
+  const list = typeof ranks === 'number' ? Array.from({ length: ranks }, (_, r) => r) : ranks;
+  const jobId = `job-${++jobs}`;
+  const members = await Promise.all(list.map((rank) => listen(rank, jobId, options(rank))));
+  const peers = members.map(peerOf);
+  await Promise.all(members.map((store) => store.connect(peers, { timeoutMs: 10_000 })));
+  return members;
+}
+
+function randomTensor(shape: number[], dtype: DType): Tensor {
+  const t = Tensor.empty(shape, dtype);
+  t.bytes().set(randomBytes(t.nbytes));
+  return t;
+}
+
+const sameBytes = (a: Tensor, b: Tensor) => Buffer.from(a.bytes()).equals(Buffer.from(b.bytes()));
+
+/** One value from `src` to `dst`, through all four steps; resolves to what `dst` got. */
+async function pass(src: NetworkTensorStore, dst: NetworkTensorStore, key: string, tensor: Tensor) {
+  await src.srcSet(key, tensor, 1, { to: [dst.rank] });
+  const got = await dst.destGet(key, { from: src.rank });
+  await dst.destFinishGet(key);
+  await src.srcWaitUntilGetFinished(key);
+  return got;
+}
+
+/** Resolves once `check` holds, polling; fails after `ms`. */
+async function eventually(check: () => boolean, ms = 5000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > until) throw new Error('condition not reached');
+    await sleep(5);
+  }
+}
+
+/** A connection to `port`; it drops what it reads unless `drain` is false (a handshake reads it). */
+async function openSocket(port: number, drain = true): Promise<net.Socket> {
+  const socket = net.connect(port, HOST);
+  sockets.push(socket);
+  socket.on('error', () => {});
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  // Reading is what sees the end of the connection.
+  if (drain) socket.resume();
+  return socket;
+}
+
+const closed = (socket: net.Socket) =>
+  socket.closed ? Promise.resolve() : new Promise<void>((resolve) => socket.once('close', () => resolve()));
+
+describe('values', () => {
+  it('reach several consumers with their tag and producer rank', async () => {
+    const ranks = await job(4);
+    const value = Tensor.fromArray([1, 2, 3, 4, 5, 6], [2, 3], 'float32');
+    await ranks[2].srcSet('allGather#3', value, 3, { tag: 'allGather float32[2,3]', to: [0, 1, 3] });
+    for (const r of [0, 1, 3]) {
+      const entry = await ranks[r].destGetEntry('allGather#3', { from: 2 });
+      expect(entry.tag).toBe('allGather float32[2,3]');
+      expect(entry.producerRank).toBe(2);
+      expect(entry.tensor.shape).toEqual([2, 3]);
+      expect(entry.tensor.toArray()).toEqual([1, 2, 3, 4, 5, 6]);
+    }
+    let finished = false;
+    const waiting = ranks[2].srcWaitUntilGetFinished('allGather#3').then(() => {
+      finished = true;
+    });
+    await ranks[0].destFinishGet('allGather#3');
+    await ranks[1].destFinishGet('allGather#3');
+    await sleep(30);
+    expect(finished).toBe(false);
+    await ranks[3].destFinishGet('allGather#3');
+    await waiting;
+  });
+
+  it('carry every dtype, empty and 0-d tensors, and 16 MiB bit for bit', async () => {
+    const [a, b] = await job(2);
+    for (const dtype of DTYPES) {
+      const t = randomTensor([3, 5], dtype);
+      const got = await pass(a, b, `dtype-${dtype}`, t);
+      expect(got.dtype).toBe(dtype);
+      expect(got.shape).toEqual([3, 5]);
+      expect(sameBytes(got, t)).toBe(true);
+    }
+    for (const shape of [[0], [2, 0, 3], []]) {
+      const t = randomTensor(shape, 'float64');
+      const got = await pass(a, b, `shape-${shape.join('x')}`, t);
+      expect(got.shape).toEqual(shape);
+      expect(sameBytes(got, t)).toBe(true);
+    }
+    const big = randomTensor([4, 1 << 20], 'float32');
+    const got = await pass(b, a, 'big', big);
+    expect(got.nbytes).toBe(16 << 20);
+    expect(sameBytes(got, big)).toBe(true);
+  });
+
+  it('keep their order with many in flight, and a key serves again and again', async () => {
+    const [a, b] = await job(2);
+    const n = 300;
+    for (let i = 0; i < n; i++) {
+      await a.srcSet(`k${i}`, Tensor.fromArray([i, 2 * i], [2], 'int32'), 1, { tag: `t${i}`, to: [1] });
+    }
+    // Taken out of order: each key finds its own value.
+    for (const i of [n - 1, 0, 7]) {
+      const e = await b.destGetEntry(`k${i}`, { from: 0 });
+      expect([e.tag, ...e.tensor.toArray()]).toEqual([`t${i}`, i, 2 * i]);
+    }
+    for (let i = 1; i < n - 1; i++) {
+      if (i === 7) continue;
+      const e = await b.destGetEntry(`k${i}`, { from: 0 });
+      expect([e.tag, ...e.tensor.toArray()]).toEqual([`t${i}`, i, 2 * i]);
+    }
+    for (let i = 0; i < n; i++) await b.destFinishGet(`k${i}`);
+    for (let i = 0; i < n; i++) await a.srcWaitUntilGetFinished(`k${i}`);
+
+    for (let i = 0; i < 200; i++) {
+      const got = await pass(i % 2 ? a : b, i % 2 ? b : a, 'reused', Tensor.fromArray([i], [1], 'float64'));
+      expect(got.toArray()).toEqual([i]);
+    }
+  });
+
+  it("a consumer's error and mismatch reach the producer", async () => {
+    const [a, b, c] = await job(3);
+    const t = Tensor.fromArray([1], [1], 'float32');
+    await a.srcSet('e', t, 2, { to: [1, 2] });
+    await b.destGet('e', { from: 0 });
+    await c.destGet('e', { from: 0 });
+    await b.destFinishGet('e', { error: 'rank 1: shapes differ', mismatch: true });
+    await c.destFinishGet('e');
+    const mismatch = await a.srcWaitUntilGetFinished('e').catch((e: Error) => e);
+    expect(mismatch).toBeInstanceOf(CollectiveMismatchError);
+    expect((mismatch as Error).message).toBe('rank 1: shapes differ');
+
+    await a.srcSet('e', t, 1, { to: [2] });
+    await c.destGet('e', { from: 0 });
+    await c.destFinishGet('e', { error: 'rank 2: out of memory' });
+    const local = await a.srcWaitUntilGetFinished('e').catch((e: Error) => e);
+    expect(local).not.toBeInstanceOf(CollectiveMismatchError);
+    expect((local as Error).message).toBe('rank 2: out of memory');
+    // The key is free again after a failure.
+    expect((await pass(a, b, 'e', t)).toArray()).toEqual([1]);
+  });
+
+  it('a value over the budget of buffered bytes is refused on both sides, and the budget frees as gets take values', async () => {
+    const [a, b] = await job(2, (rank) => (rank === 1 ? { maxBufferedBytes: 1000 } : {}));
+    await a.srcSet('first', Tensor.zeros([100], 'float64'), 1, { to: [1] });
+    await a.srcSet('second', Tensor.zeros([100], 'float64'), 1, { to: [1] });
+    const refused = await b.destGet('second', { from: 0 }).catch((e: Error) => e);
+    expect((refused as Error).message).toMatch(
+      /destGet\("second"\): rank 1 refused the value of key "second" from rank 0 \(800 bytes\): it holds 800 bytes of values no get took yet, and its maxBufferedBytes is 1000/,
+    );
+    await expect(a.srcWaitUntilGetFinished('second')).rejects.toThrow(
+      /rank 1 refused the value of key "second"/,
+    );
+    await b.destGet('first', { from: 0 });
+    await b.destFinishGet('first');
+    await a.srcWaitUntilGetFinished('first');
+    expect((await pass(a, b, 'third', Tensor.ones([100], 'float64'))).toArray()[99]).toBe(1);
+  });
+
+  it('a value over the consumer’s maxValueBytes is refused by the producer', async () => {
+    const [a] = await job(2, (rank) => (rank === 1 ? { maxValueBytes: 100 } : {}));
+    await expect(a.srcSet('k', Tensor.zeros([50], 'int32'), 1, { to: [1] })).rejects.toThrow(
+      /srcSet\("k"\): the value has 200 bytes, over the maxValueBytes 100 of rank 1/,
+    );
+  });
+});
+
+describe('arguments', () => {
+  it('missing to / from, a wrong count and a rank that is no peer are clear errors naming the key', async () => {
+    const [a, b] = await job(2);
+    const t = Tensor.zeros([2]);
+    await expect(a.srcSet('k', t, 1)).rejects.toThrow(
+      new TypeError('srcSet("k"): the network store needs options.to, the global ranks of the consumers'),
+    );
+    await expect(a.srcSet('k', t, 2, { to: [1] })).rejects.toThrow(/srcSet\("k"\): options.to must list/);
+    await expect(a.srcSet('k', t, 1, { to: [5] })).rejects.toThrow(
+      /srcSet\("k"\): rank 5 is not a peer of rank 0/,
+    );
+    await expect(a.srcSet('k', t, 1, { to: [0] })).rejects.toThrow(/do not cross the network/);
+    await expect(b.destGet('k')).rejects.toThrow(
+      new TypeError('destGet("k"): the network store needs options.from, the global rank of the producer'),
+    );
+    await expect(b.destFinishGet('k')).rejects.toThrow(/no unfinished destGet of this key/);
+    await expect(a.srcWaitUntilGetFinished('k')).rejects.toThrow(/has not set this key/);
+    // A failed call claims nothing: the key still works.
+    expect((await pass(a, b, 'k', t)).shape).toEqual([2]);
+  });
+
+  it('a device tensor is refused: GPU tensors on different nodes go over NCCL', async () => {
+    // Enough of a device backend to make a view on device memory; nothing reads it.
+    const refuse = () => {
+      throw new Error('not a real device');
+    };
+    registerDeviceBackend({ checkDevice: () => {}, allocate: refuse, copy: refuse, memset: refuse });
+    const [a] = await job(2);
+    const onDevice = Tensor.fromDevicePointer(0x1000n, 'cuda:0', [4], 'float32');
+    await expect(a.srcSet('gpu', onDevice, 1, { to: [1] })).rejects.toThrow(
+      new TypeError(
+        'srcSet("gpu"): tensor float32[4] is on cuda:0; the network store carries host tensors (GPU tensors on different nodes go over NCCL)',
+      ),
+    );
+  });
+
+  it('before connect and after close, calls say so', async () => {
+    const store = await listen(0, 'lonely');
+    await expect(store.destGet('k', { from: 1 })).rejects.toThrow(/not connected to its peers yet/);
+    store.close();
+    store.close();
+    await expect(store.srcSet('k', Tensor.zeros([1]), 0, { to: [] })).rejects.toThrow(
+      /the network store of rank 0 is closed/,
+    );
+  });
+
+  it('the secret is required', async () => {
+    await expect(
+      NetworkTensorStore.listen({ rank: 0, jobId: 'j', secret: undefined as unknown as string }),
+    ).rejects.toThrow(/secret is required/);
+  });
+});
+
+describe('timeouts', () => {
+  it('name the key, the rank and what is known', async () => {
+    const [a, b] = await job(2);
+    const get = await b.destGet('absent', { from: 0, timeoutMs: 50 }).catch((e: Error) => e);
+    expect(get).toBeInstanceOf(CommTimeoutError);
+    expect((get as Error).message).toBe(
+      'destGet("absent") timed out after 50 ms on rank 1: no value from rank 0 has arrived under this key',
+    );
+    await a.srcSet('unread', Tensor.fromArray([1], [1], 'float32'), 1, { to: [1] });
+    const wait = await a.srcWaitUntilGetFinished('unread', { timeoutMs: 50 }).catch((e: Error) => e);
+    expect(wait).toBeInstanceOf(CommTimeoutError);
+    expect((wait as Error).message).toBe(
+      'srcWaitUntilGetFinished("unread") timed out after 50 ms on rank 0: 0 of 1 consumers finished; waiting for rank 1 (value sent)',
+    );
+    // The producer gave up on that value and withdrew it: once the withdrawal is there (a value
+    // sent after it on the same connection arrived), the consumer gets the key's next value.
+    await pass(a, b, 'fence', Tensor.ones([1]));
+    await a.srcSet('unread', Tensor.fromArray([2], [1], 'float32'), 1, { to: [1] });
+    expect((await b.destGet('unread', { from: 0 })).toArray()).toEqual([2]);
+    await expect(b.destGet('unread', { from: 0, timeoutMs: 0 })).rejects.toThrow(CommTimeoutError);
+  });
+
+  it('timeoutMs 0 looks once', async () => {
+    const [a, b] = await job(2);
+    const started = performance.now();
+    await expect(b.destGet('k', { from: 0, timeoutMs: 0 })).rejects.toThrow(CommTimeoutError);
+    expect(performance.now() - started).toBeLessThan(50);
+    await a.srcSet('k', Tensor.fromArray([7], [1], 'int32'), 1, { to: [1] });
+    await expect(a.srcWaitUntilGetFinished('k', { timeoutMs: 0 })).rejects.toThrow(
+      /0 of 1 consumers finished/,
+    );
+    await pass(a, b, 'fence', Tensor.ones([1]));
+    await expect(b.destGet('k', { from: 0, timeoutMs: 0 })).rejects.toThrow(CommTimeoutError);
+    await a.srcSet('k', Tensor.fromArray([8], [1], 'int32'), 1, { to: [1] });
+    let got: Tensor | undefined;
+    while (!got) {
+      got = await b.destGet('k', { from: 0, timeoutMs: 0 }).catch(() => undefined);
+      if (!got) await sleep(2);
+    }
+    expect(got.toArray()).toEqual([8]);
+    await b.destFinishGet('k');
+    // The finish travels ahead of the fence on the same connection.
+    await pass(b, a, 'fence', Tensor.ones([1]));
+    await a.srcWaitUntilGetFinished('k', { timeoutMs: 0 });
+  });
+
+  it('connect names the peers that never came, with their addresses', async () => {
+    const gone = net.createServer();
+    await new Promise<void>((resolve) => gone.listen(0, HOST, resolve));
+    const deadPort = (gone.address() as net.AddressInfo).port;
+    await new Promise((resolve) => gone.close(resolve));
+    const store = await listen(1, 'half-job');
+    const peers = [{ rank: 0, host: HOST, port: 9 }, peerOf(store), { rank: 2, host: HOST, port: deadPort }];
+    const error = await store.connect(peers, { timeoutMs: 300 }).catch((e: Error) => e);
+    expect(error).toBeInstanceOf(CommTimeoutError);
+    expect((error as Error).message).toMatch(
+      new RegExp(
+        `NetworkTensorStore.connect timed out after 300 ms on rank 1: 0 of 2 peers connected; ` +
+          `rank 0 \\(${HOST}:9\\) did not connect; rank 2 at ${HOST}:${deadPort} could not be reached \\(.*ECONNREFUSED.*\\)`,
+      ),
+    );
+  });
+
+  it('connect waits for a peer that listens late', async () => {
+    const first = await listen(0, 'late');
+    const reserve = net.createServer();
+    await new Promise<void>((resolve) => reserve.listen(0, HOST, resolve));
+    const port = (reserve.address() as net.AddressInfo).port;
+    await new Promise((resolve) => reserve.close(resolve));
+    // Rank 1's address is known before it listens: rank 0 keeps dialing until it does.
+    const connecting = first.connect([peerOf(first), { rank: 1, host: HOST, port }], { timeoutMs: 10_000 });
+    await sleep(100);
+    const late = await NetworkTensorStore.listen({ rank: 1, jobId: 'late', secret: SECRET });
+    stores.push(late);
+    // It took another port than the one announced; redirect the announced one to it.
+    const relay = net.createServer((socket) => {
+      const upstream = net.connect(late.address.port, HOST);
+      socket.pipe(upstream).pipe(socket);
+      socket.on('error', () => upstream.destroy());
+      upstream.on('error', () => socket.destroy());
+      sockets.push(socket, upstream);
+    });
+    await new Promise<void>((resolve) => relay.listen(port, HOST, resolve));
+    try {
+      await Promise.all([connecting, late.connect([peerOf(first), peerOf(late)], { timeoutMs: 10_000 })]);
+      expect((await pass(first, late, 'k', Tensor.ones([3]))).toArray()).toEqual([1, 1, 1]);
+    } finally {
+      for (const s of stores.splice(0)) s.close();
+      for (const s of sockets.splice(0)) s.destroy();
+      await new Promise((resolve) => relay.close(resolve));
+    }
+  });
+});
+
+describe('strangers', () => {
+  it('a wrong secret, another job, a duplicate rank and a rank not in the job are refused; the job goes on', async () => {
+    const [r1, r2] = await job([1, 2]);
+    const attempt = async (rank: number, options: Partial<NetworkStoreOptions> & { jobId: string }) => {
+      const impostor = await listen(rank, options.jobId, options);
+      const error = await impostor
+        .connect([peerOf(impostor), peerOf(r2)], { timeoutMs: 5000 })
+        .catch((e: Error) => e);
+      expect(error).toBeInstanceOf(NetworkStoreHandshakeError);
+      return (error as Error).message;
+    };
+    const jobId = `job-${jobs}`;
+    expect(await attempt(0, { jobId, secret: 'not-the-secret-of-this-job' })).toMatch(
+      /rank 0: the handshake with rank 2 at .* failed: rank 2 refused the connection: it failed authentication/,
+    );
+    expect(await attempt(0, { jobId: 'another-job' })).toMatch(
+      /it belongs to job "another-job", not this one/,
+    );
+    expect(await attempt(1, { jobId })).toMatch(/rank 1 is already connected/);
+    expect(await attempt(0, { jobId })).toMatch(/rank 0 is not among the peers of rank 2/);
+    expect(refusals.map((e) => e.message)).toEqual([
+      expect.stringMatching(
+        /^rank 2 refused a connection from .* \(claiming rank 0\): it failed authentication$/,
+      ),
+      expect.stringMatching(/another-job/),
+      expect.stringMatching(/rank 1 is already connected/),
+      expect.stringMatching(/not among the peers/),
+    ]);
+    expect((await pass(r1, r2, 'k', Tensor.ones([2]))).toArray()).toEqual([1, 1]);
+  });
+
+  it('garbage, a port scanner and a silent socket are refused without disturbing a value in flight', async () => {
+    const [a, b] = await job(2, () => ({ handshakeTimeoutMs: 200 }));
+    const pending = b.destGet('k', { from: 0 });
+    const garbage = await openSocket(b.address.port);
+    garbage.write('GET / HTTP/1.1\r\nHost: example\r\n\r\n');
+    const framedNoise = await openSocket(b.address.port);
+    framedNoise.write(new FrameWriter(Frame.join).raw(randomBytes(1000)).finish());
+    const scanner = await openSocket(b.address.port);
+    scanner.destroy();
+    const silent = await openSocket(b.address.port);
+    await Promise.all([closed(garbage), closed(framedNoise), closed(silent)]);
+    await eventually(() => refusals.length === 4);
+    expect(refusals.map((e) => e.message)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          /^rank 1 refused a connection from .*: frame of \d+ bytes exceeds the limit of 4096$/,
+        ),
+        expect.stringMatching(/: no handshake within 200 ms$/),
+        expect.stringMatching(/: not a tensorcomm network store peer$/),
+        expect.stringMatching(/: the connection closed during the handshake$/),
+      ]),
+    );
+    await a.srcSet('k', Tensor.fromArray([5], [1], 'int32'), 1, { to: [1] });
+    expect((await pending).toArray()).toEqual([5]);
+    await b.destFinishGet('k');
+    await a.srcWaitUntilGetFinished('k');
+  });
+});
+
+describe('failures', () => {
+  /** Rank 0 played by the test: it passes the handshake with ranks 1 and 2, then writes what it likes. */
+  async function jobWithFakeRank0() {
+    const jobId = `job-${++jobs}`;
+    const [r1, r2] = await Promise.all([listen(1, jobId), listen(2, jobId)]);
+    const peers = [{ rank: 0, host: HOST, port: 9 }, peerOf(r1), peerOf(r2)];
+    const connecting = Promise.all([r1.connect(peers), r2.connect(peers)]);
+    const fake = async (to: NetworkTensorStore) => {
+      const socket = await openSocket(to.address.port, false);
+      const local = { jobId, secret: SECRET, rank: 0, maxValueBytes: 1 << 20 };
+      const address = `${HOST}:${to.address.port}`;
+      await dialerHandshake(socket, new FrameDecoder(FRAME_LIMIT), local, { rank: to.rank, address }, 5000);
+      socket.resume();
+      return socket;
+    };
+    const [to1, to2] = await Promise.all([fake(r1), fake(r2)]);
+    await connecting;
+    return { r1, r2, to1, to2 };
+  }
+
+  it('a malformed frame from an authenticated peer fails the waits that involve it, and only those', async () => {
+    const { r1, r2, to1 } = await jobWithFakeRank0();
+    // The fake speaks the protocol: a well-formed value goes through.
+    const good = Tensor.fromArray([1, 2], [2], 'int16');
+    to1.write(valueHeaderFrame(0, 'good', new Uint8Array(), good));
+    to1.write(good.bytes());
+    expect((await r1.destGet('good', { from: 0 })).toArray()).toEqual([1, 2]);
+
+    const pendingGet = r1.destGet('next', { from: 0 }).catch((e: Error) => e);
+    await r1.srcSet('out', Tensor.ones([1]), 2, { to: [0, 2] });
+    const pendingFinish = r1.srcWaitUntilGetFinished('out').catch((e: Error) => e);
+    await r2.destGet('out', { from: 1 });
+    const told = closed(to1);
+    to1.write(
+      new FrameWriter(Frame.value).u32(1).key('next').bytes(new Uint8Array()).u8(99).u8(0).f64(8).finish(),
+    );
+    for (const error of [await pendingGet, await pendingFinish]) {
+      expect(error).toBeInstanceOf(NetworkStoreProtocolError);
+      expect(error).toBeInstanceOf(RankFailedError);
+      expect((error as RankFailedError).failedRank).toBe(0);
+      expect((error as Error).message).toMatch(
+        /on rank 1: rank 0 sent a malformed frame: value of key "next" has unknown dtype code 99; rank 1 closed its connection to it/,
+      );
+    }
+    await told;
+    await expect(r1.destGet('later', { from: 0 })).rejects.toThrow(/rank 0 sent a malformed frame/);
+    await expect(r1.srcSet('later', Tensor.ones([1]), 1, { to: [0] })).rejects.toThrow(
+      NetworkStoreProtocolError,
+    );
+    // Ranks 1 and 2 are not disturbed.
+    await r2.destFinishGet('out');
+    expect((await pass(r2, r1, 'k', Tensor.ones([2]))).toArray()).toEqual([1, 1]);
+  });
+
+  it('a peer that closes fails the waits that involve it with RankFailedError, and only those', async () => {
+    const [r0, r1, r2] = await job(3);
+    const pendingGet = r1.destGet('a', { from: 0 }).catch((e: Error) => e);
+    await r1.srcSet('b', Tensor.ones([4]), 2, { to: [0, 2] });
+    await r2.destGet('b', { from: 1 });
+    await r2.destFinishGet('b');
+    const pendingFinish = r1.srcWaitUntilGetFinished('b').catch((e: Error) => e);
+    const unrelated = r2.destGet('c', { from: 1 });
+    r0.close();
+    for (const error of [await pendingGet, await pendingFinish]) {
+      expect(error).toBeInstanceOf(RankFailedError);
+      expect((error as RankFailedError).failedRank).toBe(0);
+      expect((error as Error).message).toMatch(/on rank 1: rank 0 lost its connection to rank 1/);
+    }
+    await expect(r1.destGet('later', { from: 0 })).rejects.toThrow(/rank 0 lost its connection/);
+    await expect(r1.srcSet('later', Tensor.ones([1]), 1, { to: [0] })).rejects.toThrow(RankFailedError);
+    await r1.srcSet('c', Tensor.fromArray([3], [1], 'int32'), 1, { to: [2] });
+    expect((await unrelated).toArray()).toEqual([3]);
+    await r2.destFinishGet('c');
+    await r1.srcWaitUntilGetFinished('c');
+  });
+
+  it('close rejects pending waits, and leaves no socket, server or timer behind', async () => {
+    const count = () =>
+      process
+        .getActiveResourcesInfo()
+        .filter((r) => r === 'TCPSocketWrap' || r === 'TCPServerWrap' || r === 'Timeout').length;
+    const before = count();
+    const [a, b] = await job(2);
+    await pass(a, b, 'k', Tensor.ones([1000]));
+    const pending = b.destGet('never', { from: 0 }).catch((e: Error) => e);
+    await a.srcSet('unread', Tensor.ones([4]), 1, { to: [1] });
+    const unfinished = a.srcWaitUntilGetFinished('unread').catch((e: Error) => e);
+    const ports = [a.address.port, b.address.port];
+    expect(count()).toBeGreaterThan(before);
+    a.close();
+    b.close();
+    expect((await pending) as Error).toBeInstanceOf(Error);
+    expect(((await pending) as Error).message).toMatch(
+      /destGet\("never"\): the network store of rank 1 is closed/,
+    );
+    expect(((await unfinished) as Error).message).toMatch(/the network store of rank 0 is closed/);
+    await eventually(() => count() === before);
+    for (const port of ports) {
+      const refused = await new Promise<string>((resolve) => {
+        const probe = net.connect(port, HOST);
+        probe.on('connect', () => {
+          probe.destroy();
+          resolve('connected');
+        });
+        probe.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
+      });
+      expect(refused).toBe('ECONNREFUSED');
+    }
+  });
+});
