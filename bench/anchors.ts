@@ -86,7 +86,8 @@ async function nodePrimitives(dir: string): Promise<Anchor> {
   });
 }
 
-async function gloo(dir: string, quick: boolean): Promise<Anchor> {
+/** gloo_bench.py with `world` processes (gloo always talks TCP, here over loopback). */
+export async function gloo(dir: string, quick: boolean, world = 2): Promise<Anchor> {
   if (!(await succeeds(PYTHON, ['-c', 'import torch']))) {
     return { skipped: 'python3-torch not installed; apt-get install -y python3-torch' };
   }
@@ -95,8 +96,8 @@ async function gloo(dir: string, quick: boolean): Promise<Anchor> {
   return withTempDir('tensorcomm-gloo-', (tmp) =>
     measured(async () => {
       // Our own output file: the script's default one in /tmp is shared with anyone else running it.
-      const out = join(tmp, 'gloo_2.json');
-      await exec(PYTHON, [join(dir, 'gloo_bench.py'), '2', out], { timeout: 5 * MINUTE_MS });
+      const out = join(tmp, `gloo_${world}.json`);
+      await exec(PYTHON, [join(dir, 'gloo_bench.py'), String(world), out], { timeout: 5 * MINUTE_MS });
       return JSON.parse(await readFile(out, 'utf8')) as Figures;
     }),
   );
@@ -119,7 +120,8 @@ export function parseMpiOutput(stdout: string): Figures {
   return figures;
 }
 
-async function mpi(dir: string): Promise<Anchor> {
+/** mpi_bench.c with `np` processes; `btl` picks Open MPI's transports (e.g. 'tcp,self'; default shared memory). */
+export async function mpi(dir: string, np = 2, btl?: string): Promise<Anchor> {
   if (!((await onPath('mpicc')) && (await onPath('mpirun')))) {
     return { skipped: 'Open MPI not installed; apt-get install -y openmpi-bin libopenmpi-dev' };
   }
@@ -129,7 +131,14 @@ async function mpi(dir: string): Promise<Anchor> {
       await exec('mpicc', ['-O2', '-o', binary, join(dir, 'mpi_bench.c')], { timeout: MINUTE_MS });
       const { stdout } = await exec(
         'mpirun',
-        ['--allow-run-as-root', '--oversubscribe', '-np', '2', binary],
+        [
+          '--allow-run-as-root',
+          '--oversubscribe',
+          ...(btl ? ['--mca', 'btl', btl] : []),
+          '-np',
+          String(np),
+          binary,
+        ],
         { timeout: 5 * MINUTE_MS },
       );
       return parseMpiOutput(stdout);

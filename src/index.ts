@@ -64,6 +64,14 @@ export {
 export type { SharedSlotTable, SlotTableSpec } from './memory-store/slot-table.ts';
 export { NcclError } from './nccl/errors.ts';
 export { NcclBackend, type NcclBackendOptions } from './nccl/nccl-backend.ts';
+export {
+  type NetworkConnectOptions,
+  type NetworkPeer,
+  NetworkStoreHandshakeError,
+  type NetworkStoreOptions,
+  NetworkStoreProtocolError,
+  NetworkTensorStore,
+} from './network-store/index.ts';
 export { Collective, type CollectiveHost } from './p2p/collective.ts';
 export { type BroadcastOptions, CollectiveGroup, type GroupMembers } from './p2p/collective-group.ts';
 export { type BufferPoolStats, type PooledBuffer, TensorBufferPool } from './p2p/compression/buffer-pool.ts';

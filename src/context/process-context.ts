@@ -22,12 +22,19 @@ import {
   type ProcessJobInfo,
   publishJob,
   readProcessEnv,
+  STORE_DIR_ENV,
 } from '../launch/process-env.ts';
+import { NetworkTensorStore } from '../network-store/index.ts';
+import { generateRendezvousSecret, rendezvousSecretFromEnv } from '../rendezvous/auth.ts';
 import { RendezvousClient } from '../rendezvous/client.ts';
 import { RendezvousServer } from '../rendezvous/server.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
+import type { TensorStore } from '../runtime/tensor-store.ts';
 import { parseDevice } from '../tensor/dtype.ts';
-import { checkOneNode } from './one-node.ts';
+import { listenAddress } from './listen-address.ts';
+import { exchangeNodeIds, type NodeMap } from './node-map.ts';
+import { NodeRoutedStore } from './node-routed-store.ts';
+import { watchNodePeers } from './peer-watch.ts';
 import { buildRankContext, type RankContext } from './rank-context.ts';
 
 export function createProcessJob(jobId: string): string {
@@ -50,7 +57,8 @@ export interface InitProcessOptions {
 
 function checkJob(job: ProcessJobInfo, env: ProcessEnv): ProcessJobInfo {
   const fine =
-    typeof job.storeDir === 'string' &&
+    typeof job.jobId === 'string' &&
+    typeof job.secret === 'string' &&
     Array.isArray(job.names) &&
     job.names.length === env.worldSize &&
     Array.isArray(job.devices) &&
@@ -64,11 +72,78 @@ function checkJob(job: ProcessJobInfo, env: ProcessEnv): ProcessJobInfo {
   return { ...job, devices: job.devices.map((d) => parseDevice(d, 'initProcess')) };
 }
 
-/** Without a launcher, rank 0 describes the job itself: default names and devices, a new job directory. */
+/** Without a launcher, rank 0 describes the job itself: default names and devices, the secret. */
 function hostedJob(env: ProcessEnv, collectiveTimeoutMs: number): ProcessJobInfo {
-  const jobId = `${process.pid}`;
   const { names, devices } = checkJobOptions(env.worldSize, {}, 'initProcess');
-  return { jobId, storeDir: createProcessJob(jobId), names, devices, collectiveTimeoutMs };
+  const secret = rendezvousSecretFromEnv() ?? generateRendezvousSecret();
+  return { jobId: `${process.pid}`, secret, names, devices, collectiveTimeoutMs };
+}
+
+/** This node's job directory, and whether this rank made it (and so removes it at the end). */
+interface NodeDirectory {
+  dir: string;
+  owned: boolean;
+}
+
+/**
+ * A launcher hands its ranks their node's directory; ranks another engine
+ * started get one from their node's leader (its lowest rank), which makes it.
+ */
+async function nodeDirectory(
+  client: RendezvousClient,
+  env: ProcessEnv,
+  job: ProcessJobInfo,
+  nodes: NodeMap,
+  timeoutMs: number,
+): Promise<NodeDirectory> {
+  if (env.launched) {
+    if (!env.storeDir) throw new Error(`initProcess: the launcher set no ${STORE_DIR_ENV}`);
+    return { dir: env.storeDir, owned: false };
+  }
+  const leader = nodes.ranksWith(env.rank)[0];
+  const key = `tensorcomm/node-dir/${leader}`;
+  if (leader === env.rank) {
+    const dir = createProcessJob(`${job.jobId}-n${nodes.indexOf(env.rank)}`);
+    await client.set(key, dir);
+    return { dir, owned: true };
+  }
+  return { dir: new TextDecoder().decode(await client.get(key, { timeoutMs })), owned: false };
+}
+
+const addressKey = (rank: number) => `tensorcomm/network-store/${rank}`;
+
+/** This rank's network store, connected to every rank of the other nodes. */
+async function networkStore(
+  client: RendezvousClient,
+  env: ProcessEnv,
+  job: ProcessJobInfo,
+  nodes: NodeMap,
+  timeoutMs: number,
+): Promise<NetworkTensorStore> {
+  const host = await listenAddress({ host: env.masterAddr, port: env.masterPort });
+  const store = await NetworkTensorStore.listen({
+    rank: env.rank,
+    jobId: job.jobId,
+    secret: job.secret,
+    timeoutMs: job.collectiveTimeoutMs,
+    host,
+  });
+  try {
+    await client.set(addressKey(env.rank), JSON.stringify(store.address));
+    const peers = [];
+    for (let r = 0; r < env.worldSize; r++) {
+      if (nodes.sameNode(r, env.rank)) continue;
+      const address = JSON.parse(
+        new TextDecoder().decode(await client.get(addressKey(r), { timeoutMs })),
+      ) as { host: string; port: number };
+      peers.push({ rank: r, ...address });
+    }
+    await store.connect(peers, { timeoutMs });
+    return store;
+  } catch (error) {
+    store.close();
+    throw error;
+  }
 }
 
 async function connect(options: InitProcessOptions): Promise<RankContext> {
@@ -79,6 +154,9 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
     ? await RendezvousServer.start({ host: env.masterAddr, port: env.masterPort })
     : undefined;
   let client: RendezvousClient | undefined;
+  let node: NodeDirectory | undefined;
+  let store: TensorStore | undefined;
+  let stopWatching = () => {};
   try {
     client = await RendezvousClient.connect({
       host: env.masterAddr,
@@ -86,29 +164,55 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       timeoutMs,
       rank: env.rank,
     });
-    // A tensorcomm launcher starts all of its ranks on its own machine.
-    if (!env.launched) await checkOneNode(client, env, timeoutMs);
+    if (hosting) await publishJob(client, hostedJob(env, timeoutMs));
+    const job = checkJob(await fetchJob(client), env);
+    const nodes = await exchangeNodeIds(client, env.rank, env.worldSize, env.nodeId, timeoutMs);
+    node = await nodeDirectory(client, env, job, nodes, timeoutMs);
+    // A launcher supervises its ranks itself.
+    if (!env.launched) {
+      const peers = nodes.ranksWith(env.rank).filter((r) => r !== env.rank);
+      const watched = peers.map((r) => ({ rank: r, pid: nodes.pids[r] }));
+      stopWatching = watchNodePeers(node.dir, watched, job.names);
+    }
+    const near = new FileTensorStore({ dir: node.dir, rank: env.rank, timeoutMs: job.collectiveTimeoutMs });
+    store = near;
+    if (nodes.count > 1) {
+      const far = await networkStore(client, env, job, nodes, timeoutMs).catch((error: unknown) => {
+        near.close();
+        throw error;
+      });
+      store = new NodeRoutedStore(near, far, (r) => nodes.sameNode(r, env.rank));
+    }
+    // The job directory goes with the job: hang reports must outlive it.
+    installProcessMonitor(
+      env.rank,
+      env.worldSize,
+      node.dir,
+      { ...job.debug, hangReportDir: job.debug?.hangReportDir ?? join(tmpdir(), 'tensorcomm-hang-reports') },
+      job.names,
+    );
+    await client.barrier('tensorcomm/start', env.worldSize, { timeoutMs });
+    return await buildContext(env, job, store, client, server, node, timeoutMs, stopWatching);
   } catch (error) {
+    stopWatching();
+    store?.close();
     client?.close();
     await server?.close();
+    if (node?.owned) removeJobDirectory(node.dir);
     throw error;
   }
-  if (hosting) await publishJob(client, hostedJob(env, timeoutMs));
-  const job = checkJob(await fetchJob(client), env);
-  const store = new FileTensorStore({
-    dir: job.storeDir,
-    rank: env.rank,
-    timeoutMs: job.collectiveTimeoutMs,
-  });
-  // The job directory goes with the job: hang reports must outlive it.
-  installProcessMonitor(
-    env.rank,
-    env.worldSize,
-    job.storeDir,
-    { ...job.debug, hangReportDir: job.debug?.hangReportDir ?? join(tmpdir(), 'tensorcomm-hang-reports') },
-    job.names,
-  );
-  await client.barrier('tensorcomm/start', env.worldSize, { timeoutMs });
+}
+
+function buildContext(
+  env: ProcessEnv,
+  job: ProcessJobInfo,
+  store: TensorStore,
+  client: RendezvousClient,
+  server: RendezvousServer | undefined,
+  node: NodeDirectory,
+  timeoutMs: number,
+  stopWatching: () => void,
+): Promise<RankContext> {
   const identity = {
     rank: env.rank,
     worldSize: env.worldSize,
@@ -123,13 +227,11 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
     config: job.config === undefined ? undefined : checkClusterConfig(job.config),
   };
   return buildRankContext(identity, store, jobOptions, async () => {
-    if (server) {
-      // Rank 0 owns the job here: it may remove the directory only once nobody uses it.
-      await client.barrier('tensorcomm/end', env.worldSize, { timeoutMs });
-      removeJobDirectory(job.storeDir);
-    } else if (!env.launched) {
-      await client.barrier('tensorcomm/end', env.worldSize, { timeoutMs });
-    }
+    // From here on a peer that exits has ended its part, not failed it.
+    stopWatching();
+    // Without a launcher the ranks own the job: a directory goes only once nobody uses it.
+    if (!env.launched) await client.barrier('tensorcomm/end', env.worldSize, { timeoutMs });
+    if (node.owned) removeJobDirectory(node.dir);
     client.close();
     await server?.close();
   });

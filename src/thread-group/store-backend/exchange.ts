@@ -346,9 +346,15 @@ export class Exchange {
   }
 
   #explain(error: unknown, what: string): unknown {
+    // A store's own text names its keys, which mean nothing to the caller: the call and who it waited for do.
+    if (error instanceof RankFailedError && !error.message.startsWith(this.where())) {
+      return new RankFailedError(
+        `${this.where()}: rank ${this.#group.ranks[this.rank]} failed ${what}: ${withoutStoreCall(error.message)}`,
+        error.failedRank,
+      );
+    }
     if (!(error instanceof CommTimeoutError)) return error;
     return new CommTimeoutError(
-      // The store's own text names its keys, which mean nothing to the caller: who it waited for does.
       `${this.where()}: rank ${this.#group.ranks[this.rank]} timed out after ${this.#call.timeoutMs} ms ` +
         `${what}${this.#hangReport()}`,
     );
@@ -370,6 +376,11 @@ export class Exchange {
     const file = monitor.saveHangReport(report);
     return `\n${report}${file ? `\n(hang report written to ${file})` : ''}`;
   }
+}
+
+/** A store error's text without the store call it names first (`destGet("…") on rank 0: `). */
+function withoutStoreCall(message: string): string {
+  return message.replace(/^\w+\("[^"]*"\) on rank \d+: /, '');
 }
 
 /** Runs one call's algorithm, cleaning up the exchange if it fails. */

@@ -1,0 +1,170 @@
+/**
+ * Many nodes over loopback TCP: 2 nodes x 1 rank and 2 nodes x 2 ranks
+ * (processes with distinct node ids, so ranks of different nodes use the
+ * network store and ranks of one node its shared memory), beside gloo
+ * (torch.distributed, all over TCP) and Open MPI restricted to TCP
+ * (`--mca btl tcp,self`) with as many processes, from the same run.
+ *
+ *   npx tsx bench/nodes.ts [--quick] [--json <file>]
+ *
+ * Goals (issue "Many nodes"): allReduce busbw at 64 MiB at least 1.5x gloo's,
+ * 4 B allReduce latency at most gloo's.
+ */
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { ANCHORS_DIR, type Anchor, type Figures, gloo, mpi } from './anchors.ts';
+import { benchMain, isMainModule, type Log } from './cli.ts';
+import { type Column, fixed, formatTable } from './table.ts';
+
+const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+const LAYOUTS = [
+  { nodes: 2, perNode: 1 },
+  { nodes: 2, perNode: 2 },
+] as const;
+
+export interface NodesRow {
+  layout: string;
+  figure: string;
+  tensorcomm?: number;
+  gloo?: number;
+  mpi?: number;
+  /** Whether a larger figure is better (bandwidth) or a smaller one (latency). */
+  higherIsBetter: boolean;
+}
+
+export interface NodesReport {
+  rows: NodesRow[];
+  goals: { busbw: number | undefined; latency: number | undefined };
+  skipped: string[];
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+/** Runs the rank script on `nodes` x `perNode` processes and returns rank 0's figures. */
+async function tensorcommFigures(nodes: number, perNode: number, quick: boolean): Promise<Figures> {
+  const port = String(await freePort());
+  const worldSize = nodes * perNode;
+  const runs = Array.from({ length: worldSize }, (_, rank) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'bench/nodes-rank.ts', ...(quick ? ['--quick'] : [])],
+      {
+        cwd: REPO_ROOT,
+        env: {
+          ...process.env,
+          RANK: String(rank),
+          WORLD_SIZE: String(worldSize),
+          LOCAL_RANK: String(rank % perNode),
+          LOCAL_WORLD_SIZE: String(perNode),
+          MASTER_ADDR: '127.0.0.1',
+          MASTER_PORT: port,
+          TENSORCOMM_NODE_ID: `bench-node-${Math.floor(rank / perNode)}`,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      out += chunk;
+    });
+    return new Promise<string>((resolve, reject) =>
+      child.on('close', (code) =>
+        code === 0 ? resolve(out) : reject(new Error(`rank ${rank} exited with ${code}: ${out.trim()}`)),
+      ),
+    );
+  });
+  const outputs = await Promise.all(runs);
+  const line = /^nodes-bench (.*)$/m.exec(outputs[0]);
+  if (!line) throw new Error(`rank 0 printed no figures: ${outputs[0]}`);
+  return JSON.parse(line[1]) as Figures;
+}
+
+const FIGURES = [
+  { name: 'allreduce 4 B (us)', key: (_big: number) => 'allreduce_us_4', higherIsBetter: false },
+  {
+    name: 'allreduce busbw (GB/s)',
+    key: (big: number) => `allreduce_busGBps_${big}`,
+    higherIsBetter: true,
+  },
+  { name: 'p2p streaming (GB/s)', key: (big: number) => `p2p_GBps_${big}`, higherIsBetter: true },
+] as const;
+
+const COLUMNS: Column<NodesRow>[] = [
+  { title: 'layout', width: 8, cell: (r) => r.layout },
+  { title: 'figure', width: 30, cell: (r) => r.figure },
+  { title: 'tensorcomm', width: 12, cell: (r) => fixed(r.tensorcomm) },
+  { title: 'gloo', width: 10, cell: (r) => fixed(r.gloo) },
+  { title: 'mpi tcp', width: 10, cell: (r) => fixed(r.mpi) },
+  {
+    title: 'vs gloo',
+    width: 9,
+    cell: (r) =>
+      r.tensorcomm === undefined || r.gloo === undefined
+        ? '-'
+        : `${fixed(r.higherIsBetter ? r.tensorcomm / r.gloo : r.gloo / r.tensorcomm)}x`,
+  },
+];
+
+export async function runNodesBench(options: { quick?: boolean; log?: Log } = {}): Promise<NodesReport> {
+  const quick = options.quick ?? false;
+  const log = options.log ?? console.log;
+  const big = quick ? 1 << 22 : 1 << 26;
+  const rows: NodesRow[] = [];
+  const skipped: string[] = [];
+  const figuresOf = (what: string, anchor: Anchor): Figures => {
+    if (!anchor.figures) skipped.push(`${what}: ${anchor.skipped}`);
+    return anchor.figures ?? {};
+  };
+  for (const { nodes, perNode } of LAYOUTS) {
+    const layout = `${nodes}x${perNode}`;
+    const world = nodes * perNode;
+    const ours = await tensorcommFigures(nodes, perNode, quick);
+    const glooFigures = figuresOf(`gloo ${world} processes`, await gloo(ANCHORS_DIR, quick, world));
+    const mpiFigures = figuresOf(`mpi tcp ${world} processes`, await mpi(ANCHORS_DIR, world, 'tcp,self'));
+    for (const figure of FIGURES) {
+      const key = figure.key(big);
+      // The anchors stream p2p only between two processes.
+      rows.push({
+        layout,
+        figure: figure.name
+          .replace('busbw', `${big >> 20} MiB busbw`)
+          .replace('streaming', `${big >> 20} MiB streaming`),
+        tensorcomm: ours[key],
+        gloo: glooFigures[key],
+        mpi: mpiFigures[key],
+        higherIsBetter: figure.higherIsBetter,
+      });
+    }
+  }
+  const ratio = (figure: string, higherIsBetter: boolean) => {
+    const ratios = rows
+      .filter((r) => r.figure.startsWith(figure) && r.tensorcomm !== undefined && r.gloo !== undefined)
+      .map((r) => (higherIsBetter ? r.tensorcomm! / r.gloo! : r.gloo! / r.tensorcomm!));
+    return ratios.length > 0 ? Math.min(...ratios) : undefined;
+  };
+  const goals = { busbw: ratio('allreduce ' + (big >> 20), true), latency: ratio('allreduce 4 B', false) };
+  log(`# many nodes over loopback TCP (nodes x ranks per node), anchors from the same run`);
+  for (const line of formatTable(COLUMNS, rows)) log(line);
+  for (const why of skipped) log(`# skipped ${why}`);
+  const verdict = (value: number | undefined, goal: number) =>
+    value === undefined ? 'not measured' : `${fixed(value)}x (${value >= goal ? 'met' : 'MISSED'})`;
+  log(`# goal: allreduce busbw >= 1.5x gloo's: worst layout ${verdict(goals.busbw, 1.5)}`);
+  log(`# goal: 4 B allreduce latency <= gloo's: worst layout ${verdict(goals.latency, 1)}`);
+  return { rows, goals, skipped };
+}
+
+export const main = benchMain('bench/nodes', runNodesBench);
+
+if (isMainModule(import.meta.url)) await main();

@@ -1,0 +1,120 @@
+/**
+ * Jobs that span nodes, on one machine as real as it gets: every "node" is a
+ * mount namespace with a private /dev/shm, so ranks of different nodes can
+ * only meet through the network store (TCP on loopback). Every layer is
+ * checked for exact results across nodes by test/fixtures/many-nodes.ts.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { freePort } from './fixtures/free-port.ts';
+import { canMakeNodes, cleanEnv, exitCodes, runOnNode } from './fixtures/node-namespace.ts';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const RANK_SCRIPT = ['node', '--import', 'tsx', 'test/fixtures/many-nodes.ts'];
+
+/** What rank r of a job of `worldSize` ranks checks (test/fixtures/many-nodes.ts): some layers only on some ranks. */
+function layersOf(r: number, worldSize: number): string {
+  const last = r === worldSize - 1;
+  const layers = [
+    'allReduce',
+    'allReduce (large)',
+    'broadcast',
+    'allGather',
+    'reduceScatterTensor',
+    'allToAll',
+    'batchIsendIrecv ring',
+    ...(last ? ['send/recv'] : []),
+    'allGatherObject',
+    'broadcastObject',
+    ...(r === 0 || last ? ['newGroup across nodes'] : []),
+    ...(last ? ['named-worker p2p'] : []),
+    'dtensor scatterTensor',
+    ...(r === 0 ? ['dtensor gatherTensor'] : []),
+  ];
+  return `rank ${r} of ${worldSize} passed: ${layers.join(', ')}`;
+}
+
+/** Every rank of the job printed its line, with every layer it checks. */
+function expectEveryLayer(out: string, ranks: readonly number[], worldSize: number): void {
+  const lines = out.split('\n').filter((line) => / passed: /.test(line));
+  expect(lines.sort(), out).toEqual(ranks.map((r) => layersOf(r, worldSize)).sort());
+}
+
+describe.skipIf(!canMakeNodes)('ranks started by another engine on two nodes', { timeout: 120_000 }, () => {
+  it('torchrun-style ranks, two per node, run every layer across the nodes', async () => {
+    const runs = await twoNodes(RANK_SCRIPT);
+    for (const run of runs) expect(exitCodes(run), run.out).toEqual([0, 0]);
+    expectEveryLayer(runs[0].out, [0, 1], 4);
+    expectEveryLayer(runs[1].out, [2, 3], 4);
+  });
+
+  it('a rank killed mid-job fails every other rank within seconds, naming it, on both nodes', async () => {
+    const runs = await twoNodes(['node', '--import', 'tsx', 'test/fixtures/many-nodes-lost.ts']);
+    const out = runs.map((r) => r.out).join('\n');
+    for (const r of [0, 1, 2]) {
+      const line = new RegExp(`^rank ${r} failed after ([\\d.]+) s: RankFailedError: .*rank 3\\b`, 'm').exec(
+        out,
+      );
+      expect(line, out).not.toBeNull();
+      // The collective timeout is 30 s: the loss was noticed, not waited out.
+      expect(Number(line![1])).toBeLessThan(10);
+    }
+  });
+});
+
+/** Two nodes of two torchrun-style ranks each, every node in its own mount namespace, running `argv`. */
+async function twoNodes(argv: string[]) {
+  const port = String(await freePort());
+  const nodes = [0, 1].map((node) =>
+    runOnNode(
+      [0, 1].map((local) => ({
+        argv,
+        env: {
+          RANK: String(2 * node + local),
+          WORLD_SIZE: '4',
+          LOCAL_RANK: String(local),
+          LOCAL_WORLD_SIZE: '2',
+          MASTER_ADDR: '127.0.0.1',
+          MASTER_PORT: port,
+          TENSORCOMM_NODE_ID: `node-${node}`,
+        },
+      })),
+      ROOT,
+    ),
+  );
+  return Promise.all(nodes);
+}
+
+const hasMpirun = spawnSync('mpirun', ['--version'], { stdio: 'ignore' }).status === 0;
+
+describe.skipIf(!hasMpirun)('ranks started by mpirun', { timeout: 120_000 }, () => {
+  it('two "nodes" of two ranks (TENSORCOMM_NODE_ID from OMPI_COMM_WORLD_RANK) run every layer', async () => {
+    const port = String(await freePort());
+    const rankCommand = `TENSORCOMM_NODE_ID=mpi-node-$((OMPI_COMM_WORLD_RANK / 2)) exec ${RANK_SCRIPT.join(' ')}`;
+    const child = spawn(
+      'mpirun',
+      [
+        '--allow-run-as-root',
+        '--oversubscribe',
+        '-np',
+        '4',
+        '-x',
+        `MASTER_PORT=${port}`,
+        'sh',
+        '-c',
+        rankCommand,
+      ],
+      { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      out += chunk;
+    });
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(code, out).toBe(0);
+    expectEveryLayer(out, [0, 1, 2, 3], 4);
+  });
+});
