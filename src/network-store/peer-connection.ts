@@ -48,6 +48,9 @@ interface Payload {
   received: number;
 }
 
+/** Payloads up to this size are copied behind their header and written with it. */
+const COPY_MAX_BYTES = 64 << 10;
+
 export class PeerConnection {
   readonly rank: number;
   /** The largest value the peer accepts. */
@@ -119,15 +122,21 @@ export class PeerConnection {
 
   /**
    * Writes a value: its header, then the tensor's own bytes (not copied; the
-   * producer leaves the tensor alone until its consumers finished). `sent`
-   * runs once the bytes left for the network.
+   * producer leaves the tensor alone until its consumers finished), or for a
+   * small value both at once, which costs one syscall instead of a gather
+   * write's two. `sent` runs once the bytes left for the network.
    */
   sendValue(id: number, key: string, tag: Uint8Array, tensor: Tensor, sent: () => void): void {
     if (this.#failure) return;
     const socket = this.#socket;
+    const header = valueHeaderFrame(id, key, tag, tensor);
+    if (tensor.nbytes <= COPY_MAX_BYTES) {
+      socket.write(tensor.nbytes === 0 ? header : Buffer.concat([header, tensor.bytes()]), sent);
+      return;
+    }
     socket.cork();
-    socket.write(valueHeaderFrame(id, key, tag, tensor), tensor.nbytes === 0 ? sent : undefined);
-    if (tensor.nbytes > 0) socket.write(tensor.bytes(), sent);
+    socket.write(header);
+    socket.write(tensor.bytes(), sent);
     socket.uncork();
   }
 
