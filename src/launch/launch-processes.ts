@@ -1,41 +1,51 @@
 /**
- * launchProcesses: N ranks as processes of this machine (what `tensorcomm run`
- * does). The launcher serves the rendezvous store, creates the job's shared
- * directory, starts every rank with torchrun's environment, prefixes their
- * output with the rank, and owns the end of the job: when a rank fails it
- * aborts the job (every waiting rank is told who failed), stops the others
- * (SIGTERM, then SIGKILL), and removes the job's files once all have exited.
+ * launchProcesses: one node's ranks as processes of this machine (what
+ * `tensorcomm run` does), for a job of one node or of several, one launcher
+ * each (job-nodes.ts). Node 0's launcher serves the rendezvous and publishes
+ * the job; every launcher creates its own node's job directory, starts its
+ * ranks with torchrun's environment, prefixes their output with the global
+ * rank, and owns the end of its part of the job: a rank failing anywhere
+ * aborts the job on every node (every waiting rank is told who failed), the
+ * ranks still running are stopped (SIGTERM, then SIGKILL), and each node's
+ * files are removed once its ranks have exited.
  */
-import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createInterface } from 'node:readline';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
 import { mergeTraceParts } from '../debug/trace.ts';
-import { RendezvousClient } from '../rendezvous/client.ts';
-import { RendezvousServer } from '../rendezvous/server.ts';
+import { generateRendezvousSecret, rendezvousSecretFromEnv } from '../rendezvous/auth.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
+import { type Device, parseDevice } from '../tensor/dtype.ts';
+import { JobNodes, type NodeFailure } from './job-nodes.ts';
 import {
   checkJobOptions,
   checkOptionKeys,
+  DEFAULT_COLLECTIVE_TIMEOUT_MS,
   describeFailures,
-  failRunning,
   JOB_SHAPE_KEYS,
   type JobShapeOptions,
-  jobTimeoutMessage,
   type RankFailure,
 } from './job-options.ts';
 import { resolveEntry, typeScriptLoaderUrl } from './module-url.ts';
-import { type ProcessJobInfo, processEnvFor, publishJob } from './process-env.ts';
-import { type RankReport, reviveError } from './rank-report.ts';
+import { fetchJob, type ProcessJobInfo, processEnvFor, publishJob } from './process-env.ts';
+import { type OutputSink, RankProcesses } from './rank-processes.ts';
 import { type ProcessSetupModule, processSetupUrl } from './rank-setup.ts';
-import { packTensors, unpackTensors } from './tensor-transfer.ts';
+import { packTensors } from './tensor-transfer.ts';
 
-export type OutputSink = (rank: number, line: string, stream: 'stdout' | 'stderr') => void;
+export type { OutputSink, ProcessMessage } from './rank-processes.ts';
 
 export interface LaunchOptions extends JobShapeOptions {
+  /** Rank processes on this node (torchrun's --nproc-per-node). */
   nproc: number;
+  /** Nodes of the job, one launcher each (default 1); the world is nnodes × nproc ranks. */
+  nnodes?: number;
+  /** This launcher's node, 0..nnodes-1 (default 0): rank = nodeRank × nproc + local rank. */
+  nodeRank?: number;
+  /** How long the launchers of a job of several nodes wait for each other at the start (default 300 s). */
+  joinTimeoutMs?: number;
+  /** This node's ranks' devices, one per local rank (default cpu); node i's list is that of ranks i × nproc on. */
+  devices?: Device[];
   /** For an entry with a default export main(ctx, args): its second argument (structured-cloned). */
   args?: unknown;
   /** The script's own command line (process.argv.slice(2) in the script). */
@@ -46,8 +56,9 @@ export interface LaunchOptions extends JobShapeOptions {
   env?: Record<string, string>;
   /** Where rank output goes: prefixed with `[rank N]` on this process's stdout/stderr (default), or a callback. */
   output?: 'prefix' | OutputSink;
-  /** Address the rendezvous store binds to (default 127.0.0.1; anything else needs a shared secret). */
+  /** Address node 0's rendezvous store binds to, and every node reaches (default 127.0.0.1; anything else needs a shared secret). */
   masterAddr?: string;
+  /** Its port: required with several nodes; default a free one. */
   masterPort?: number;
   /** Fingerprint checks, call sites, flight recorder, trace file, hang reports (env TENSORCOMM_*; docs/guides/debugging.md). */
   debug?: DebugOptions;
@@ -58,6 +69,9 @@ export interface LaunchOptions extends JobShapeOptions {
 const LAUNCH_KEYS = {
   ...JOB_SHAPE_KEYS,
   nproc: true,
+  nnodes: true,
+  nodeRank: true,
+  joinTimeoutMs: true,
   args: true,
   scriptArgs: true,
   config: true,
@@ -69,42 +83,71 @@ const LAUNCH_KEYS = {
   signal: true,
 } as const satisfies Record<keyof LaunchOptions, true>;
 
-export type ProcessMessage = { kind: 'start'; args: unknown } | RankReport;
-
-function exitDescription(code: number | null, signal: NodeJS.Signals | null): string {
-  return signal ? `was killed by ${signal}` : `exited with code ${code}`;
-}
-
-function prefixOutput(child: ChildProcess, rank: number, sink: OutputSink): void {
-  for (const stream of ['stdout', 'stderr'] as const) {
-    const source = child[stream];
-    if (source)
-      createInterface({ input: source, crlfDelay: Number.POSITIVE_INFINITY }).on('line', (line) =>
-        sink(rank, line, stream),
-      );
-  }
-}
+/** One wait (and one key list) per node bounds how many a job may have. */
+const MAX_NODES = 1024;
 
 const printPrefixed: OutputSink = (rank, line, stream) => {
   (stream === 'stdout' ? process.stdout : process.stderr).write(`[rank ${rank}] ${line}\n`);
 };
 
-/** Resolves to the ranks' results in rank order (undefined for scripts without a default export). */
+function integerIn(value: number, name: string, min: number, max: number): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max)
+    throw new RangeError(`launchProcesses: ${name} must be an integer in ${min}..${max}, got ${value}`);
+  return value;
+}
+
+/** The job's shape across nodes, checked. */
+function checkNodes(options: LaunchOptions) {
+  const nnodes = integerIn(options.nnodes ?? 1, 'nnodes', 1, MAX_NODES);
+  const nodeRank = integerIn(options.nodeRank ?? 0, 'nodeRank', 0, nnodes - 1);
+  if (nnodes > 1 && options.masterPort === undefined) {
+    throw new RangeError(
+      'launchProcesses: a job of several nodes needs masterPort, the port node 0 serves the rendezvous on, the same on every node',
+    );
+  }
+  const joinTimeoutMs = options.joinTimeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS;
+  if (!(joinTimeoutMs > 0))
+    throw new RangeError(`launchProcesses: joinTimeoutMs must be positive, got ${joinTimeoutMs}`);
+  if (options.devices !== undefined && options.devices.length !== options.nproc) {
+    throw new RangeError(
+      `launchProcesses: devices has ${options.devices.length} entries for nproc ${options.nproc} (one per rank of this node)`,
+    );
+  }
+  const devices = (options.devices ?? Array.from({ length: options.nproc }, () => 'cpu' as const)).map((d) =>
+    parseDevice(d, 'launchProcesses'),
+  );
+  return { nnodes, nodeRank, joinTimeoutMs, devices, worldSize: nnodes * options.nproc };
+}
+
+/** A recorded failure of another node, as this launcher lists it. */
+function otherNodeFailures(failure: NodeFailure): RankFailure[] {
+  return failure.failures.map(({ rank, name, message }) => {
+    const error = new Error(message);
+    error.name = name;
+    return { rank, error };
+  });
+}
+
+/**
+ * Resolves to the results of this node's ranks, in local rank order
+ * (undefined for scripts without a default export): with one node, every
+ * rank's in rank order. Rejects with a JobFailedError naming the failed
+ * ranks of every node this launcher knows of, root cause first.
+ */
 export async function launchProcesses<R = unknown>(
   script: string | URL,
   options: LaunchOptions,
 ): Promise<R[]> {
-  checkOptionKeys(options, LAUNCH_KEYS, 'launchProcesses');
-  const worldSize = options.nproc;
-  const { names, devices, collectiveTimeoutMs, graceMs } = checkJobOptions(
-    worldSize,
-    options,
-    'launchProcesses',
-  );
-  const entryUrl = resolveEntry(script, 'launchProcesses').href;
+  const where = 'launchProcesses';
+  checkOptionKeys(options, LAUNCH_KEYS, where);
+  const { nnodes, nodeRank, joinTimeoutMs, devices, worldSize } = checkNodes(options);
+  // Names are the whole world's; devices this node's, checked by checkNodes.
+  const checked = checkJobOptions(worldSize, { ...options, devices: undefined }, where);
+  const { graceMs } = checked;
+  const entryUrl = resolveEntry(script, where).href;
   const packedArgs = packTensors(options.args);
   const config = options.config === undefined ? undefined : checkClusterConfig(options.config);
-  const debug = resolveJobDebug(options.debug, 'launchProcesses');
+  const debug = resolveJobDebug(options.debug, where);
   const setupUrl = processSetupUrl();
   const setup = (await import(setupUrl)) as ProcessSetupModule;
   const bootstrap = new URL(
@@ -113,121 +156,118 @@ export async function launchProcesses<R = unknown>(
   );
   const loader = typeScriptLoaderUrl(entryUrl, bootstrap.href);
   const sink = typeof options.output === 'function' ? options.output : printPrefixed;
+  const nproc = options.nproc;
 
-  const jobId = randomUUID().slice(0, 8);
-  const storeDir = setup.createProcessJob(jobId);
-  let server: RendezvousServer | undefined;
-  const children: ChildProcess[] = [];
+  const nodes = await JobNodes.join({
+    nnodes,
+    nodeRank,
+    nproc,
+    devices,
+    host: options.masterAddr ?? '127.0.0.1',
+    port: options.masterPort ?? 0,
+    joinTimeoutMs,
+    signal: options.signal,
+  });
+  let storeDir: string | undefined;
+  let ranks: RankProcesses | undefined;
+  let failure: unknown;
   try {
-    server = await RendezvousServer.start({ host: options.masterAddr, port: options.masterPort ?? 0 });
-    const job: ProcessJobInfo = { jobId, storeDir, names, devices, collectiveTimeoutMs, config, debug };
-    const client = await RendezvousClient.connect({ host: server.host, port: server.port });
-    try {
-      await publishJob(client, job);
-    } finally {
-      client.close();
+    // Node 0 describes the job for every node; the others take its id for their own directories.
+    let job: ProcessJobInfo;
+    if (nodeRank === 0) {
+      const jobId = randomUUID().slice(0, 8);
+      storeDir = setup.createProcessJob(jobId);
+      job = {
+        jobId,
+        secret: rendezvousSecretFromEnv() ?? generateRendezvousSecret(),
+        names: checked.names,
+        devices: nodes.devices,
+        collectiveTimeoutMs: checked.collectiveTimeoutMs,
+        config,
+        debug,
+      };
+      await publishJob(nodes.client, job);
+    } else {
+      job = await nodes.untilOtherNodeFails(fetchJob(nodes.client));
+      storeDir = setup.createProcessJob(job.jobId);
     }
+    const dir = storeDir;
+    const nodeId = `${job.jobId}/node${nodeRank}`;
+    const names = job.names;
+    // What other nodes read about this node's failures says where they happened.
+    const onNode = ` (on node ${nodeRank})`;
+    ranks = new RankProcesses({
+      bootstrap,
+      execArgv: loader ? ['--import', loader] : [],
+      scriptArgs: options.scriptArgs ?? [],
+      ranks: Array.from({ length: nproc }, (_, local) => nodeRank * nproc + local),
+      worldSize,
+      names,
+      env: (rank) => ({
+        ...process.env,
+        ...options.env,
+        ...processEnvFor({
+          rank,
+          worldSize,
+          localRank: rank - nodeRank * nproc,
+          localWorldSize: nproc,
+          nodeRank,
+          master: nodes.master,
+          storeDir: dir,
+          nodeId,
+        }),
+        TENSORCOMM_ENTRY: entryUrl,
+        TENSORCOMM_PROCESS_SETUP: setupUrl,
+      }),
+      args: packedArgs,
+      sink,
+      graceMs,
+      abortRanks: (message, failedRank) => setup.abortProcessJob(dir, message, failedRank),
+      onOwnAbort: (reason, causes) =>
+        void nodes.record({
+          node: nodeRank,
+          reason: `${reason}${onNode}`,
+          failures: causes.map(({ rank, error }) => ({
+            rank,
+            name: error.name,
+            message: `${error.message}${onNode}`,
+          })),
+        }),
+    });
+    const local = ranks;
+    nodes.onOtherNodeFailure((f) => local.stopForOtherNode(f.reason, otherNodeFailures(f)));
 
-    const results: unknown[] = new Array(worldSize);
-    const failures: RankFailure[] = [];
-    const settled = new Array<boolean>(worldSize).fill(false);
-    const exited = new Array<boolean>(worldSize).fill(false);
-    let aborted = false;
-    const timers: NodeJS.Timeout[] = [];
-
-    const stopRunning = (signal: NodeJS.Signals) => {
-      children.forEach((child, rank) => {
-        if (!exited[rank]) child.kill(signal);
-      });
-    };
-    const abortJob = (message: string, failedRank: number | undefined) => {
-      if (aborted) return;
-      aborted = true;
-      setup.abortProcessJob(storeDir, message, failedRank);
-      timers.push(setTimeout(() => stopRunning('SIGTERM'), graceMs));
-      timers.push(setTimeout(() => stopRunning('SIGKILL'), 2 * graceMs));
-    };
-    const fail = (rank: number, error: Error) => {
-      failures.push({ rank, error });
-      abortJob(`rank ${rank} (${names[rank]}) failed: ${error.name}: ${error.message}`, rank);
-    };
-
-    for (let rank = 0; rank < worldSize; rank++) {
-      const child = fork(bootstrap, options.scriptArgs ?? [], {
-        execArgv: loader ? ['--import', loader] : [],
-        env: {
-          ...process.env,
-          ...options.env,
-          ...processEnvFor(rank, worldSize, { host: server.host, port: server.port }),
-          TENSORCOMM_ENTRY: entryUrl,
-          TENSORCOMM_PROCESS_SETUP: setupUrl,
-        },
-        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-        serialization: 'advanced',
-      });
-      children.push(child);
-      prefixOutput(child, rank, sink);
-    }
-
-    const onAbortSignal = () => {
-      const message = `job stopped by the launcher (${String(options.signal?.reason ?? 'aborted')})`;
-      failRunning(settled, failures, message);
-      abortJob(message, undefined);
-    };
+    const onAbortSignal = () =>
+      local.stopRunning(`job stopped by the launcher (${String(options.signal?.reason ?? 'aborted')})`);
     options.signal?.addEventListener('abort', onAbortSignal, { once: true });
     if (options.signal?.aborted) onAbortSignal();
+    const timeoutMs = options.timeoutMs;
+    const timer = timeoutMs === undefined ? undefined : setTimeout(() => local.timeOut(timeoutMs), timeoutMs);
 
-    if (options.timeoutMs !== undefined) {
-      const timeoutMs = options.timeoutMs;
-      timers.push(
-        setTimeout(() => {
-          const message = jobTimeoutMessage(timeoutMs, settled);
-          failRunning(settled, failures, message);
-          abortJob(message, undefined);
-        }, timeoutMs),
-      );
-    }
-
-    await Promise.all(
-      children.map(
-        (child, rank) =>
-          new Promise<void>((resolveExit) => {
-            child.send({ kind: 'start', args: packedArgs } satisfies ProcessMessage, (error) => {
-              // A child that died before reading its start message is reported by 'exit'.
-              if (error && !exited[rank]) child.kill('SIGKILL');
-            });
-            child.on('message', (report: RankReport) => {
-              if (settled[rank]) return;
-              settled[rank] = true;
-              if (report.kind === 'result') results[rank] = unpackTensors(report.value);
-              else fail(rank, reviveError(report.error));
-            });
-            child.on('error', (error) => {
-              if (settled[rank]) return;
-              settled[rank] = true;
-              fail(rank, error);
-            });
-            child.on('close', resolveExit);
-            child.on('exit', (code, signal) => {
-              exited[rank] = true;
-              if (!settled[rank] || (code !== 0 && !failures.some((f) => f.rank === rank))) {
-                settled[rank] = true;
-                if (code !== 0 || signal)
-                  fail(rank, new Error(`rank ${rank} (${names[rank]}) ${exitDescription(code, signal)}`));
-              }
-            });
-          }),
-      ),
+    await ranks.closed;
+    clearTimeout(timer);
+    // Stopped while waiting for the other nodes, this launcher still tells them (stopRunning records it).
+    const ended = await nodes.finish().then(
+      () => undefined,
+      (e: Error) => e,
     );
-    for (const timer of timers) clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbortSignal);
-    if (debug.trace) mergeTraceParts(debug.trace, worldSize);
-    if (failures.length > 0) throw new JobFailedError(describeFailures(failures, names), failures);
-    return results as R[];
+    if (job.debug?.trace) mergeTraceParts(job.debug.trace, worldSize);
+    if (ranks.failures.length > 0)
+      throw new JobFailedError(describeFailures(ranks.failures, names), ranks.failures);
+    if (ended) throw ended;
+    if (options.signal?.aborted)
+      throw new Error(
+        `job stopped by the launcher (${String(options.signal.reason)}) after this node's ranks were done`,
+      );
+    return ranks.results as R[];
+  } catch (error) {
+    failure = error;
+    throw error;
   } finally {
-    for (const child of children)
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await server?.close();
-    setup.removeProcessJob(storeDir);
+    ranks?.kill();
+    // Another node's failure was recorded by that node; one of this node's, by its ranks' abort.
+    await nodes.close(ranks === undefined ? failure : undefined);
+    if (storeDir !== undefined) setup.removeProcessJob(storeDir);
   }
 }

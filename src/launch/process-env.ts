@@ -26,17 +26,23 @@ export interface ProcessEnv {
   masterPort: number;
   /** Started by launchProcesses / `tensorcomm run`, which serves the rendezvous and owns the job directory. */
   launched: boolean;
+  /** The launcher's job directory for this node (STORE_DIR_ENV); ranks another engine started make their own. */
+  storeDir?: string;
 }
 
 /** Set by the launcher; without it rank 0 serves the rendezvous and creates the job itself. */
 export const LAUNCHER_ENV = 'TENSORCOMM_LAUNCHER';
+
+/** The launcher's job directory on the rank's node. */
+export const STORE_DIR_ENV = 'TENSORCOMM_STORE_DIR';
 
 /** Rendezvous key of the job description, set by whoever serves the rendezvous. */
 export const JOB_KEY = 'tensorcomm/job';
 
 export interface ProcessJobInfo {
   jobId: string;
-  storeDir: string;
+  /** Authenticates the network store's connections between nodes: the user's TENSORCOMM_RENDEZVOUS_SECRET, else a fresh one. */
+  secret: string;
   names: string[];
   devices: Device[];
   collectiveTimeoutMs: number;
@@ -144,23 +150,37 @@ export function readProcessEnv(env: NodeJS.ProcessEnv = process.env, host = host
     masterPort:
       portGiven || engine === 'torchrun' ? integer(env, 'MASTER_PORT', 1, 65535) : DEFAULT_MASTER_PORT,
     launched,
+    storeDir: env[STORE_DIR_ENV] || undefined,
   };
 }
 
-export function processEnvFor(
-  rank: number,
-  worldSize: number,
-  master: { host: string; port: number },
-): Record<string, string> {
+/** The node rule's id; a launcher gives its ranks `<jobId>/node<K>`, so "same node" means "same launcher". */
+export const NODE_ID_ENV = 'TENSORCOMM_NODE_ID';
+
+/** Where a launched rank sits in the job, and what its node's launcher made for it. */
+export interface LaunchedRank {
+  rank: number;
+  worldSize: number;
+  localRank: number;
+  localWorldSize: number;
+  nodeRank: number;
+  master: { host: string; port: number };
+  storeDir: string;
+  nodeId: string;
+}
+
+/** The environment a tensorcomm launcher gives a rank: torchrun's variables and its own. */
+export function processEnvFor(r: LaunchedRank): Record<string, string> {
   return {
-    RANK: String(rank),
-    WORLD_SIZE: String(worldSize),
-    LOCAL_RANK: String(rank),
-    LOCAL_WORLD_SIZE: String(worldSize),
-    // The node rank: a tensorcomm launcher runs one node's ranks.
-    GROUP_RANK: '0',
-    MASTER_ADDR: master.host,
-    MASTER_PORT: String(master.port),
+    RANK: String(r.rank),
+    WORLD_SIZE: String(r.worldSize),
+    LOCAL_RANK: String(r.localRank),
+    LOCAL_WORLD_SIZE: String(r.localWorldSize),
+    GROUP_RANK: String(r.nodeRank),
+    MASTER_ADDR: r.master.host,
+    MASTER_PORT: String(r.master.port),
     [LAUNCHER_ENV]: '1',
+    [STORE_DIR_ENV]: r.storeDir,
+    [NODE_ID_ENV]: r.nodeId,
   };
 }

@@ -1,0 +1,160 @@
+/**
+ * One node's ranks as child processes of its launcher: started with their
+ * environment, their output prefixed with their global rank, their results
+ * and failures collected. The first failure aborts the node's job (every
+ * waiting rank is told who failed) and, after the grace period, stops the
+ * ranks still running (SIGTERM, then SIGKILL).
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { failRunning, jobTimeoutMessage, type RankFailure } from './job-options.ts';
+import { type RankReport, reviveError } from './rank-report.ts';
+import { unpackTensors } from './tensor-transfer.ts';
+
+export type OutputSink = (rank: number, line: string, stream: 'stdout' | 'stderr') => void;
+
+export type ProcessMessage = { kind: 'start'; args: unknown } | RankReport;
+
+export interface RankProcessesOptions {
+  bootstrap: URL;
+  execArgv: string[];
+  scriptArgs: string[];
+  /** This node's ranks, by global rank, in local rank order. */
+  ranks: readonly number[];
+  worldSize: number;
+  names: readonly string[];
+  /** The environment of the rank with this global rank. */
+  env(rank: number): NodeJS.ProcessEnv;
+  /** The entry's args, packed (packTensors). */
+  args: unknown;
+  sink: OutputSink;
+  graceMs: number;
+  /** Tells every rank of the node that the job is over (abortProcessJob). */
+  abortRanks(message: string, failedRank: number | undefined): void;
+  /** Told once, when a failure of this node's own aborts it, with the failures that did. */
+  onOwnAbort(message: string, causes: readonly RankFailure[]): void;
+}
+
+function exitDescription(code: number | null, signal: NodeJS.Signals | null): string {
+  return signal ? `was killed by ${signal}` : `exited with code ${code}`;
+}
+
+function running(child: ChildProcess): boolean {
+  return child.exitCode === null && child.signalCode === null;
+}
+
+function prefixOutput(child: ChildProcess, rank: number, sink: OutputSink): void {
+  for (const stream of ['stdout', 'stderr'] as const) {
+    const source = child[stream];
+    if (source)
+      createInterface({ input: source, crlfDelay: Number.POSITIVE_INFINITY }).on('line', (line) =>
+        sink(rank, line, stream),
+      );
+  }
+}
+
+export class RankProcesses {
+  /** By local rank (undefined for scripts without a default export). */
+  readonly results: unknown[];
+  /** Root cause first. */
+  readonly failures: RankFailure[] = [];
+  /** Resolves once every rank process has closed its output. */
+  readonly closed: Promise<void>;
+  /** By global rank; other nodes' ranks count as settled, since this launcher does not run them. */
+  private readonly settled: boolean[];
+  private readonly children: ChildProcess[] = [];
+  private readonly timers: NodeJS.Timeout[] = [];
+  private aborted = false;
+
+  constructor(private readonly o: RankProcessesOptions) {
+    this.results = new Array(o.ranks.length);
+    this.settled = new Array<boolean>(o.worldSize).fill(true);
+    for (const rank of o.ranks) this.settled[rank] = false;
+    this.closed = Promise.all(o.ranks.map((rank, local) => this.start(rank, local))).then(() => {});
+  }
+
+  /** Ends every rank still running with `message` (the launcher stopped, or lost the other nodes). */
+  stopRunning(message: string): void {
+    const before = this.failures.length;
+    failRunning(this.settled, this.failures, message);
+    this.abort(message, undefined, this.failures.slice(before));
+  }
+
+  timeOut(timeoutMs: number): void {
+    this.stopRunning(jobTimeoutMessage(timeoutMs, this.settled));
+  }
+
+  /**
+   * Another node failed first: its failures are the root cause, listed before
+   * this node's; with none to name (a node that failed before its ranks
+   * started, a lost rendezvous) the ranks still running fail with `message`.
+   */
+  stopForOtherNode(message: string, causes: readonly RankFailure[]): void {
+    this.failures.unshift(...causes);
+    if (causes.length === 0) failRunning(this.settled, this.failures, message);
+    this.abort(message, causes[0]?.rank, undefined);
+  }
+
+  /** The launcher is leaving: SIGKILL for whatever still runs, and no stop left pending. */
+  kill(): void {
+    for (const timer of this.timers) clearTimeout(timer);
+    for (const child of this.children) if (running(child)) child.kill('SIGKILL');
+  }
+
+  private fail(rank: number, error: Error): void {
+    this.failures.push({ rank, error });
+    this.abort(`rank ${rank} (${this.o.names[rank]}) failed: ${error.name}: ${error.message}`, rank, [
+      { rank, error },
+    ]);
+  }
+
+  /** `ownCauses`: this node's failures that abort it, for the other nodes; undefined when the cause came from one of them. */
+  private abort(message: string, failedRank: number | undefined, ownCauses: RankFailure[] | undefined): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    if (ownCauses) this.o.onOwnAbort(message, ownCauses);
+    this.o.abortRanks(message, failedRank);
+    const signalRunning = (signal: NodeJS.Signals) => {
+      for (const child of this.children) if (running(child)) child.kill(signal);
+    };
+    this.timers.push(setTimeout(() => signalRunning('SIGTERM'), this.o.graceMs));
+    this.timers.push(setTimeout(() => signalRunning('SIGKILL'), 2 * this.o.graceMs));
+  }
+
+  private start(rank: number, local: number): Promise<void> {
+    const { names } = this.o;
+    const child = fork(this.o.bootstrap, this.o.scriptArgs, {
+      execArgv: this.o.execArgv,
+      env: this.o.env(rank),
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      serialization: 'advanced',
+    });
+    this.children.push(child);
+    prefixOutput(child, rank, this.o.sink);
+    return new Promise<void>((resolveClose) => {
+      child.send({ kind: 'start', args: this.o.args } satisfies ProcessMessage, (error) => {
+        // A child that died before reading its start message is reported by 'exit'.
+        if (error && running(child)) child.kill('SIGKILL');
+      });
+      child.on('message', (report: RankReport) => {
+        if (this.settled[rank]) return;
+        this.settled[rank] = true;
+        if (report.kind === 'result') this.results[local] = unpackTensors(report.value);
+        else this.fail(rank, reviveError(report.error));
+      });
+      child.on('error', (error) => {
+        if (this.settled[rank]) return;
+        this.settled[rank] = true;
+        this.fail(rank, error);
+      });
+      child.on('close', () => resolveClose());
+      child.on('exit', (code, signal) => {
+        if (!this.settled[rank] || (code !== 0 && !this.failures.some((f) => f.rank === rank))) {
+          this.settled[rank] = true;
+          if (code !== 0 || signal)
+            this.fail(rank, new Error(`rank ${rank} (${names[rank]}) ${exitDescription(code, signal)}`));
+        }
+      });
+    });
+  }
+}
