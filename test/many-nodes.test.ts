@@ -118,3 +118,35 @@ describe.skipIf(!hasMpirun)('ranks started by mpirun', { timeout: 120_000 }, () 
     expectEveryLayer(out, [0, 1, 2, 3], 4);
   });
 });
+
+describe.skipIf(!canMakeNodes)('two tensorcomm run launchers as two nodes', { timeout: 120_000 }, () => {
+  it('every layer across the nodes, the output prefixed with global ranks', async () => {
+    const port = String(await freePort());
+    const launcher = (node: number) => ({
+      argv: [
+        'node',
+        '--import',
+        'tsx',
+        'src/cli/tensorcomm.ts',
+        'run',
+        '--nnodes',
+        '2',
+        '--node-rank',
+        String(node),
+        '--nproc-per-node',
+        '2',
+        '--master-port',
+        port,
+        'test/fixtures/many-nodes.ts',
+      ],
+    });
+    const runs = await Promise.all([0, 1].map((node) => runOnNode([launcher(node)], ROOT)));
+    for (const [node, run] of runs.entries()) {
+      expect(exitCodes(run), run.out).toEqual([0]);
+      const ranks = [2 * node, 2 * node + 1];
+      // `[rank N] rank N of 4 passed: …`, by the launcher's prefix with the global rank.
+      const prefixed = run.out.split('\n').filter((line) => / passed: /.test(line));
+      expect(prefixed.sort(), run.out).toEqual(ranks.map((r) => `[rank ${r}] ${layersOf(r, 4)}`).sort());
+    }
+  });
+});
