@@ -30,6 +30,8 @@ function layersOf(r: number, worldSize: number): string {
     ...(last ? ['named-worker p2p'] : []),
     'dtensor scatterTensor',
     ...(r === 0 ? ['dtensor gatherTensor'] : []),
+    ...(r === 0 ? [] : ['weight sync']),
+    'mismatch detected',
   ];
   return `rank ${r} of ${worldSize} passed: ${layers.join(', ')}`;
 }
