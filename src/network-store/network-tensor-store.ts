@@ -11,8 +11,10 @@
  * Every pair of ranks shares one connection, made once by connect() and
  * reused: the lower rank dials, and both ends prove they hold the job's
  * secret (handshake.ts). A peer whose connection ends fails every wait that
- * involves it and no other. Since the tensor a consumer gets is its own copy,
- * it stays valid after destFinishGet.
+ * involves it and no other. As with every store, the tensor a consumer gets
+ * is valid until its destFinishGet: the buffer of a large value is then
+ * reused for the next value of its size (no page faults, no zeroing, no
+ * garbage per transfer).
  */
 import net from 'node:net';
 import { FrameDecoder } from '../rendezvous/protocol.ts';
@@ -39,6 +41,7 @@ import {
   type Settings,
 } from './options.ts';
 import { PeerConnection, type PeerEvents } from './peer-connection.ts';
+import { SpareBuffers } from './spare-buffers.ts';
 import { Wakers, waitUntil } from './wait-until.ts';
 import { checkKey, type Finished, FRAME_LIMIT, type ValueHeader } from './wire.ts';
 
@@ -46,6 +49,8 @@ import { checkKey, type Finished, FRAME_LIMIT, type ValueHeader } from './wire.t
 const CONNECT_TOPIC = 'c';
 const getTopic = (from: number, key: string) => `g${from}/${key}`;
 const finishTopic = (key: string) => `f${key}`;
+/** Finished buffers kept for reuse, at most. */
+const SPARE_MAX_BYTES = 512 << 20;
 
 interface Link {
   conn: PeerConnection;
@@ -74,7 +79,12 @@ interface Send {
 interface Held {
   link: Link;
   id: number;
+  /** Its buffer, to reuse once finished (large values only). */
+  reusable: ArrayBuffer | undefined;
 }
+
+/** Values at least this large arrive in reused buffers. */
+const REUSE_MIN_BYTES = 64 << 10;
 
 export class NetworkTensorStore implements TensorStore {
   readonly rank: number;
@@ -93,6 +103,7 @@ export class NetworkTensorStore implements TensorStore {
   readonly #produced = new Map<string, Produced>();
   readonly #sends = new Map<number, Send>();
   readonly #consuming = new Map<string, Held[]>();
+  readonly #spare = new SpareBuffers(SPARE_MAX_BYTES);
   /** The peers connect() was given (without this rank). */
   #peers: Map<number, NetworkPeer> | undefined;
   #connected = false;
@@ -267,7 +278,8 @@ export class NetworkTensorStore implements TensorStore {
     if (inbox.reserve(header.nbytes)) {
       try {
         // A plain ArrayBuffer: the value stays in this process, and allocating shared memory per value is slow.
-        return Tensor.fromBuffer(new ArrayBuffer(header.nbytes), 0, header.shape, header.dtype);
+        const buffer = this.#spare.take(header.nbytes) ?? new ArrayBuffer(header.nbytes);
+        return Tensor.fromBuffer(buffer, 0, header.shape, header.dtype);
       } catch (error) {
         inbox.unreserve(header.nbytes);
         refusal = `rank ${this.rank} could not allocate ${what}: ${(error as Error).message}`;
@@ -421,9 +433,12 @@ export class NetworkTensorStore implements TensorStore {
         ),
     );
     if ('refusal' in arrival) throw new Error(`${where()}: ${arrival.refusal}`);
+    const { buffer } = arrival.tensor.data;
+    const reusable =
+      buffer instanceof ArrayBuffer && buffer.byteLength >= REUSE_MIN_BYTES ? buffer : undefined;
     const held = this.#consuming.get(key);
-    if (held) held.push({ link, id: arrival.id });
-    else this.#consuming.set(key, [{ link, id: arrival.id }]);
+    if (held) held.push({ link, id: arrival.id, reusable });
+    else this.#consuming.set(key, [{ link, id: arrival.id, reusable }]);
     return { tensor: arrival.tensor, tag: arrival.tag, producerRank: from };
   }
 
@@ -435,6 +450,7 @@ export class NetworkTensorStore implements TensorStore {
     if (list?.length === 0) this.#consuming.delete(key);
     // A producer whose connection ended hears nothing; one that gave up on the value ignores it.
     held.link.conn.sendFinished(held.id, options);
+    if (held.reusable) this.#spare.give(held.reusable);
   }
 
   /** Closes every connection and the server and rejects pending waits. */
@@ -449,6 +465,7 @@ export class NetworkTensorStore implements TensorStore {
     }
     for (const socket of this.#accepted) socket.destroy();
     this.#consuming.clear();
+    this.#spare.clear();
     this.#wakers.wakeAll();
     this.#produced.clear();
     this.#sends.clear();
