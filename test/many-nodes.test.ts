@@ -50,6 +50,13 @@ describe.skipIf(!canMakeNodes)('ranks started by another engine on two nodes', {
     expectEveryLayer(runs[1].out, [2, 3], 4);
   });
 
+  it("srun-style ranks (Slurm's variables by hand, the node from SLURM_NODEID) run every layer", async () => {
+    const runs = await twoNodes(RANK_SCRIPT, slurmEnv);
+    for (const run of runs) expect(exitCodes(run), run.out).toEqual([0, 0]);
+    expectEveryLayer(runs[0].out, [0, 1], 4);
+    expectEveryLayer(runs[1].out, [2, 3], 4);
+  });
+
   it('a rank killed mid-job fails every other rank within seconds, naming it, on both nodes', async () => {
     const runs = await twoNodes(['node', '--import', 'tsx', 'test/fixtures/many-nodes-lost.ts']);
     const out = runs.map((r) => r.out).join('\n');
@@ -64,23 +71,38 @@ describe.skipIf(!canMakeNodes)('ranks started by another engine on two nodes', {
   });
 });
 
-/** Two nodes of two torchrun-style ranks each, every node in its own mount namespace, running `argv`. */
-async function twoNodes(argv: string[]) {
+type EngineEnv = (node: number, local: number, port: string) => Record<string, string>;
+
+/** torchrun's variables, with the node named by TENSORCOMM_NODE_ID. */
+const torchrunEnv: EngineEnv = (node, local, port) => ({
+  RANK: String(2 * node + local),
+  WORLD_SIZE: '4',
+  LOCAL_RANK: String(local),
+  LOCAL_WORLD_SIZE: '2',
+  MASTER_ADDR: '127.0.0.1',
+  MASTER_PORT: port,
+  TENSORCOMM_NODE_ID: `node-${node}`,
+});
+
+/** What srun sets on two nodes of two tasks; the master is the job's first host. */
+const slurmEnv: EngineEnv = (node, local, port) => ({
+  SLURM_PROCID: String(2 * node + local),
+  SLURM_NTASKS: '4',
+  SLURM_LOCALID: String(local),
+  SLURM_NODEID: String(node),
+  SLURM_NTASKS_PER_NODE: '2',
+  SLURM_JOB_NODELIST: 'localhost,127.0.0.1',
+  MASTER_PORT: port,
+  // The user's secret: the network store authenticates with it, and it never travels.
+  TENSORCOMM_RENDEZVOUS_SECRET: 'a-secret-every-node-was-given',
+});
+
+/** Two nodes of two ranks each, every node in its own mount namespace, running `argv` with an engine's variables. */
+async function twoNodes(argv: string[], engineEnv: EngineEnv = torchrunEnv) {
   const port = String(await freePort());
   const nodes = [0, 1].map((node) =>
     runOnNode(
-      [0, 1].map((local) => ({
-        argv,
-        env: {
-          RANK: String(2 * node + local),
-          WORLD_SIZE: '4',
-          LOCAL_RANK: String(local),
-          LOCAL_WORLD_SIZE: '2',
-          MASTER_ADDR: '127.0.0.1',
-          MASTER_PORT: port,
-          TENSORCOMM_NODE_ID: `node-${node}`,
-        },
-      })),
+      [0, 1].map((local) => ({ argv, env: engineEnv(node, local, port) })),
       ROOT,
     ),
   );

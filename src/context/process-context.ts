@@ -18,6 +18,8 @@ import {
 import { checkJobOptions, DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../launch/job-options.ts';
 import {
   fetchJob,
+  jobSecret,
+  networkSecret,
   type ProcessEnv,
   type ProcessJobInfo,
   publishJob,
@@ -25,7 +27,6 @@ import {
   STORE_DIR_ENV,
 } from '../launch/process-env.ts';
 import { NetworkTensorStore } from '../network-store/index.ts';
-import { generateRendezvousSecret, rendezvousSecretFromEnv } from '../rendezvous/auth.ts';
 import { RendezvousClient } from '../rendezvous/client.ts';
 import { RendezvousServer } from '../rendezvous/server.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
@@ -58,7 +59,7 @@ export interface InitProcessOptions {
 function checkJob(job: ProcessJobInfo, env: ProcessEnv): ProcessJobInfo {
   const fine =
     typeof job.jobId === 'string' &&
-    typeof job.secret === 'string' &&
+    (job.secret === undefined || typeof job.secret === 'string') &&
     Array.isArray(job.names) &&
     job.names.length === env.worldSize &&
     Array.isArray(job.devices) &&
@@ -75,8 +76,7 @@ function checkJob(job: ProcessJobInfo, env: ProcessEnv): ProcessJobInfo {
 /** Without a launcher, rank 0 describes the job itself: default names and devices, the secret. */
 function hostedJob(env: ProcessEnv, collectiveTimeoutMs: number): ProcessJobInfo {
   const { names, devices } = checkJobOptions(env.worldSize, {}, 'initProcess');
-  const secret = rendezvousSecretFromEnv() ?? generateRendezvousSecret();
-  return { jobId: `${process.pid}`, secret, names, devices, collectiveTimeoutMs };
+  return { jobId: `${process.pid}`, secret: jobSecret(), names, devices, collectiveTimeoutMs };
 }
 
 /** This node's job directory, and whether this rank made it (and so removes it at the end). */
@@ -124,7 +124,7 @@ async function networkStore(
   const store = await NetworkTensorStore.listen({
     rank: env.rank,
     jobId: job.jobId,
-    secret: job.secret,
+    secret: networkSecret(job),
     timeoutMs: job.collectiveTimeoutMs,
     host,
   });

@@ -12,7 +12,6 @@
 import { randomUUID } from 'node:crypto';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
 import { mergeTraceParts } from '../debug/trace.ts';
-import { generateRendezvousSecret, rendezvousSecretFromEnv } from '../rendezvous/auth.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
@@ -28,7 +27,7 @@ import {
   type RankFailure,
 } from './job-options.ts';
 import { resolveEntry, typeScriptLoaderUrl } from './module-url.ts';
-import { fetchJob, type ProcessJobInfo, processEnvFor, publishJob } from './process-env.ts';
+import { fetchJob, jobSecret, type ProcessJobInfo, processEnvFor, publishJob } from './process-env.ts';
 import { type OutputSink, RankProcesses } from './rank-processes.ts';
 import { type ProcessSetupModule, processSetupUrl } from './rank-setup.ts';
 import { packTensors } from './tensor-transfer.ts';
@@ -179,7 +178,7 @@ export async function launchProcesses<R = unknown>(
       storeDir = setup.createProcessJob(jobId);
       job = {
         jobId,
-        secret: rendezvousSecretFromEnv() ?? generateRendezvousSecret(),
+        secret: jobSecret(),
         names: checked.names,
         devices: nodes.devices,
         collectiveTimeoutMs: checked.collectiveTimeoutMs,

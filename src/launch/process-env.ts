@@ -6,6 +6,7 @@
  */
 import { hostname } from 'node:os';
 import type { ResolvedDebugOptions } from '../debug/options.ts';
+import { generateRendezvousSecret, rendezvousSecretFromEnv, SECRET_ENV } from '../rendezvous/auth.ts';
 import type { RendezvousClient } from '../rendezvous/client.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import type { Device } from '../tensor/dtype.ts';
@@ -41,14 +42,34 @@ export const JOB_KEY = 'tensorcomm/job';
 
 export interface ProcessJobInfo {
   jobId: string;
-  /** Authenticates the network store's connections between nodes: the user's TENSORCOMM_RENDEZVOUS_SECRET, else a fresh one. */
-  secret: string;
+  /**
+   * The network store's secret when the user gave none (the rendezvous, and so
+   * the whole job, is then on loopback). With TENSORCOMM_RENDEZVOUS_SECRET every
+   * rank authenticates with that instead, and no secret travels.
+   */
+  secret?: string;
   names: string[];
   devices: Device[];
   collectiveTimeoutMs: number;
   config?: ClusterConfig;
   /** The launcher's resolved debugging options, so options given in code reach every rank. */
   debug?: ResolvedDebugOptions;
+}
+
+/** What whoever serves the rendezvous puts in the job description for the network store (ProcessJobInfo.secret). */
+export function jobSecret(): string | undefined {
+  return rendezvousSecretFromEnv() === undefined ? generateRendezvousSecret() : undefined;
+}
+
+/** The secret a rank's network store authenticates with: the user's, else the job description's. */
+export function networkSecret(job: ProcessJobInfo): string {
+  const secret = rendezvousSecretFromEnv() ?? job.secret;
+  if (secret === undefined) {
+    throw new Error(
+      `initProcess: the job description has no secret and ${SECRET_ENV} is not set: set it on every node`,
+    );
+  }
+  return secret;
 }
 
 /** Whoever serves the rendezvous publishes the job; every rank reads it. */
