@@ -5,6 +5,9 @@
  * checked for exact results across nodes by test/fixtures/many-nodes.ts.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { freePort } from './fixtures/free-port.ts';
 import { canMakeNodes, cleanEnv, exitCodes, runOnNode } from './fixtures/node-namespace.ts';
@@ -55,6 +58,29 @@ describe.skipIf(!canMakeNodes)('ranks started by another engine on two nodes', {
     for (const run of runs) expect(exitCodes(run), run.out).toEqual([0, 0]);
     expectEveryLayer(runs[0].out, [0, 1], 4);
     expectEveryLayer(runs[1].out, [2, 3], 4);
+  });
+
+  it('a hang report describes the ranks of the other node too, as they shared their rows', async () => {
+    const reports = mkdtempSync(join(tmpdir(), 'tensorcomm-many-nodes-'));
+    try {
+      const runs = await twoNodes(
+        ['node', '--import', 'tsx', 'test/fixtures/many-nodes-hang.ts'],
+        (n, l, p) => ({
+          ...torchrunEnv(n, l, p),
+          TENSORCOMM_HANG_REPORT_DIR: reports,
+        }),
+      );
+      for (const run of runs) expect(exitCodes(run), run.out).toEqual([0, 0]);
+      const out = runs[0].out;
+      expect(out).toMatch(/ranks that have not arrived at call #0 on group "short": 3\n/);
+      // Rank 2 and 3 are on the other node: without their shared rows they would read as not started.
+      expect(out).toMatch(
+        /\nrank 2: 1 call\(s\) pending;[^\n]*\n\s+allReduce\(int32\[1\], sum\) #0 on group "short"/,
+      );
+      expect(out).toMatch(/\nrank 3: running its own code \(in no call\)/);
+    } finally {
+      rmSync(reports, { recursive: true, force: true });
+    }
   });
 
   it('a rank killed mid-job fails every other rank within seconds, naming it, on both nodes', async () => {

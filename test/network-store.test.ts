@@ -12,7 +12,7 @@ import {
   NetworkStoreProtocolError,
   NetworkTensorStore,
 } from '../src/network-store/index.ts';
-import { FRAME_LIMIT, Frame, valueHeaderFrame } from '../src/network-store/wire.ts';
+import { FRAME_LIMIT, Frame, MAX_STATUS_BYTES, valueHeaderFrame } from '../src/network-store/wire.ts';
 import { FrameDecoder, FrameWriter } from '../src/rendezvous/protocol.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../src/runtime/errors.ts';
 import { registerDeviceBackend } from '../src/tensor/device.ts';
@@ -217,6 +217,26 @@ describe('values', () => {
     await expect(a.srcSet('k', Tensor.zeros([50], 'int32'), 1, { to: [1] })).rejects.toThrow(
       /srcSet\("k"\): the value has 200 bytes, over the maxValueBytes 100 of rank 1/,
     );
+  });
+});
+
+describe('status rows', () => {
+  it('reach every peer in order, between values; an oversized one is refused', async () => {
+    const [a, b, c] = await job(3);
+    const got: Array<[number, number, string]> = [];
+    for (const store of [b, c]) {
+      store.onPeerStatus = (rank, row) => got.push([store.rank, rank, new TextDecoder().decode(row)]);
+    }
+    a.shareStatus(new TextEncoder().encode('{"state":1}'));
+    expect((await pass(a, b, 'k', Tensor.ones([3]))).toArray()).toEqual([1, 1, 1]);
+    a.shareStatus(new TextEncoder().encode('{"state":2}'));
+    await eventually(() => got.length === 4);
+    expect(got.filter(([to]) => to === 1)).toEqual([
+      [1, 0, '{"state":1}'],
+      [1, 0, '{"state":2}'],
+    ]);
+    expect(got.filter(([to]) => to === 2).map(([, from]) => from)).toEqual([0, 0]);
+    expect(() => a.shareStatus(new Uint8Array(MAX_STATUS_BYTES + 1))).toThrow(RangeError);
   });
 });
 
@@ -479,6 +499,17 @@ describe('failures', () => {
     // Ranks 1 and 2 are not disturbed.
     await r2.destFinishGet('out');
     expect((await pass(r2, r1, 'k', Tensor.ones([2]))).toArray()).toEqual([1, 1]);
+  });
+
+  it('a status row declared over the limit is a malformed frame', async () => {
+    const { r1, to1 } = await jobWithFakeRank0();
+    const pendingGet = r1.destGet('next', { from: 0 }).catch((e: Error) => e);
+    to1.write(new FrameWriter(Frame.status).u32(MAX_STATUS_BYTES + 1).finish());
+    const error = await pendingGet;
+    expect(error).toBeInstanceOf(NetworkStoreProtocolError);
+    expect((error as Error).message).toMatch(
+      /rank 0 sent a malformed frame: status row of \d+ bytes exceeds the limit/,
+    );
   });
 
   it('a peer that closes fails the waits that involve it with RankFailedError, and only those', async () => {

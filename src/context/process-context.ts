@@ -7,6 +7,7 @@
  */
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { FileStatusBoard } from '../debug/file-status-board.ts';
 import { installProcessMonitor } from '../debug/process-monitor.ts';
 import {
   abortJob,
@@ -176,21 +177,28 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
     }
     const near = new FileTensorStore({ dir: node.dir, rank: env.rank, timeoutMs: job.collectiveTimeoutMs });
     store = near;
+    let far: NetworkTensorStore | undefined;
     if (nodes.count > 1) {
-      const far = await networkStore(client, env, job, nodes, timeoutMs).catch((error: unknown) => {
+      far = await networkStore(client, env, job, nodes, timeoutMs).catch((error: unknown) => {
         near.close();
         throw error;
       });
       store = new NodeRoutedStore(near, far, (r) => nodes.sameNode(r, env.rank));
     }
     // The job directory goes with the job: hang reports must outlive it.
-    installProcessMonitor(
+    const { board } = installProcessMonitor(
       env.rank,
       env.worldSize,
       node.dir,
       { ...job.debug, hangReportDir: job.debug?.hangReportDir ?? join(tmpdir(), 'tensorcomm-hang-reports') },
       job.names,
     );
+    // Ranks of other nodes have no row in this node's directory: rows travel with the network store.
+    if (far && board instanceof FileStatusBoard) {
+      const network = far;
+      board.share = (row) => network.shareStatus(row);
+      network.onPeerStatus = (rank, row) => board.accept(rank, row);
+    }
     await client.barrier('tensorcomm/start', env.worldSize, { timeoutMs });
     return await buildContext(env, job, store, client, server, node, timeoutMs, stopWatching);
   } catch (error) {

@@ -6,6 +6,11 @@
  * therefore sees a rank as of its last publish: when it created a group, when
  * one of its waits got slow (then every 100 ms), when a call failed, when it
  * left its main function.
+ *
+ * Ranks of other nodes have no file here: when the job spans nodes, every
+ * row a rank writes is also handed to `share` (the network store sends it to
+ * the other nodes' ranks), and the rows that arrive from them are kept with
+ * `accept`, so a hang report describes every rank of the job.
  */
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -41,11 +46,24 @@ export class FileStatusBoard implements StatusBoard {
     snapshot: undefined,
   };
 
+  /** The latest rows of ranks on other nodes, as they shared them. */
+  readonly #remote = new Map<number, RowFile>();
+  /** Sends this rank's row to the ranks of other nodes, when the job spans nodes. */
+  share: ((row: Uint8Array) => void) | undefined;
+
   constructor(
     readonly dir: string,
     readonly worldSize: number,
     readonly rank: number,
   ) {}
+
+  /** A row a rank of another node shared; one that does not parse is ignored (the last good one stays). */
+  accept(rank: number, row: Uint8Array): void {
+    if (!Number.isInteger(rank) || rank < 0 || rank >= this.worldSize || rank === this.rank) return;
+    try {
+      this.#remote.set(rank, JSON.parse(new TextDecoder().decode(row)) as RowFile);
+    } catch {}
+  }
 
   #check(rank: number, what: string): void {
     if (rank !== this.rank)
@@ -79,12 +97,16 @@ export class FileStatusBoard implements StatusBoard {
   #write(): void {
     const file = statusFilePath(this.dir, this.rank);
     const temporary = `${file}.${process.pid}.tmp`;
-    writeFileSync(temporary, JSON.stringify(this.#own));
+    const text = JSON.stringify(this.#own);
+    writeFileSync(temporary, text);
     renameSync(temporary, file);
+    this.share?.(new TextEncoder().encode(text));
   }
 
   read(rank: number): RankStatus {
     if (rank === this.rank) return { rank, ...this.#own };
+    const shared = this.#remote.get(rank);
+    if (shared) return { rank, ...shared };
     let row: RowFile;
     try {
       row = JSON.parse(readFileSync(statusFilePath(this.dir, rank), 'utf8')) as RowFile;

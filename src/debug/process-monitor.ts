@@ -12,7 +12,11 @@ import { FileStatusBoard } from './file-status-board.ts';
 import { RankMonitor, setRankMonitor } from './monitor.ts';
 import { type DebugOptions, resolveDebugOptions } from './options.ts';
 
-/** Installs this process's rank monitor; hang reports also go to `jobDir` unless the options say elsewhere. */
+/**
+ * Installs this process's rank monitor, its status rows in `jobDir` (a FileStatusBoard, which a
+ * job spanning nodes shares with the other nodes' ranks); hang reports also go to `jobDir` unless
+ * the options say elsewhere.
+ */
 export function installProcessMonitor(
   rank: number,
   worldSize: number,
@@ -21,9 +25,10 @@ export function installProcessMonitor(
   names: readonly string[] = [],
 ): RankMonitor {
   const options = resolveDebugOptions(given, process.env, 'initProcess: debug');
+  const board = new FileStatusBoard(jobDir, worldSize, rank);
   const monitor = new RankMonitor(
     rank,
-    new FileStatusBoard(jobDir, worldSize, rank),
+    board,
     {
       ...options,
       hangReportDir: options.hangReportDir ?? jobDir,

@@ -43,7 +43,7 @@ import {
 import { PeerConnection, type PeerEvents } from './peer-connection.ts';
 import { SpareBuffers } from './spare-buffers.ts';
 import { Wakers, waitUntil } from './wait-until.ts';
-import { checkKey, type Finished, FRAME_LIMIT, type ValueHeader } from './wire.ts';
+import { checkKey, type Finished, FRAME_LIMIT, MAX_STATUS_BYTES, type ValueHeader } from './wire.ts';
 
 /** The wakers' topics: connect's, a get's (by producer and key) and a finish's (by key). */
 const CONNECT_TOPIC = 'c';
@@ -253,6 +253,21 @@ export class NetworkTensorStore implements TensorStore {
     this.#wakers.wake(CONNECT_TOPIC);
   }
 
+  /**
+   * Where the status rows peers share arrive (the rank's debug status board,
+   * so a hang report also describes the ranks of other nodes).
+   */
+  onPeerStatus: ((rank: number, row: Uint8Array) => void) | undefined;
+
+  /** Sends this rank's status row (JSON, at most MAX_STATUS_BYTES) to every peer. */
+  shareStatus(row: Uint8Array): void {
+    if (this.#closed) return;
+    if (row.byteLength > MAX_STATUS_BYTES) {
+      throw new RangeError(`shareStatus: a row of ${row.byteLength} bytes exceeds ${MAX_STATUS_BYTES}`);
+    }
+    for (const { conn } of this.#links.values()) conn.sendStatus(row);
+  }
+
   readonly #events: PeerEvents = {
     valueStarts: (peer, header) => this.#valueStarts(peer, header),
     valueArrived: (peer, header, tensor) => {
@@ -260,6 +275,7 @@ export class NetworkTensorStore implements TensorStore {
     },
     finished: (peer, finished) => this.#finished(peer, finished),
     withdrawn: (peer, id) => this.#linkOf(peer).inbox.withdraw(id),
+    status: (peer, row) => this.onPeerStatus?.(peer.rank, row),
     lost: (peer) => {
       this.#linkOf(peer).inbox.clear();
       this.#wakers.wakeAll();

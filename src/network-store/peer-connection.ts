@@ -21,8 +21,10 @@ import {
   frameReader,
   readFatal,
   readFinished,
+  readStatusHeader,
   readValueHeader,
   readWithdraw,
+  statusHeaderFrame,
   type ValueHeader,
   valueHeaderFrame,
   withdrawFrame,
@@ -36,16 +38,21 @@ export interface PeerEvents {
   valueArrived(peer: PeerConnection, header: ValueHeader, tensor: Tensor): void;
   finished(peer: PeerConnection, finished: Finished): void;
   withdrawn(peer: PeerConnection, id: number): void;
+  /** The peer's status row (its debug monitor's, as JSON) arrived. */
+  status(peer: PeerConnection, row: Uint8Array): void;
   /** The connection ended (not by close()); `peer.failure` says why. */
   lost(peer: PeerConnection): void;
 }
 
+/** Raw bytes that follow a header frame: a value's, or a status row's. */
 interface Payload {
-  header: ValueHeader;
-  /** The tensor's bytes, or undefined while skipping a refused value. */
+  /** The value's key, for timeout messages; undefined for a status row. */
+  key: string | undefined;
+  nbytes: number;
+  /** Where the bytes go, or undefined while skipping a refused value. */
   into: Uint8Array | undefined;
-  tensor: Tensor | undefined;
   received: number;
+  arrived(): void;
 }
 
 /** Payloads up to this size are copied behind their header and written with it. */
@@ -117,7 +124,7 @@ export class PeerConnection {
   /** The value whose payload is being received, and how much of it is here. */
   get arriving(): { key: string; received: number; nbytes: number } | undefined {
     const p = this.#payload;
-    return p && { key: p.header.key, received: p.received, nbytes: p.header.nbytes };
+    return p?.key === undefined ? undefined : { key: p.key, received: p.received, nbytes: p.nbytes };
   }
 
   /**
@@ -142,6 +149,10 @@ export class PeerConnection {
 
   sendFinished(id: number, options: StoreFinishOptions): void {
     if (!this.#failure) this.#socket.write(finishedFrame(id, options));
+  }
+
+  sendStatus(row: Uint8Array): void {
+    if (!this.#failure) this.#socket.write(Buffer.concat([statusHeaderFrame(row.byteLength), row]));
   }
 
   sendWithdraw(id: number): void {
@@ -198,6 +209,16 @@ export class PeerConnection {
       if (type === Frame.value) {
         this.#startValue(readValueHeader(frame, this.#localMaxValueBytes));
         if (this.#payload) return this.#decoder.takeBuffered();
+      } else if (type === Frame.status) {
+        const into = new Uint8Array(readStatusHeader(frame));
+        this.#payload = {
+          key: undefined,
+          nbytes: into.byteLength,
+          into,
+          received: 0,
+          arrived: () => this.#events.status(this, into),
+        };
+        return this.#decoder.takeBuffered();
       } else if (type === Frame.finished) this.#events.finished(this, readFinished(frame));
       else if (type === Frame.withdraw) this.#events.withdrawn(this, readWithdraw(frame));
       else if (type === Frame.fatal) {
@@ -219,17 +240,25 @@ export class PeerConnection {
       if (tensor) this.#events.valueArrived(this, header, tensor);
       return;
     }
-    this.#payload = { header, tensor, into: tensor?.bytes(), received: 0 };
+    this.#payload = {
+      key: header.key,
+      nbytes: header.nbytes,
+      into: tensor?.bytes(),
+      received: 0,
+      arrived: () => {
+        if (tensor) this.#events.valueArrived(this, header, tensor);
+      },
+    };
   }
 
   /** Copies what `chunk` holds of the payload into place; returns the rest of the chunk. */
   #fill(p: Payload, chunk: Buffer): Buffer {
-    const n = Math.min(p.header.nbytes - p.received, chunk.byteLength);
+    const n = Math.min(p.nbytes - p.received, chunk.byteLength);
     p.into?.set(chunk.subarray(0, n), p.received);
     p.received += n;
-    if (p.received === p.header.nbytes) {
+    if (p.received === p.nbytes) {
       this.#payload = undefined;
-      if (p.tensor) this.#events.valueArrived(this, p.header, p.tensor);
+      p.arrived();
     }
     return chunk.subarray(n);
   }

@@ -34,7 +34,11 @@ export const Frame = {
   finished: 5,
   withdraw: 6,
   fatal: 7,
+  status: 8,
 } as const;
+
+/** A status row (a rank's debug snapshot as JSON) is at most this long. */
+export const MAX_STATUS_BYTES = 256 << 10;
 
 const Outcome = { ok: 0, error: 1, mismatch: 2 } as const;
 
@@ -140,6 +144,20 @@ export function readFinished(frame: FrameReader): Finished {
     return { id, failure: { error, mismatch: outcome === Outcome.mismatch } };
   }
   throw new Error(`finish of value ${id} has unknown outcome ${outcome}`);
+}
+
+/** The header of a status row; its `nbytes` bytes of JSON follow raw. */
+export function statusHeaderFrame(nbytes: number): Buffer {
+  return new FrameWriter(Frame.status).u32(nbytes).finish();
+}
+
+export function readStatusHeader(frame: FrameReader): number {
+  const nbytes = frame.u32();
+  frame.end();
+  if (nbytes > MAX_STATUS_BYTES) {
+    throw new Error(`status row of ${nbytes} bytes exceeds the limit of ${MAX_STATUS_BYTES}`);
+  }
+  return nbytes;
 }
 
 export function withdrawFrame(id: number): Buffer {
