@@ -33,6 +33,7 @@ function layersOf(r: number, worldSize: number): string {
     ...(last ? ['named-worker p2p'] : []),
     'dtensor scatterTensor',
     ...(r === 0 ? ['dtensor gatherTensor'] : []),
+    ...(r === 1 || last ? ['TensorFuture handed over'] : []),
     ...(r === 0 ? [] : ['weight sync']),
     'mismatch detected',
   ];

@@ -220,6 +220,40 @@ describe('values', () => {
   });
 });
 
+describe('offered values (set without `to`)', () => {
+  it('go to the peer that asks (pull), once, whether it asks before or after the set', async () => {
+    const [a, b, c] = await job(3);
+    const t = Tensor.fromArray([1, 2, 3], [3], 'int32');
+    await a.srcSet('early', t, 1, { tag: 'v' });
+    expect(a.claimed('early')).toBe(false);
+    // A plain get waits for a push that never comes; a pull asks.
+    await expect(b.destGet('early', { from: 0, timeoutMs: 50 })).rejects.toThrow(CommTimeoutError);
+    const entry = await b.destGetEntry('early', { from: 0, pull: true });
+    expect([entry.tensor.toArray(), entry.tag, entry.producerRank]).toEqual([[1, 2, 3], 'v', 0]);
+    expect(a.claimed('early')).toBe(true);
+    await b.destFinishGet('early');
+    await a.srcWaitUntilGetFinished('early');
+    // Asked before it is set: the ask waits at the producer (a look with timeout 0 asks, then finds it later).
+    await expect(c.destGet('late', { from: 0, pull: true, timeoutMs: 0 })).rejects.toThrow(CommTimeoutError);
+    await a.srcSet('late', t, 1);
+    const late = await c.destGet('late', { from: 0, pull: true });
+    expect(late.toArray()).toEqual([1, 2, 3]);
+    await c.destFinishGet('late');
+    await a.srcWaitUntilGetFinished('late');
+    // One consumer: a second asker gets nothing.
+    await a.srcSet('once', t, 1);
+    await b.destGet('once', { from: 0, pull: true });
+    await expect(c.destGet('once', { from: 0, pull: true, timeoutMs: 100 })).rejects.toThrow(
+      CommTimeoutError,
+    );
+    await b.destFinishGet('once');
+    await a.srcWaitUntilGetFinished('once');
+    // Nobody asks: a zero wait withdraws it.
+    await a.srcSet('unasked', t, 1);
+    await expect(a.srcWaitUntilGetFinished('unasked', { timeoutMs: 0 })).rejects.toThrow(CommTimeoutError);
+  });
+});
+
 describe('status rows', () => {
   it('reach every peer in order, between values; an oversized one is refused', async () => {
     const [a, b, c] = await job(3);
@@ -241,12 +275,9 @@ describe('status rows', () => {
 });
 
 describe('arguments', () => {
-  it('missing to / from, a wrong count and a rank that is no peer are clear errors naming the key', async () => {
+  it('missing from, a wrong count and a rank that is no peer are clear errors naming the key', async () => {
     const [a, b] = await job(2);
     const t = Tensor.zeros([2]);
-    await expect(a.srcSet('k', t, 1)).rejects.toThrow(
-      new TypeError('srcSet("k"): the network store needs options.to, the global ranks of the consumers'),
-    );
     await expect(a.srcSet('k', t, 2, { to: [1] })).rejects.toThrow(/srcSet\("k"\): options.to must list/);
     await expect(a.srcSet('k', t, 1, { to: [5] })).rejects.toThrow(
       /srcSet\("k"\): rank 5 is not a peer of rank 0/,

@@ -3,8 +3,10 @@
  * goes through the node's own store (shared memory), a value for a rank of
  * another node through the network store, per consumer, so a group spanning
  * nodes uses both at once. Producers name their consumers (`to`) and
- * consumers their producer (`from`); a value that names neither is for this
- * node only (a TensorPromise's value, whose holder is not known yet).
+ * consumers their producer (`from`). A value of one consumer that names none
+ * (a TensorPromise's: its future may have been handed to any rank) is put in
+ * both stores, the network store offering it to whoever asks (`pull`); the
+ * first to finish it wins and the other is withdrawn.
  */
 import { CommTimeoutError } from '../runtime/errors.ts';
 import type {
@@ -16,12 +18,19 @@ import type {
 } from '../runtime/tensor-store.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
+/** How often a value of two copies looks whether one was taken. */
+const CLAIM_POLL_MS = 5;
+/** A wait for a value of two copies without a timeout of its own (a TensorPromise's default). */
+const DEFAULT_EITHER_TIMEOUT_MS = 300_000;
+
 export class NodeRoutedStore implements TensorStore {
   readonly #near: TensorStore;
   readonly #far: TensorStore;
   readonly #onThisNode: (rank: number) => boolean;
   /** The stores each outstanding value of this rank went to, for srcWaitUntilGetFinished. */
   readonly #published = new Map<string, TensorStore[]>();
+  /** Values in both stores for one consumer, who takes it from either. */
+  readonly #either = new Set<string>();
   /** The store each value this rank took came from, for destFinishGet. */
   readonly #taken = new Map<string, TensorStore>();
 
@@ -35,7 +44,13 @@ export class NodeRoutedStore implements TensorStore {
     const to = options.to;
     if (to === undefined) {
       await this.#near.srcSet(key, tensor, consumers, options);
-      this.#published.set(key, [this.#near]);
+      if (consumers !== 1) {
+        this.#published.set(key, [this.#near]);
+        return;
+      }
+      await this.#far.srcSet(key, tensor, consumers, options);
+      this.#published.set(key, [this.#near, this.#far]);
+      this.#either.add(key);
       return;
     }
     if (to.length !== consumers) {
@@ -57,12 +72,38 @@ export class NodeRoutedStore implements TensorStore {
 
   async srcWaitUntilGetFinished(key: string, options?: StoreWaitOptions): Promise<void> {
     const stores = this.#published.get(key) ?? [this.#near];
+    if (this.#either.delete(key)) return this.#firstFinished(key, stores, options);
     // Both halves are waited for even when one fails, so neither is left holding the value.
     const waits = await Promise.allSettled(stores.map((s) => s.srcWaitUntilGetFinished(key, options)));
     const failed = waits.find((w) => w.status === 'rejected');
     // A zero wait that found readers still reading leaves the value published.
     if (!failed || !(failed.reason instanceof CommTimeoutError)) this.#published.delete(key);
     if (failed) throw failed.reason;
+  }
+
+  /**
+   * The one consumer takes the value from either store: the one it claimed
+   * it from is waited for, and the other withdraws its copy (a zero wait
+   * frees it). Until a claim shows, both are looked at every few ms.
+   */
+  async #firstFinished(key: string, stores: TensorStore[], options?: StoreWaitOptions): Promise<void> {
+    this.#published.delete(key);
+    const deadline = performance.now() + (options?.timeoutMs ?? DEFAULT_EITHER_TIMEOUT_MS);
+    let taken = stores.find((store) => store.claimed?.(key));
+    while (!taken && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, CLAIM_POLL_MS));
+      taken = stores.find((store) => store.claimed?.(key));
+    }
+    // Nobody took it in time: the first store's wait says so, in its words.
+    const waited = taken ?? stores[0];
+    const left = Math.max(0, Math.ceil(deadline - performance.now()));
+    try {
+      await waited.srcWaitUntilGetFinished(key, { ...options, timeoutMs: taken ? left || 1 : 0 });
+    } finally {
+      for (const store of stores) {
+        if (store !== waited) await store.srcWaitUntilGetFinished(key, { timeoutMs: 0 }).catch(() => {});
+      }
+    }
   }
 
   destGet(key: string, options?: StoreWaitOptions): Promise<Tensor> {

@@ -278,6 +278,15 @@ export class FileTensorStore implements TensorStore {
     });
   }
 
+  claimed(key: string): boolean {
+    const p = this.#produced.get(key);
+    if (!p) return false;
+    for (let slot = 0; slot < p.consumers; slot++) {
+      if (p.finished[slot] || statSync(p.files.claim(p.generation, slot), { throwIfNoEntry: false })) return true;
+    }
+    return false;
+  }
+
   async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
     const where = () => `srcWaitUntilGetFinished(${JSON.stringify(key)})`;
     const produced = this.#produced.get(key);

@@ -44,6 +44,10 @@ export class Inbox {
     else this.#queues.set(key, [arrival]);
   }
 
+  has(key: string): boolean {
+    return this.#queues.has(key);
+  }
+
   take(key: string): Arrival | undefined {
     const queue = this.#queues.get(key);
     const arrival = queue?.shift();

@@ -42,6 +42,7 @@ import {
 } from './options.ts';
 import { PeerConnection, type PeerEvents } from './peer-connection.ts';
 import { SpareBuffers } from './spare-buffers.ts';
+import { Wants } from './wants.ts';
 import { Wakers, waitUntil } from './wait-until.ts';
 import { checkKey, type Finished, FRAME_LIMIT, MAX_STATUS_BYTES, type ValueHeader } from './wire.ts';
 
@@ -49,6 +50,8 @@ import { checkKey, type Finished, FRAME_LIMIT, MAX_STATUS_BYTES, type ValueHeade
 const CONNECT_TOPIC = 'c';
 const getTopic = (from: number, key: string) => `g${from}/${key}`;
 const finishTopic = (key: string) => `f${key}`;
+/** Asks for values not offered yet that a store remembers, at most. */
+const MAX_WANTS = 4096;
 /** Finished buffers kept for reuse, at most. */
 const SPARE_MAX_BYTES = 512 << 20;
 
@@ -59,6 +62,8 @@ interface Link {
 
 interface Produced {
   key: string;
+  /** A value set without `to`: sent to the peers that ask, while `left` of its consumers are to come. */
+  offer: { tensor: Tensor; tag: Uint8Array; left: number } | undefined;
   sends: Send[];
   unfinished: number;
   /** The first error a consumer reported. */
@@ -102,6 +107,10 @@ export class NetworkTensorStore implements TensorStore {
   readonly #wakers = new Wakers();
   readonly #produced = new Map<string, Produced>();
   readonly #sends = new Map<number, Send>();
+  /** Peers' asks for values not offered yet. */
+  readonly #wants = new Wants(MAX_WANTS);
+  /** Values this rank asked a peer for and has not taken yet (`${from}/${key}`), so it asks once. */
+  readonly #asked = new Set<string>();
   readonly #consuming = new Map<string, Held[]>();
   readonly #spare = new SpareBuffers(SPARE_MAX_BYTES);
   /** The peers connect() was given (without this rank). */
@@ -276,6 +285,7 @@ export class NetworkTensorStore implements TensorStore {
     finished: (peer, finished) => this.#finished(peer, finished),
     withdrawn: (peer, id) => this.#linkOf(peer).inbox.withdraw(id),
     status: (peer, row) => this.onPeerStatus?.(peer.rank, row),
+    wanted: (peer, key) => this.#wanted(peer.rank, key),
     lost: (peer) => {
       this.#linkOf(peer).inbox.clear();
       this.#wakers.wakeAll();
@@ -342,12 +352,7 @@ export class NetworkTensorStore implements TensorStore {
       throw new RangeError(`${where()}: consumers must be a non-negative integer, got ${consumers}`);
     }
     const { to } = options;
-    if (to === undefined) {
-      throw new TypeError(
-        `${where()}: the network store needs options.to, the global ranks of the consumers`,
-      );
-    }
-    if (!Array.isArray(to) || to.length !== consumers) {
+    if (to !== undefined && (!Array.isArray(to) || to.length !== consumers)) {
       throw new TypeError(
         `${where()}: options.to must list the ${consumers} consumers' ranks, got ${String(to)}`,
       );
@@ -356,7 +361,9 @@ export class NetworkTensorStore implements TensorStore {
       throw new RangeError(`${where()}: at most ${MAX_DIMS} dimensions are supported`);
     }
     checkKey(key, where);
-    const links = to.map((rank) => this.#link(rank, where));
+    // Without `to` the value is offered: it goes to whichever peers ask for it (destGet with pull).
+    this.#assertConnected(where);
+    const links = to === undefined ? [] : to.map((rank) => this.#link(rank, where));
     if (this.#produced.has(key)) {
       throw new Error(`${where()}: key is already set by this rank and not yet finished`);
     }
@@ -369,17 +376,48 @@ export class NetworkTensorStore implements TensorStore {
       }
     }
     const tag = encodeBounded(options.tag ?? '', MAX_TAG_BYTES);
-    const produced: Produced = { key, sends: [], unfinished: consumers, error: undefined };
-    for (const link of links) {
-      const send: Send = { id: this.#nextId, link, produced, finished: false, sent: false };
-      this.#nextId = (this.#nextId + 1) >>> 0;
-      this.#sends.set(send.id, send);
-      produced.sends.push(send);
-      link.conn.sendValue(send.id, key, tag, tensor, () => {
-        send.sent = true;
-      });
-    }
+    const produced: Produced = {
+      key,
+      sends: [],
+      unfinished: consumers,
+      error: undefined,
+      offer: to === undefined ? { tensor, tag, left: consumers } : undefined,
+    };
+    for (const link of links) this.#send(produced, link, tensor, tag);
     this.#produced.set(key, produced);
+    const waiting = this.#wants.take(key);
+    for (const rank of waiting) this.#wanted(rank, key);
+  }
+
+  #send(produced: Produced, link: Link, tensor: Tensor, tag: Uint8Array): void {
+    const send: Send = { id: this.#nextId, link, produced, finished: false, sent: false };
+    this.#nextId = (this.#nextId + 1) >>> 0;
+    this.#sends.set(send.id, send);
+    produced.sends.push(send);
+    link.conn.sendValue(send.id, produced.key, tag, tensor, () => {
+      send.sent = true;
+    });
+  }
+
+  /** A peer asks for an offered value: it gets it if one of the value's consumers is still to come. */
+  #wanted(rank: number, key: string): void {
+    const link = this.#links.get(rank);
+    if (!link) return;
+    const produced = this.#produced.get(key);
+    const offer = produced?.offer;
+    if (!produced || !offer) {
+      // Not offered yet: answered when it is (the wants are bounded; beyond, the asker times out).
+      this.#wants.add(key, rank);
+      return;
+    }
+    if (offer.left === 0) return;
+    offer.left--;
+    this.#send(produced, link, offer.tensor, offer.tag);
+  }
+
+  claimed(key: string): boolean {
+    const p = this.#produced.get(key);
+    return p !== undefined && p.sends.length > 0;
   }
 
   async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
@@ -434,6 +472,11 @@ export class NetworkTensorStore implements TensorStore {
     checkKey(key, where);
     const link = this.#link(from, where);
     const timeoutMs = this.#timeoutOf(options, where);
+    const asked = `${from}/${key}`;
+    if (options.pull && !link.inbox.has(key) && !this.#asked.has(asked)) {
+      this.#asked.add(asked);
+      link.conn.sendWant(key);
+    }
     const arrival = await waitUntil(
       () => {
         this.#assertOpen(where);
@@ -448,6 +491,7 @@ export class NetworkTensorStore implements TensorStore {
           `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${arrivalProgress(link.conn, key)}`,
         ),
     );
+    this.#asked.delete(asked);
     if ('refusal' in arrival) throw new Error(`${where()}: ${arrival.refusal}`);
     const { buffer } = arrival.tensor.data;
     const reusable =
@@ -485,19 +529,25 @@ export class NetworkTensorStore implements TensorStore {
     this.#wakers.wakeAll();
     this.#produced.clear();
     this.#sends.clear();
+    this.#wants.clear();
+    this.#asked.clear();
   }
 
   #assertOpen(where: () => string): void {
     if (this.#closed) throw new Error(`${where()}: the network store of rank ${this.rank} is closed`);
   }
 
-  #link(rank: number, where: () => string): Link {
+  #assertConnected(where: () => string): void {
     this.#assertOpen(where);
     if (!this.#connected) {
       throw new Error(
         `${where()}: rank ${this.rank} is not connected to its peers yet (await connect() first)`,
       );
     }
+  }
+
+  #link(rank: number, where: () => string): Link {
+    this.#assertConnected(where);
     const link = this.#links.get(rank);
     if (link) return link;
     throw new RangeError(

@@ -23,10 +23,12 @@ import {
   readFinished,
   readStatusHeader,
   readValueHeader,
+  readWant,
   readWithdraw,
   statusHeaderFrame,
   type ValueHeader,
   valueHeaderFrame,
+  wantFrame,
   withdrawFrame,
 } from './wire.ts';
 
@@ -38,6 +40,8 @@ export interface PeerEvents {
   valueArrived(peer: PeerConnection, header: ValueHeader, tensor: Tensor): void;
   finished(peer: PeerConnection, finished: Finished): void;
   withdrawn(peer: PeerConnection, id: number): void;
+  /** The peer asks for a value this rank offered (or will). */
+  wanted(peer: PeerConnection, key: string): void;
   /** The peer's status row (its debug monitor's, as JSON) arrived. */
   status(peer: PeerConnection, row: Uint8Array): void;
   /** The connection ended (not by close()); `peer.failure` says why. */
@@ -155,6 +159,10 @@ export class PeerConnection {
     if (!this.#failure) this.#socket.write(Buffer.concat([statusHeaderFrame(row.byteLength), row]));
   }
 
+  sendWant(key: string): void {
+    if (!this.#failure) this.#socket.write(wantFrame(key));
+  }
+
   sendWithdraw(id: number): void {
     if (!this.#failure) this.#socket.write(withdrawFrame(id));
   }
@@ -221,6 +229,7 @@ export class PeerConnection {
         return this.#decoder.takeBuffered();
       } else if (type === Frame.finished) this.#events.finished(this, readFinished(frame));
       else if (type === Frame.withdraw) this.#events.withdrawn(this, readWithdraw(frame));
+      else if (type === Frame.want) this.#events.wanted(this, readWant(frame));
       else if (type === Frame.fatal) {
         this.#socket.destroy();
         this.#end(

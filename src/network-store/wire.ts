@@ -35,6 +35,7 @@ export const Frame = {
   withdraw: 6,
   fatal: 7,
   status: 8,
+  want: 9,
 } as const;
 
 /** A status row (a rank's debug snapshot as JSON) is at most this long. */
@@ -158,6 +159,17 @@ export function readStatusHeader(frame: FrameReader): number {
     throw new Error(`status row of ${nbytes} bytes exceeds the limit of ${MAX_STATUS_BYTES}`);
   }
   return nbytes;
+}
+
+/** A consumer asks for a value its producer offered (set without naming consumers). */
+export function wantFrame(key: string): Buffer {
+  return new FrameWriter(Frame.want).key(key).finish();
+}
+
+export function readWant(frame: FrameReader): string {
+  const key = frame.key();
+  frame.end();
+  return key;
 }
 
 export function withdrawFrame(id: number): Buffer {

@@ -99,7 +99,7 @@ export class TensorFuture {
     if (this.#state !== 'waiting') return this.#state === 'ready';
     const flag = readyKey(this.key);
     try {
-      await this.#store.destGetEntry(flag, { timeoutMs: 0, from: this.producerRank });
+      await this.#store.destGetEntry(flag, { timeoutMs: 0, from: this.producerRank, pull: true });
     } catch (error) {
       if (error instanceof CommTimeoutError) return false;
       throw error;
@@ -121,6 +121,7 @@ export class TensorFuture {
         entry = await this.#store.destGetEntry(this.key, {
           timeoutMs: options.timeoutMs,
           from: this.producerRank,
+          pull: true,
         });
       } catch (error) {
         this.#state = before;

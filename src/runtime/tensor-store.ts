@@ -17,6 +17,11 @@ export interface StoreWaitOptions {
    * stores of one node ignore it.
    */
   from?: number;
+  /**
+   * The producer named no consumers (srcSet without `to`, as a TensorPromise
+   * does): a store spanning nodes asks it for the value.
+   */
+  pull?: boolean;
 }
 
 export interface StoreSetOptions {
@@ -70,6 +75,12 @@ export interface TensorStore {
     options?: StoreSetOptions,
   ): Promise<void>;
   destGetViews?(key: string, options?: StoreWaitOptions): Promise<StoreViewsEntry>;
+  /**
+   * Optional: whether a consumer has taken (or is being sent) a value this
+   * rank set under `key`, without waiting or releasing anything. A store
+   * spanning nodes uses it to tell which of two copies of a value was taken.
+   */
+  claimed?(key: string): boolean;
   /** Releases what this rank holds in the store (channels, pooled buffers). */
   close(): void;
 }
