@@ -26,7 +26,8 @@ const DEFAULT_EITHER_TIMEOUT_MS = 300_000;
 export class NodeRoutedStore implements TensorStore {
   readonly #near: TensorStore;
   readonly #far: TensorStore;
-  readonly #onThisNode: (rank: number) => boolean;
+  readonly #nodeOf: readonly string[];
+  readonly #node: string;
   /** The stores each outstanding value of this rank went to, for srcWaitUntilGetFinished. */
   readonly #published = new Map<string, TensorStore[]>();
   /** Values in both stores for one consumer, who takes it from either. */
@@ -34,10 +35,20 @@ export class NodeRoutedStore implements TensorStore {
   /** The store each value this rank took came from, for destFinishGet. */
   readonly #taken = new Map<string, TensorStore>();
 
-  constructor(near: TensorStore, far: TensorStore, onThisNode: (rank: number) => boolean) {
+  /** `nodeOf`: every global rank's node id; `rank`: this rank's. */
+  constructor(near: TensorStore, far: TensorStore, nodeOf: readonly string[], rank: number) {
     this.#near = near;
     this.#far = far;
-    this.#onThisNode = onThisNode;
+    this.#nodeOf = nodeOf;
+    this.#node = nodeOf[rank];
+  }
+
+  nodeOf(rank: number): string {
+    return this.#nodeOf[rank];
+  }
+
+  #onThisNode(rank: number): boolean {
+    return this.#nodeOf[rank] === this.#node;
   }
 
   async srcSet(key: string, tensor: Tensor, consumers: number, options: StoreSetOptions = {}): Promise<void> {

@@ -183,7 +183,7 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
         near.close();
         throw error;
       });
-      store = new NodeRoutedStore(near, far, (r) => nodes.sameNode(r, env.rank));
+      store = new NodeRoutedStore(near, far, nodes.nodeOf, env.rank);
     }
     // The job directory goes with the job: hang reports must outlive it.
     const { board } = installProcessMonitor(

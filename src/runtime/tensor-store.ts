@@ -81,6 +81,12 @@ export interface TensorStore {
    * spanning nodes uses it to tell which of two copies of a value was taken.
    */
   claimed?(key: string): boolean;
+  /**
+   * Optional, for stores spanning nodes: the node a global rank runs on, so
+   * collectives can keep traffic within nodes where they can (e.g. allReduce
+   * reduces within each node first).
+   */
+  nodeOf?(rank: number): string;
   /** Releases what this rank holds in the store (channels, pooled buffers). */
   close(): void;
 }

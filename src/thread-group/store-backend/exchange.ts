@@ -68,6 +68,29 @@ export class Exchange {
     return this.#group.ranks[p];
   }
 
+  /** The node group rank `p` runs on, where the store spans nodes (TensorStore.nodeOf). */
+  nodeOf(p: number): string | undefined {
+    return this.#store.nodeOf?.(this.globalRank(p));
+  }
+
+  /**
+   * An exchange among some of the group's ranks (in the order given), keyed
+   * under this call's keys with `tag`: an algorithm's step over a subset of
+   * ranks, e.g. the node leaders. This rank must be one of them.
+   */
+  among(groupRanks: readonly number[], tag: string): Exchange {
+    const rank = groupRanks.indexOf(this.rank);
+    if (rank < 0)
+      throw new Error(`Exchange.among: group rank ${this.rank} is not among ${groupRanks.join(', ')}`);
+    const view: GroupView = {
+      ...this.#group,
+      rank,
+      size: groupRanks.length,
+      ranks: this.globalRanks(groupRanks),
+    };
+    return new Exchange(this.#store, view, this.#call, `${this.#prefix}:${tag}`);
+  }
+
   /** Peers of this rank in group-rank order. */
   peers(): number[] {
     return Array.from({ length: this.size }, (_, i) => i).filter((p) => p !== this.rank);

@@ -4,6 +4,7 @@
  * the medium beyond the four-step handshake.
  */
 import type { TensorStore } from '../../runtime/tensor-store.ts';
+import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import {
   type ArrivalPattern,
@@ -17,6 +18,7 @@ import {
 import { isPremulSum, type Reduction } from '../reduction.ts';
 import { arrivals, tellPeers } from './abandon.ts';
 import { allReduce } from './all-reduce.ts';
+import { allReduceAcrossNodes, nodesOf, worthTwoLevels } from './all-reduce-nodes.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
 import { Exchange, runExchange } from './exchange.ts';
 import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './gather-scatter.ts';
@@ -78,9 +80,15 @@ export class StoreBackend implements Backend {
 
   allReduce(call: CallInfo, tensor: Tensor, op: Reduction): Promise<void> {
     return this.#run(call, async (x) => {
-      if (!isPremulSum(op)) return allReduce(x, tensor, op);
+      const nodes = nodesOf(x);
+      // An average of averages is wrong when nodes hold different numbers of ranks: avg stays flat.
+      const algorithm =
+        worthTwoLevels(nodes) && op !== 'avg'
+          ? (t: Tensor, o: ReduceOp) => allReduceAcrossNodes(x, t, o, nodes)
+          : (t: Tensor, o: ReduceOp) => allReduce(x, t, o);
+      if (!isPremulSum(op)) return algorithm(tensor, op);
       const scaled = premultiplied(tensor, op.factor);
-      await allReduce(x, scaled, 'sum');
+      await algorithm(scaled, 'sum');
       copyElements(tensor, 0, scaled);
     });
   }
