@@ -15,7 +15,7 @@ import { Tensor } from '../../tensor/tensor.ts';
 import type { Exchange } from './exchange.ts';
 import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
 
-const ONE_EXCHANGE_MAX_BYTES = 64 << 10;
+export const ONE_EXCHANGE_MAX_BYTES = 64 << 10;
 
 export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {
   if (x.size === 1) {

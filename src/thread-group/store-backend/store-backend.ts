@@ -17,7 +17,7 @@ import {
 } from '../backend.ts';
 import { isPremulSum, type Reduction } from '../reduction.ts';
 import { arrivals, tellPeers } from './abandon.ts';
-import { allReduce } from './all-reduce.ts';
+import { allReduce, ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
 import { allReduceAcrossNodes, nodesOf, worthTwoLevels } from './all-reduce-nodes.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
 import { Exchange, runExchange } from './exchange.ts';
@@ -81,9 +81,10 @@ export class StoreBackend implements Backend {
   allReduce(call: CallInfo, tensor: Tensor, op: Reduction): Promise<void> {
     return this.#run(call, async (x) => {
       const nodes = nodesOf(x);
-      // An average of averages is wrong when nodes hold different numbers of ranks: avg stays flat.
+      // An average of averages is wrong when nodes hold different numbers of ranks: avg stays flat. So
+      // does a small tensor: its cost is latency, and a hop within a node costs more than one to a peer.
       const algorithm =
-        worthTwoLevels(nodes) && op !== 'avg'
+        worthTwoLevels(nodes) && op !== 'avg' && tensor.nbytes > ONE_EXCHANGE_MAX_BYTES
           ? (t: Tensor, o: ReduceOp) => allReduceAcrossNodes(x, t, o, nodes)
           : (t: Tensor, o: ReduceOp) => allReduce(x, t, o);
       if (!isPremulSum(op)) return algorithm(tensor, op);
