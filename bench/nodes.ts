@@ -154,7 +154,7 @@ export async function runNodesBench(options: { quick?: boolean; log?: Log } = {}
       .map((r) => (higherIsBetter ? r.tensorcomm! / r.gloo! : r.gloo! / r.tensorcomm!));
     return ratios.length > 0 ? Math.min(...ratios) : undefined;
   };
-  const goals = { busbw: ratio('allreduce ' + (big >> 20), true), latency: ratio('allreduce 4 B', false) };
+  const goals = { busbw: ratio(`allreduce ${big >> 20}`, true), latency: ratio('allreduce 4 B', false) };
   log(`# many nodes over loopback TCP (nodes x ranks per node), anchors from the same run`);
   for (const line of formatTable(COLUMNS, rows)) log(line);
   for (const why of skipped) log(`# skipped ${why}`);

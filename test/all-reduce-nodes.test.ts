@@ -40,11 +40,11 @@ function groupOver(ctx: RankContext, crossed: { bytes: number }): ThreadGroup {
   );
 }
 
-const valueOf = (rank: number, i: number) => ((rank * 7 + i * 3) % 11) - 5;
+const inputValue = (rank: number, i: number) => ((rank * 7 + i * 3) % 11) - 5;
 
 function reference(op: ReduceOp, worldSize: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => {
-    const all = Array.from({ length: worldSize }, (_, r) => valueOf(r, i));
+    const all = Array.from({ length: worldSize }, (_, r) => inputValue(r, i));
     if (op === 'max') return Math.max(...all);
     const sum = all.reduce((a, b) => a + b, 0);
     return op === 'avg' ? sum / worldSize : sum;
@@ -58,7 +58,7 @@ rankTest('matches the reference for sum, max and avg, small and large', { worldS
   for (const count of [5, 30_000]) {
     for (const op of ['sum', 'max', 'avg'] as const) {
       const t = Tensor.fromArray(
-        Array.from({ length: count }, (_, i) => valueOf(ctx.rank, i)),
+        Array.from({ length: count }, (_, i) => inputValue(ctx.rank, i)),
         [count],
         'float32',
       );

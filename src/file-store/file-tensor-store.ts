@@ -282,7 +282,8 @@ export class FileTensorStore implements TensorStore {
     const p = this.#produced.get(key);
     if (!p) return false;
     for (let slot = 0; slot < p.consumers; slot++) {
-      if (p.finished[slot] || statSync(p.files.claim(p.generation, slot), { throwIfNoEntry: false })) return true;
+      if (p.finished[slot] || statSync(p.files.claim(p.generation, slot), { throwIfNoEntry: false }))
+        return true;
     }
     return false;
   }

@@ -42,8 +42,8 @@ import {
 } from './options.ts';
 import { PeerConnection, type PeerEvents } from './peer-connection.ts';
 import { SpareBuffers } from './spare-buffers.ts';
-import { Wants } from './wants.ts';
 import { Wakers, waitUntil } from './wait-until.ts';
+import { Wants } from './wants.ts';
 import { checkKey, type Finished, FRAME_LIMIT, MAX_STATUS_BYTES, type ValueHeader } from './wire.ts';
 
 /** The wakers' topics: connect's, a get's (by producer and key) and a finish's (by key). */
