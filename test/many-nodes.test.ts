@@ -171,9 +171,13 @@ describe.skipIf(!hasMpirun)('ranks started by mpirun', { timeout: 120_000 }, () 
 });
 
 describe.skipIf(!canMakeNodes)('two tensorcomm run launchers as two nodes', { timeout: 120_000 }, () => {
-  it('every layer across the nodes, the output prefixed with global ranks', async () => {
+  it('every layer across the nodes, the output prefixed with global ranks, one trace for the job', async () => {
     const port = String(await freePort());
+    // Each node writes its ranks' trace parts to a private tmpfs here, so only node 0's file can hold them all.
+    const traces = mkdtempSync(join(tmpdir(), 'tensorcomm-many-nodes-trace-'));
+    const trace = join(traces, 'job.json');
     const launcher = (node: number) => ({
+      env: { TENSORCOMM_TRACE: trace },
       argv: [
         'node',
         '--import',
@@ -191,7 +195,22 @@ describe.skipIf(!canMakeNodes)('two tensorcomm run launchers as two nodes', { ti
         'test/fixtures/many-nodes.ts',
       ],
     });
-    const runs = await Promise.all([0, 1].map((node) => runOnNode([launcher(node)], ROOT)));
+    const runs = await Promise.all(
+      [0, 1].map((node) =>
+        runOnNode([launcher(node)], ROOT, {
+          privateDirs: [traces],
+          after: `echo "trace: $(cat ${trace} 2>/dev/null)"`,
+        }),
+      ),
+    ).finally(() => rmSync(traces, { recursive: true, force: true }));
+    const traceOf = (out: string) => /^trace: (.*)$/m.exec(out)?.[1] ?? '';
+    // Node 0 wrote the job's trace, with every rank's calls; node 1 handed its part over and kept none.
+    const { traceEvents } = JSON.parse(traceOf(runs[0].out)) as {
+      traceEvents: Array<{ ph: string; tid: number }>;
+    };
+    const ranksTraced = new Set(traceEvents.filter((e) => e.ph === 'X').map((e) => e.tid));
+    expect([...ranksTraced].sort()).toEqual([0, 1, 2, 3]);
+    expect(traceOf(runs[1].out)).toBe('');
     for (const [node, run] of runs.entries()) {
       expect(exitCodes(run), run.out).toEqual([0]);
       const ranks = [2 * node, 2 * node + 1];

@@ -56,23 +56,48 @@ export function writeTracePart(trace: string, rank: number, entries: CallEntry[]
   writeFileSync(tracePartPath(trace, rank), JSON.stringify({ rank, dropped, entries }));
 }
 
-/** Merges the ranks' parts into one Chrome trace at `trace`, removes the parts, and returns the trace. */
-export function mergeTraceParts(trace: string, worldSize: number): ChromeTrace {
-  const entries: CallEntry[] = [];
-  let dropped = 0;
-  for (let rank = 0; rank < worldSize; rank++) {
+/** Some ranks' calls, as their parts held them: what one node of a job contributes to its trace. */
+export interface TraceShare {
+  entries: CallEntry[];
+  dropped: number;
+}
+
+/** The parts of `ranks` found beside `trace`, removed from disk. A rank that died before closing wrote none. */
+export function readTraceParts(trace: string, ranks: Iterable<number>): TraceShare {
+  const share: TraceShare = { entries: [], dropped: 0 };
+  for (const rank of ranks) {
     const part = tracePartPath(trace, rank);
-    // A rank that died before closing wrote no part: the trace still has the others.
     if (!existsSync(part)) continue;
-    const parsed = JSON.parse(readFileSync(part, 'utf8')) as { dropped: number; entries: CallEntry[] };
-    entries.push(...parsed.entries);
-    dropped += parsed.dropped;
+    const parsed = JSON.parse(readFileSync(part, 'utf8')) as TraceShare;
+    share.entries.push(...parsed.entries);
+    share.dropped += parsed.dropped;
     rmSync(part, { force: true });
   }
+  return share;
+}
+
+/** One Chrome trace at `trace` from every node's share of the job's calls. */
+export function writeTrace(trace: string, shares: readonly TraceShare[], worldSize: number): ChromeTrace {
+  const entries = shares.flatMap((s) => s.entries);
+  const dropped = shares.reduce((sum, s) => sum + s.dropped, 0);
   const chrome = toChromeTrace(entries, worldSize, dropped);
   mkdirSync(dirname(trace), { recursive: true });
   writeFileSync(trace, JSON.stringify(chrome));
   return chrome;
+}
+
+/** Merges the ranks' parts into one Chrome trace at `trace`, removes the parts, and returns the trace. */
+export function mergeTraceParts(trace: string, worldSize: number): ChromeTrace {
+  return writeTrace(
+    trace,
+    [
+      readTraceParts(
+        trace,
+        Array.from({ length: worldSize }, (_, r) => r),
+      ),
+    ],
+    worldSize,
+  );
 }
 
 export function toChromeTrace(entries: readonly CallEntry[], worldSize: number, dropped = 0): ChromeTrace {

@@ -171,12 +171,17 @@ export class JobNodes {
    * Once this node's ranks have all exited: node 0 waits until every node's
    * have (or their node was lost) and publishes the verdict; the others wait
    * for it. A failure recorded anywhere is noted by the time this resolves.
+   * Each other node hands node 0 `share` (its part of the job's trace, or
+   * ''); node 0 resolves to the shares of the nodes that were not lost.
    */
-  async finish(): Promise<void> {
+  async finish(share = ''): Promise<string[]> {
     const { nodeRank } = this.o;
     let verdict: string;
+    let shares: string[] = [];
     if (nodeRank === 0) {
       await this.othersDone();
+      const done = this.others().filter((node) => !this.lost.has(node));
+      shares = await Promise.all(done.map(async (node) => decode(await this.client.get(KEYS.done(node)))));
       this.stopTimers();
       verdict = (await this.client.check([KEYS.failed])) ? decode(await this.client.get(KEYS.failed)) : '';
       await this.client.set(KEYS.end, verdict);
@@ -188,7 +193,7 @@ export class JobNodes {
       // Asked before saying done, so the answer is parked before node 0 can end the job.
       [verdict] = await Promise.all([
         this.untilSet(KEYS.end),
-        this.client.set(KEYS.done(nodeRank), ''),
+        this.client.set(KEYS.done(nodeRank), share),
       ]).catch((error: Error) => {
         throw new RendezvousError(
           `node ${nodeRank}'s ranks are done, but the rendezvous at ${this.address}, which node 0's launcher serves, went away before the job's end: ${error.message}`,
@@ -198,6 +203,7 @@ export class JobNodes {
       await this.client.set(KEYS.left(nodeRank), '');
     }
     if (verdict) this.note(JSON.parse(verdict));
+    return shares;
   }
 
   /** Stops serving and watching; a launcher failing on its own (`error`) records it first, so the others stop too. */

@@ -11,7 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
-import { mergeTraceParts } from '../debug/trace.ts';
+import { readTraceParts, type TraceShare, writeTrace } from '../debug/trace.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
@@ -156,6 +156,7 @@ export async function launchProcesses<R = unknown>(
   const loader = typeScriptLoaderUrl(entryUrl, bootstrap.href);
   const sink = typeof options.output === 'function' ? options.output : printPrefixed;
   const nproc = options.nproc;
+  const localRanks = Array.from({ length: nproc }, (_, local) => nodeRank * nproc + local);
 
   const nodes = await JobNodes.join({
     nnodes,
@@ -199,7 +200,7 @@ export async function launchProcesses<R = unknown>(
       bootstrap,
       execArgv: loader ? ['--import', loader] : [],
       scriptArgs: options.scriptArgs ?? [],
-      ranks: Array.from({ length: nproc }, (_, local) => nodeRank * nproc + local),
+      ranks: localRanks,
       worldSize,
       names,
       env: (rank) => ({
@@ -245,13 +246,20 @@ export async function launchProcesses<R = unknown>(
 
     await ranks.closed;
     clearTimeout(timer);
+    // This node's part of the trace goes to node 0, which writes the job's one trace file.
+    const trace = job.debug?.trace;
+    const share = trace === undefined ? undefined : readTraceParts(trace, localRanks);
     // Stopped while waiting for the other nodes, this launcher still tells them (stopRunning records it).
-    const ended = await nodes.finish().then(
-      () => undefined,
-      (e: Error) => e,
+    const { shares, ended } = await nodes.finish(nodeRank === 0 || !share ? '' : JSON.stringify(share)).then(
+      (texts) => ({ shares: texts, ended: undefined }),
+      (e: Error) => ({ shares: [], ended: e }),
     );
+    // A node that could not hand its part over keeps it in a trace of its own.
+    if (trace && share && (nodeRank === 0 || ended)) {
+      const others = shares.filter((text) => text !== '').map((text) => JSON.parse(text) as TraceShare);
+      writeTrace(trace, [share, ...others], worldSize);
+    }
     options.signal?.removeEventListener('abort', onAbortSignal);
-    if (job.debug?.trace) mergeTraceParts(job.debug.trace, worldSize);
     if (ranks.failures.length > 0)
       throw new JobFailedError(describeFailures(ranks.failures, names), ranks.failures);
     if (ended) throw ended;
