@@ -79,6 +79,9 @@ describe('choosing the backend', () => {
     expect(ncclServes(['cuda:0', 'cuda:0'])).toBe(false);
     expect(ncclServes(['cuda:0', 'cpu'])).toBe(false);
     expect(ncclServes(['cpu', 'cpu'])).toBe(false);
+    // Across nodes, cuda:0 of each machine is a GPU of its own; two ranks on one machine's cuda:0 share it.
+    expect(ncclServes(['cuda:0', 'cuda:1', 'cuda:0', 'cuda:1'], ['a', 'a', 'b', 'b'])).toBe(true);
+    expect(ncclServes(['cuda:0', 'cuda:0', 'cuda:1'], ['a', 'a', 'b'])).toBe(false);
   });
 
   it('a barrier creates a communicator per rank on distinct GPUs, none on the store', async () => {

@@ -21,7 +21,9 @@ export interface BackendChoice {
 
 export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
   const { store, devices, timeoutMs } = choice;
-  if (choice.storeOnly || !ncclServes(view.ranks.map((r) => devices[r])))
+  const nodeOf = store.nodeOf?.bind(store);
+  const nodes = nodeOf && view.ranks.map((r) => nodeOf(r));
+  if (choice.storeOnly || !ncclServes(view.ranks.map((r) => devices[r]), nodes))
     return new StoreBackend(store, view);
   return new NcclBackend(view, {
     device: devices[view.ranks[view.rank]],

@@ -33,9 +33,14 @@ export interface NcclBackendOptions {
   bootstrap: Backend;
 }
 
-/** Whether a group of members on these devices runs on NCCL: every member on a GPU of its own. */
-export function ncclServes(devices: readonly Device[]): boolean {
-  return devices.every((d) => d.startsWith('cuda:')) && new Set(devices).size === devices.length;
+/**
+ * Whether a group of members on these devices runs on NCCL: every member on a
+ * GPU of its own. `nodes` (by member, for a job spanning nodes) tells GPUs of
+ * different machines apart: cuda:0 of two nodes are two GPUs.
+ */
+export function ncclServes(devices: readonly Device[], nodes?: readonly string[]): boolean {
+  const gpus = devices.map((d, i) => (nodes ? `${nodes[i]}\n${d}` : d));
+  return devices.every((d) => d.startsWith('cuda:')) && new Set(gpus).size === devices.length;
 }
 
 export class NcclBackend implements Backend {
