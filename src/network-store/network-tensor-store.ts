@@ -299,7 +299,9 @@ export class NetworkTensorStore implements TensorStore {
   /** The tensor a value's bytes go into; refused (the producer told, the get to fail) when over budget. */
   #valueStarts(peer: PeerConnection, header: ValueHeader): Tensor | undefined {
     const { inbox } = this.#linkOf(peer);
-    const what = `the value of key ${JSON.stringify(header.key)} from rank ${peer.rank} (${header.nbytes} bytes)`;
+    // Only a refusal needs the words: not built for every value.
+    const what = () =>
+      `the value of key ${JSON.stringify(header.key)} from rank ${peer.rank} (${header.nbytes} bytes)`;
     let refusal: string;
     if (inbox.reserve(header.nbytes)) {
       try {
@@ -308,11 +310,11 @@ export class NetworkTensorStore implements TensorStore {
         return Tensor.fromBuffer(buffer, 0, header.shape, header.dtype);
       } catch (error) {
         inbox.unreserve(header.nbytes);
-        refusal = `rank ${this.rank} could not allocate ${what}: ${(error as Error).message}`;
+        refusal = `rank ${this.rank} could not allocate ${what()}: ${(error as Error).message}`;
       }
     } else {
       refusal =
-        `rank ${this.rank} refused ${what}: it holds ${this.#budget.used} bytes of values no get took yet, ` +
+        `rank ${this.rank} refused ${what()}: it holds ${this.#budget.used} bytes of values no get took yet, ` +
         `and its maxBufferedBytes is ${this.#budget.limit}`;
     }
     peer.sendFinished(header.id, { error: refusal });

@@ -245,12 +245,13 @@ export class Exchange {
   ): Promise<E> {
     const key = this.key(phase, producer, consumer);
     let entry: E;
-    const waitingFor = this.#ranksText([producer]);
+    // Words for a slow wait or a failure only: not built for every get.
+    const waitingFor = () => this.#ranksText([producer]);
     try {
       const from = this.globalRank(producer);
       entry = await this.#getEntry(key, producer, waitingFor, (k, options) => take(k, { ...options, from }));
     } catch (error) {
-      throw this.#explain(error, `waiting for ${waitingFor}`);
+      throw this.#explain(error, `waiting for ${waitingFor()}`);
     }
     return this.#checked(key, producer, entry, signature);
   }
@@ -279,7 +280,12 @@ export class Exchange {
    * the first, so a producer that left its main function fails us at once
    * and the rank's status says whom it waits for.
    */
-  async #getEntry<E>(key: string, producer: number, waitingFor: string, take: TakeEntry<E>): Promise<E> {
+  async #getEntry<E>(
+    key: string,
+    producer: number,
+    waitingFor: () => string,
+    take: TakeEntry<E>,
+  ): Promise<E> {
     const debug = this.#call.debug;
     const timeoutMs = this.#call.timeoutMs;
     if (!debug) return take(key, { timeoutMs });
@@ -298,7 +304,7 @@ export class Exchange {
           throw new CommTimeoutError(error.message.replace(/after [\d.]+ ms/, `after ${timeoutMs} ms`));
         }
       }
-      debug.monitor.waiting(debug.record, waitingFor);
+      debug.monitor.waiting(debug.record, waitingFor());
       // A producer that failed this call withdraws its values: its error is the answer, not a timeout.
       const failure =
         this.#call.seq >= 0
