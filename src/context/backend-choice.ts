@@ -23,7 +23,13 @@ export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
   const { store, devices, timeoutMs } = choice;
   const nodeOf = store.nodeOf?.bind(store);
   const nodes = nodeOf && view.ranks.map((r) => nodeOf(r));
-  if (choice.storeOnly || !ncclServes(view.ranks.map((r) => devices[r]), nodes))
+  if (
+    choice.storeOnly ||
+    !ncclServes(
+      view.ranks.map((r) => devices[r]),
+      nodes,
+    )
+  )
     return new StoreBackend(store, view);
   return new NcclBackend(view, {
     device: devices[view.ranks[view.rank]],
