@@ -7,11 +7,11 @@
  */
 
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type Device, spawnThreads } from '../src/index.ts';
 import { NCCL_NUM_OPS, NcclDataType, NcclRedOp, NcclScalarResidence } from '../src/nccl/api.ts';
 import { ncclReduction } from '../src/nccl/nccl-dtypes.ts';
@@ -76,7 +76,9 @@ describe('premulSum on NCCL', () => {
   });
 
   it("passes NCCL's own values for the op and the scalar's residence", async () => {
-    const source = join(tmpdir(), 'tensorcomm-nccl-premul-constants.cpp');
+    const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-nccl-premul-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const source = join(dir, 'constants.cpp');
     writeFileSync(
       source,
       `#include <cstdio>

@@ -190,8 +190,9 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       env.rank,
       env.worldSize,
       node.dir,
-      { ...job.debug, hangReportDir: job.debug?.hangReportDir ?? join(tmpdir(), 'tensorcomm-hang-reports') },
+      job.debug,
       job.names,
+      join(tmpdir(), 'tensorcomm-hang-reports'),
     );
     // Ranks of other nodes have no row in this node's directory: rows travel with the network store.
     if (far && board instanceof FileStatusBoard) {

@@ -14,8 +14,8 @@ import { type DebugOptions, resolveDebugOptions } from './options.ts';
 
 /**
  * Installs this process's rank monitor, its status rows in `jobDir` (a FileStatusBoard, which a
- * job spanning nodes shares with the other nodes' ranks); hang reports also go to `jobDir` unless
- * the options say elsewhere.
+ * job spanning nodes shares with the other nodes' ranks); hang reports also go to `defaultReportDir`
+ * (`jobDir` unless given) unless the options or TENSORCOMM_HANG_REPORT_DIR say elsewhere.
  */
 export function installProcessMonitor(
   rank: number,
@@ -23,6 +23,8 @@ export function installProcessMonitor(
   jobDir: string,
   given?: DebugOptions,
   names: readonly string[] = [],
+  /** Where hang reports go when neither the options nor TENSORCOMM_HANG_REPORT_DIR say. */
+  defaultReportDir: string = jobDir,
 ): RankMonitor {
   const options = resolveDebugOptions(given, process.env, 'initProcess: debug');
   const board = new FileStatusBoard(jobDir, worldSize, rank);
@@ -31,7 +33,7 @@ export function installProcessMonitor(
     board,
     {
       ...options,
-      hangReportDir: options.hangReportDir ?? jobDir,
+      hangReportDir: options.hangReportDir ?? defaultReportDir,
     },
     names,
   );
