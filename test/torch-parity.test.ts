@@ -5,7 +5,10 @@
  * the job usable share one job per medium, in order; the one in which ranks
  * leave comes last.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchProcesses, spawnThreads } from '../src/index.ts';
 import { expectAllFailed, type Failed } from './fixtures/expect-all-failed.ts';
 import { type Outcome, type Step, scenarioFixture } from './fixtures/scenarios.ts';
@@ -21,8 +24,17 @@ const threads =
   (worldSize: number, checks = true) =>
   (entry: URL, args: object) =>
     spawnThreads(entry, { worldSize, args, collectiveTimeoutMs: TIMEOUT_MS, debug: { checks } });
+/** Where the processes' hang reports go (a monitoredBarrier timeout writes one), removed after the file. */
+const reports = mkdtempSync(join(tmpdir(), 'tensorcomm-torch-parity-'));
+afterAll(() => rmSync(reports, { recursive: true, force: true }));
 const processes = (nproc: number) => (entry: URL, args: object) =>
-  launchProcesses(entry, { nproc, args, collectiveTimeoutMs: TIMEOUT_MS, output: () => {} });
+  launchProcesses(entry, {
+    nproc,
+    args,
+    collectiveTimeoutMs: TIMEOUT_MS,
+    output: () => {},
+    debug: { hangReportDir: reports },
+  });
 
 const late = (ranks: number[], waitAllRanks = false) =>
   ({
