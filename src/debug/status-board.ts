@@ -107,16 +107,8 @@ function textBytesFor(worldSize: number): number {
   return worldSize <= 64 ? 8192 : 1024;
 }
 
-/** Reads of a row being written: this many at once, then with a millisecond's sleep between, up to the last. */
-const SPIN_ATTEMPTS = 8;
-const READ_ATTEMPTS = 58;
-
 export class ThreadStatusBoard implements StatusBoard {
   readonly worldSize: number;
-  /** The last snapshot read of each rank, for when its writer holds the row too long. */
-  readonly #lastRead = new Map<number, RankSnapshot>();
-  /** Never notified: Atomics.wait on it is a sleep. */
-  readonly #nap = new Int32Array(new SharedArrayBuffer(4));
   readonly #words: Int32Array;
   readonly #times: Float64Array;
   readonly #text: Uint8Array;
@@ -193,18 +185,9 @@ export class ThreadStatusBoard implements StatusBoard {
     };
   }
 
-  /**
-   * The rank's snapshot, retried while its writer is mid-write. A writer
-   * descheduled mid-write (a loaded machine) can hold the row longer than a
-   * few retries take, so later retries sleep a millisecond each; if it still
-   * holds it, the last snapshot this board read of the rank serves (it is as
-   * of an earlier publish, which is what readers see anyway), not none,
-   * which would leave the rank's group names unknown.
-   */
   #readSnapshot(rank: number): RankSnapshot | undefined {
     const w = rank * Word.count;
-    for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
-      if (attempt >= SPIN_ATTEMPTS) Atomics.wait(this.#nap, 0, 0, 1);
+    for (let attempt = 0; attempt < 8; attempt++) {
       const before = Atomics.load(this.#words, w + Word.version);
       if (before === 0) return undefined;
       if (before % 2 === 1) continue;
@@ -212,11 +195,9 @@ export class ThreadStatusBoard implements StatusBoard {
       const start = rank * this.#textBytes;
       const copy = this.#text.slice(start, start + length);
       if (Atomics.load(this.#words, w + Word.version) !== before) continue;
-      const snapshot = JSON.parse(new TextDecoder().decode(copy)) as RankSnapshot;
-      this.#lastRead.set(rank, snapshot);
-      return snapshot;
+      return JSON.parse(new TextDecoder().decode(copy)) as RankSnapshot;
     }
-    return this.#lastRead.get(rank);
+    return undefined;
   }
 }
 
