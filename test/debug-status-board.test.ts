@@ -92,3 +92,43 @@ describe('file status board', () => {
     }
   });
 });
+
+describe('thread status board', () => {
+  const snapshot = (at: number) => ({ rank: 0, at, groups: [], pending: [], failed: [] });
+
+  /** Runs `during` while rank 0's writer is between its seqlock's two version bumps. */
+  function midWrite(board: ThreadStatusBoard, at: number, during: () => void): void {
+    const set = Uint8Array.prototype.set;
+    Uint8Array.prototype.set = function (this: Uint8Array, ...args: Parameters<typeof set>) {
+      Uint8Array.prototype.set = set;
+      during();
+      set.apply(this, args);
+    };
+    try {
+      board.writeSnapshot(0, snapshot(at));
+    } finally {
+      Uint8Array.prototype.set = set;
+    }
+  }
+
+  it('a reader gets the last whole snapshot while the writer is mid-write, or died mid-write', () => {
+    const shared = ThreadStatusBoard.createShared(2);
+    const writer = new ThreadStatusBoard(shared);
+    const reader = new ThreadStatusBoard(shared);
+    expect(reader.read(0).snapshot).toBeUndefined();
+    writer.writeSnapshot(0, snapshot(1));
+    let seen: unknown;
+    midWrite(writer, 2, () => {
+      seen = new ThreadStatusBoard(shared).read(0).snapshot;
+    });
+    expect(seen).toEqual(snapshot(1));
+    expect(reader.read(0).snapshot).toEqual(snapshot(2));
+    // A writer thread terminated between the bumps leaves its slot odd for good.
+    expect(() =>
+      midWrite(writer, 3, () => {
+        throw new Error('terminated');
+      }),
+    ).toThrow('terminated');
+    expect(new ThreadStatusBoard(shared).read(0).snapshot).toEqual(snapshot(2));
+  });
+});

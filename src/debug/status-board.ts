@@ -81,21 +81,30 @@ export interface StatusBoard {
   read(rank: number): RankStatus;
 }
 
-/** Int32 words of a row, then its Float64 times. */
+/**
+ * Int32 words of a row, then its Float64 times. A row's snapshot text has two slots, each
+ * with its own seqlock version and length: the writer fills the slot not published, then
+ * publishes it, so a reader always finds one whole snapshot even while the writer is
+ * descheduled (or killed) mid-write.
+ */
 const Word = {
   state: 0,
-  version: 1,
-  textLength: 2,
-  pending: 3,
-  startedSeq: 4,
-  startedOp: 5,
-  startedGroup: 6,
-  doneSeq: 7,
-  doneOp: 8,
-  doneGroup: 9,
-  count: 10,
+  published: 1,
+  pending: 2,
+  startedSeq: 3,
+  startedOp: 4,
+  startedGroup: 5,
+  doneSeq: 6,
+  doneOp: 7,
+  doneGroup: 8,
+  slotVersion: 9,
+  slotLength: 11,
+  count: 13,
 } as const;
 const Time = { started: 0, done: 1, count: 2 } as const;
+const SLOTS = 2;
+/** Reads of a slot the writer is overwriting at that moment (it published twice since): rare, bounded. */
+const READ_ATTEMPTS = 16;
 
 export interface ThreadStatusShared {
   buffer: SharedArrayBuffer;
@@ -113,10 +122,12 @@ export class ThreadStatusBoard implements StatusBoard {
   readonly #times: Float64Array;
   readonly #text: Uint8Array;
   readonly #textBytes: number;
+  /** The last snapshot this reader decoded per rank: served when the writer outruns every attempt. */
+  readonly #lastRead = new Map<number, RankSnapshot>();
 
   static createShared(worldSize: number): ThreadStatusShared {
     const textBytes = textBytesFor(worldSize);
-    const bytes = worldSize * (Time.count * 8 + Word.count * 4 + textBytes);
+    const bytes = worldSize * (Time.count * 8 + Word.count * 4 + SLOTS * textBytes);
     return { buffer: new SharedArrayBuffer(bytes), worldSize, textBytes };
   }
 
@@ -151,14 +162,17 @@ export class ThreadStatusBoard implements StatusBoard {
     Atomics.store(this.#words, rank * Word.count + Word.state, state);
   }
 
-  /** A seqlock: the version is odd while the text is being written, so readers retry instead of tearing. */
+  /** Only the row's own rank writes it, so the slot not published is the writer's alone to fill. */
   writeSnapshot(rank: number, snapshot: RankSnapshot): void {
     const encoded = encodeWithin(snapshot, this.#textBytes);
     const w = rank * Word.count;
-    Atomics.add(this.#words, w + Word.version, 1);
-    this.#text.set(encoded, rank * this.#textBytes);
-    Atomics.store(this.#words, w + Word.textLength, encoded.length);
-    Atomics.add(this.#words, w + Word.version, 1);
+    const published = Atomics.load(this.#words, w + Word.published);
+    const slot = (published + 1) % SLOTS;
+    Atomics.add(this.#words, w + Word.slotVersion + slot, 1);
+    this.#text.set(encoded, (rank * SLOTS + slot) * this.#textBytes);
+    Atomics.store(this.#words, w + Word.slotLength + slot, encoded.length);
+    Atomics.add(this.#words, w + Word.slotVersion + slot, 1);
+    Atomics.store(this.#words, w + Word.published, published + 1);
   }
 
   read(rank: number): RankStatus {
@@ -185,19 +199,24 @@ export class ThreadStatusBoard implements StatusBoard {
     };
   }
 
+  /** A seqlock read of the published slot; a version that moved means the writer reused it: read anew. */
   #readSnapshot(rank: number): RankSnapshot | undefined {
     const w = rank * Word.count;
-    for (let attempt = 0; attempt < 8; attempt++) {
-      const before = Atomics.load(this.#words, w + Word.version);
-      if (before === 0) return undefined;
+    for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+      const published = Atomics.load(this.#words, w + Word.published);
+      if (published === 0) return undefined;
+      const slot = published % SLOTS;
+      const before = Atomics.load(this.#words, w + Word.slotVersion + slot);
       if (before % 2 === 1) continue;
-      const length = Atomics.load(this.#words, w + Word.textLength);
-      const start = rank * this.#textBytes;
+      const length = Atomics.load(this.#words, w + Word.slotLength + slot);
+      const start = (rank * SLOTS + slot) * this.#textBytes;
       const copy = this.#text.slice(start, start + length);
-      if (Atomics.load(this.#words, w + Word.version) !== before) continue;
-      return JSON.parse(new TextDecoder().decode(copy)) as RankSnapshot;
+      if (Atomics.load(this.#words, w + Word.slotVersion + slot) !== before) continue;
+      const snapshot = JSON.parse(new TextDecoder().decode(copy)) as RankSnapshot;
+      this.#lastRead.set(rank, snapshot);
+      return snapshot;
     }
-    return undefined;
+    return this.#lastRead.get(rank);
   }
 }
 
