@@ -53,6 +53,7 @@ export {
   type JobDirectoryOptions,
   jobDirectoryInfo,
   removeJobDirectory,
+  ShmSpaceError,
 } from './file-store/index.ts';
 export { type LaunchOptions, launchProcesses, type OutputSink } from './launch/launch-processes.ts';
 export { type SpawnThreadsOptions, spawnThreads } from './launch/spawn-threads.ts';

@@ -4,3 +4,33 @@
 export class FileStoreCorruptError extends Error {
   override name = 'FileStoreCorruptError';
 }
+
+/**
+ * The job directory's file system (tmpfs under /dev/shm by default) has no
+ * room for a value: raised by the call that wanted the room, before anything
+ * was written or mapped, so no process ever faults on a page it cannot get.
+ */
+export class ShmSpaceError extends Error {
+  override name = 'ShmSpaceError';
+
+  constructor(
+    /** The directory whose file system is full. */
+    readonly dir: string,
+    /** The bytes the call needed. */
+    readonly wantedBytes: number,
+    /** The bytes free there when it asked (for an unprivileged user). */
+    readonly freeBytes: number,
+    where: string,
+  ) {
+    super(
+      `${where}: no space for ${formatBytes(wantedBytes)} in ${dir} (${formatBytes(freeBytes)} free). ` +
+        'Give the job more shared memory (Docker: --shm-size, e.g. --shm-size=8g; Kubernetes: an ' +
+        'emptyDir with medium Memory on /dev/shm) or point TENSORCOMM_SHM_DIR at a directory with room.',
+    );
+  }
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes < 1 << 20) return `${bytes} bytes`;
+  return `${(bytes / (1 << 20)).toFixed(1)} MiB (${bytes} bytes)`;
+}
