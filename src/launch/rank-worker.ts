@@ -6,6 +6,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { AbortWord } from '../runtime/abort-word.ts';
+import { registerInterruptCheck } from '../tensor/interrupt.ts';
 import { errorReport } from './rank-report.ts';
 import type { ClosableContext, RankSetupModule } from './rank-setup.ts';
 import type { RankWorkerData, RankWorkerReport } from './spawn-threads.ts';
@@ -17,11 +18,15 @@ function report(message: RankWorkerReport): void {
 
 /** Runs one job's rank and reports its outcome exactly once; never rejects. */
 export function runRank(data: RankWorkerData): Promise<void> {
-  return run(data).catch((error: unknown) => report(errorReport(error)));
+  return run(data)
+    .catch((error: unknown) => report(errorReport(error)))
+    .finally(() => registerInterruptCheck(undefined));
 }
 
 async function run(data: RankWorkerData): Promise<void> {
   const abort = new AbortWord(data.abort);
+  // A long kernel (fill_ over gigabytes) on this thread stops between chunks once a peer failed.
+  registerInterruptCheck(() => abort.throwIfAborted());
   const setup = (await import(data.setupUrl)) as RankSetupModule;
   let ctx: ClosableContext | undefined;
   let value: unknown;

@@ -30,6 +30,7 @@ import { needsTypeScriptLoader, resolveEntry, typeScriptBootstrap } from './modu
 import { type RankReport, reviveError } from './rank-report.ts';
 import { type JobOptions, type RankIdentity, type RankSetupModule, rankSetupUrl } from './rank-setup.ts';
 import { packTensors, unpackTensors } from './tensor-transfer.ts';
+import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES } from './thread-memory.ts';
 
 export interface SpawnThreadsOptions extends JobShapeOptions {
   worldSize: number;
@@ -46,6 +47,12 @@ export interface SpawnThreadsOptions extends JobShapeOptions {
   faults?: FaultSpec[];
   /** Seeded random delays before every communication call, the same for the same seed. */
   chaos?: ChaosOptions;
+  /**
+   * Memory one rank thread is expected to need (default 48 MiB, an idle rank's as measured). A worldSize
+   * whose threads would not fit in the memory available is refused before any thread starts; 0 skips
+   * the check.
+   */
+  rankThreadBytes?: number;
 }
 
 const SPAWN_THREADS_KEYS = {
@@ -56,6 +63,7 @@ const SPAWN_THREADS_KEYS = {
   debug: true,
   faults: true,
   chaos: true,
+  rankThreadBytes: true,
 } as const satisfies Record<keyof SpawnThreadsOptions, true>;
 
 export interface RankWorkerData {
@@ -124,6 +132,7 @@ export async function runRankThreads<R = unknown>(
     options,
     'spawnThreads',
   );
+  checkThreadMemory(worldSize, options.rankThreadBytes ?? DEFAULT_RANK_THREAD_BYTES, 'spawnThreads');
   const entryUrl = resolveEntry(entry, 'spawnThreads').href;
   const packedArgs = packTensors(options.args);
   const setupUrl = rankSetupUrl();

@@ -1,5 +1,6 @@
 /** The one strided copy kernel behind copy_, contiguous, clone, cat, fill_ and fromArray. */
 import type { Raw } from './convert.ts';
+import { checkInterrupt, INTERRUPT_CHUNK_ELEMENTS } from './interrupt.ts';
 
 /** The part of every TypedArray the kernel uses, with elements widened to number | bigint. */
 export interface RawArray {
@@ -37,13 +38,26 @@ export function copyStrided(
   const [dRow, dCol, sRow, sCol] = [ds[outer], ds[outer + 1], ss[outer], ss[outer + 1]];
   const byRuns = dCol === 1 && (sCol === 0 || (sCol === 1 && cast === null));
   const counter = new Array<number>(outer).fill(0);
+  // Elements left before the next interrupt check, so a copy over gigabytes can be stopped by an abort.
+  let budget = INTERRUPT_CHUNK_ELEMENTS;
+  const spend = (elements: number): void => {
+    budget -= elements;
+    if (budget > 0) return;
+    budget = INTERRUPT_CHUNK_ELEMENTS;
+    checkInterrupt();
+  };
   let dOff = 0;
   let sOff = 0;
   for (;;) {
     if (byRuns) {
       for (let i = 0, d = dOff, s = sOff; i < rows; i++, d += dRow, s += sRow) {
-        if (sCol === 0) dst.fill(cast === null ? src[s] : cast(src[s]), d, d + cols);
-        else dst.set(src.subarray(s, s + cols), d);
+        const value = sCol === 0 ? (cast === null ? src[s] : cast(src[s])) : 0;
+        for (let c = 0; c < cols; c += INTERRUPT_CHUNK_ELEMENTS) {
+          const end = Math.min(cols, c + INTERRUPT_CHUNK_ELEMENTS);
+          if (sCol === 0) dst.fill(value, d + c, d + end);
+          else dst.set(src.subarray(s + c, s + end), d + c);
+          spend(end - c);
+        }
       }
     } else {
       for (let i0 = 0; i0 < rows; i0 += TILE) {
@@ -56,6 +70,7 @@ export function copyStrided(
             if (cast === null) for (let j = j0; j < j1; j++, d += dCol, s += sCol) dst[d] = src[s];
             else for (let j = j0; j < j1; j++, d += dCol, s += sCol) dst[d] = cast(src[s]);
           }
+          spend((i1 - i0) * (j1 - j0));
         }
       }
     }

@@ -1,0 +1,99 @@
+/** Resource limits of thread ranks: a worldSize that cannot fit is refused up front; long kernels stop on abort. */
+import os from 'node:os';
+import { afterEach, describe, expect, it } from 'vitest';
+import { spawnThreads, Tensor } from '../src/index.ts';
+import { DEFAULT_RANK_THREAD_BYTES } from '../src/launch/thread-memory.ts';
+import { INTERRUPT_CHUNK_ELEMENTS, registerInterruptCheck } from '../src/tensor/interrupt.ts';
+import { FILL_FAILURE, type scenarios } from './fixtures/resource-limits.ts';
+import { scenarioFixture } from './fixtures/scenarios.ts';
+import { settledThreadCount, threadCount } from './fixtures/spawn-threads-thread-count.ts';
+
+const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/resource-limits.ts', import.meta.url));
+const GiB = 2 ** 30;
+
+describe('spawnThreads memory check', () => {
+  it('refuses a worldSize whose threads cannot fit, at once, naming the numbers', async () => {
+    const before = threadCount();
+    const started = performance.now();
+    const job = spawnThreads(fixture.entry, { worldSize: 4, rankThreadBytes: 2 ** 50 });
+    await expect(job).rejects.toThrow(RangeError);
+    await expect(job).rejects.toThrow(
+      /worldSize 4 needs about 4294967296 MiB for its rank threads \(1073741824 MiB each, rankThreadBytes\), but only \d+ MiB is available/,
+    );
+    expect(performance.now() - started).toBeLessThan(500);
+    expect(threadCount()).toBe(before);
+  });
+
+  it('refuses by the default estimate what this machine cannot hold', async () => {
+    const worldSize = 4096;
+    if (worldSize * DEFAULT_RANK_THREAD_BYTES <= os.freemem()) {
+      console.warn(`skipped: ${worldSize} rank threads would fit in this machine's free memory`);
+      return;
+    }
+    const started = performance.now();
+    await expect(spawnThreads(fixture.entry, { worldSize })).rejects.toThrow(
+      new RegExp(
+        `worldSize ${worldSize} needs about ${(worldSize * DEFAULT_RANK_THREAD_BYTES) / 2 ** 20} MiB`,
+      ),
+    );
+    expect(performance.now() - started).toBeLessThan(500);
+  });
+
+  it('checks the estimate itself', async () => {
+    await expect(spawnThreads(fixture.entry, { worldSize: 2, rankThreadBytes: -1 })).rejects.toThrow(
+      /rankThreadBytes must be a non-negative integer, got -1/,
+    );
+  });
+});
+
+describe('long kernels and the job abort', () => {
+  afterEach(() => registerInterruptCheck(undefined));
+
+  it('fill_ checks for an interrupt between chunks and stops at the first that throws', () => {
+    const t = Tensor.empty([3 * INTERRUPT_CHUNK_ELEMENTS], 'int8');
+    let checks = 0;
+    registerInterruptCheck(() => {
+      checks++;
+      throw new Error('aborted');
+    });
+    expect(() => t.fill_(5)).toThrow('aborted');
+    expect(checks).toBe(1);
+    expect(t.data[INTERRUPT_CHUNK_ELEMENTS - 1]).toBe(5);
+    expect(t.data[INTERRUPT_CHUNK_ELEMENTS]).toBe(0);
+  });
+
+  it('copy_ between strided layouts checks too; small kernels never do', () => {
+    const side = 2 ** 12 + 1;
+    const src = Tensor.ones([side, side], 'int8');
+    let checks = 0;
+    registerInterruptCheck(() => void checks++);
+    Tensor.empty([side, side], 'int8').copy_(src.transpose(0, 1));
+    expect(checks).toBe(Math.floor((side * side) / INTERRUPT_CHUNK_ELEMENTS));
+    checks = 0;
+    Tensor.ones([1000], 'float32').fill_(2);
+    expect(checks).toBe(0);
+  });
+
+  it('a rank filling 2 GiB in one fill_ ends promptly with the peer that failed', async () => {
+    const before = threadCount();
+    const flag = new SharedArrayBuffer(4);
+    const args = { flag, bytes: 2 * GiB, failAfterMs: 200 };
+    const job = fixture.run(
+      'fillWhilePeerFails',
+      (entry, a) => spawnThreads(entry, { worldSize: 2, args: a }),
+      args,
+    );
+    const failed = job.then(
+      () => 0,
+      () => performance.now(),
+    );
+    const word = new Int32Array(flag);
+    const wait = Atomics.waitAsync(word, 0, 0, 60_000);
+    expect(await wait.value).not.toBe('timed-out');
+    const fillStarted = performance.now();
+    await expect(job).rejects.toThrow(new RegExp(`rank 0 \\(rank-0\\): Error: ${FILL_FAILURE}`));
+    // The fill alone takes seconds here (7 s for 2 GiB of fresh pages); the job ends within one chunk of the abort.
+    expect((await failed) - fillStarted).toBeLessThan(1500);
+    expect(await settledThreadCount(before)).toBe(before);
+  }, 30_000);
+});
