@@ -1,9 +1,12 @@
 /**
  * A consumer's mappings of producers' arenas: each arena file is mapped once,
- * shared, and kept until close, so a value in an arena costs no system call
- * and, once its pages were touched, no page fault. An arena file never
- * changes size or identity under its name (a producer adds arenas under new
- * names), so a cached mapping stays right for every later value in it.
+ * shared, and kept until close, so a value in an arena costs no mmap and,
+ * once its pages were touched, no page fault. An arena file never changes
+ * size or identity under its name (a producer adds arenas under new names),
+ * so a cached mapping stays right for every later value in it, unless
+ * another process truncated the file: its descriptor stays open and its size
+ * is checked (one fstat) before every view, since a read past the end of a
+ * mapped file is a SIGBUS.
  * The mapping is writable, so a consumer that writes into a view it was
  * handed does not crash; like a view from the in-memory store, such a write is
  * seen by the value's other consumers (unlike a private mapping, which would
@@ -14,6 +17,7 @@ import { FileStoreCorruptError } from './errors.ts';
 import { type Mapping, mapFile } from './mapped-file.ts';
 
 interface MappedArena {
+  fd: number;
   mapping: Mapping;
   size: number;
 }
@@ -34,6 +38,13 @@ export class ArenaViews {
           `arena file ${path} of ${arena.size} bytes`,
       );
     }
+    const { size } = fstatSync(arena.fd);
+    if (size < arena.size) {
+      throw new FileStoreCorruptError(
+        `${describe} is corrupt: its arena file ${path} holds ${size} bytes, ${arena.size} expected ` +
+          '(truncated by another process?)',
+      );
+    }
     return arena.mapping.buffer;
   }
 
@@ -48,16 +59,21 @@ export class ArenaViews {
     try {
       const { size } = fstatSync(fd);
       if (size === 0) throw new FileStoreCorruptError(`${describe} is corrupt: arena file ${path} is empty`);
-      const arena = { mapping: mapFile(fd, size, `arena file ${path}`, true), size };
+      const arena = { fd, mapping: mapFile(fd, size, `arena file ${path}`, true), size };
       this.#arenas.set(path, arena);
       return arena;
-    } finally {
+    } catch (error) {
       closeSync(fd);
+      throw error;
     }
   }
 
+  /** Views handed out stay readable (they read zeros from now on); see mapped-file.ts. */
   close(): void {
-    for (const arena of this.#arenas.values()) arena.mapping.unmap();
+    for (const arena of this.#arenas.values()) {
+      arena.mapping.release();
+      closeSync(arena.fd);
+    }
     this.#arenas.clear();
   }
 }

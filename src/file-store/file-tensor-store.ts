@@ -50,7 +50,9 @@ import { DirectoryWatch } from './directory-watch.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { arenaFile, CLAIMS_DIR, doneDir, KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
 import { readJobAbort } from './job-abort.ts';
+import { occupiedKeyError } from './occupied-key.ts';
 import { ProducerArenas } from './producer-arenas.ts';
+import { asSpaceError, reserveFileSpace } from './reserve-space.ts';
 import {
   type ArenaRef,
   encodeValueHeader,
@@ -229,10 +231,8 @@ export class FileTensorStore implements TensorStore {
     const counter = ++this.#counter;
     // A GPU tensor stays where it is: consumers open its allocation by CUDA IPC.
     const exported = tensor.device === 'cpu' ? undefined : deviceIpc(where()).exportTensor(tensor);
-    const placement =
-      !exported && tensor.nbytes >= ARENA_MIN_BYTES ? this.#arenas.place(tensor.nbytes) : undefined;
-    const region = placement && { index: placement.index, offset: placement.offset };
-    placement?.write(tensor.bytes());
+    const region =
+      exported || tensor.nbytes < ARENA_MIN_BYTES ? undefined : this.#storeInArena(tensor, where);
     const header = encodeValueHeader({
       dtype: tensor.dtype,
       shape: tensor.shape,
@@ -246,23 +246,23 @@ export class FileTensorStore implements TensorStore {
       arena: region,
       ipc: exported && { device: exported.device, offset: exported.offset },
     });
+    const pieces = region ? [header] : [header, exported ? exported.handle : tensor.bytes()];
+    const fileBytes = pieces.reduce((sum, piece) => sum + piece.length, 0);
     const temp = `${this.#tmp}/${this.rank}.${generationName(this.#nonce, counter)}`;
     try {
       const fd = openSync(temp, 'wx', 0o600);
       try {
-        writeAll(fd, region ? [header] : [header, exported ? exported.handle : tensor.bytes()]);
+        // Reserved first, so a full file system is reported with the room it had, before any write.
+        reserveFileSpace(fd, 0, fileBytes, this.dir, where());
+        writeAll(fd, pieces);
       } finally {
         closeSync(fd);
       }
       linkSync(temp, files.value);
     } catch (error) {
       if (region) this.#arenas.free(region);
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
-        throw new Error(
-          `${where()}: key is still held by an earlier value whose consumers have not finished`,
-        );
-      }
-      throw error;
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw occupiedKeyError(files.value, where());
+      throw asSpaceError(error, this.dir, fileBytes, where());
     } finally {
       removeQuietly(temp);
     }
@@ -276,6 +276,15 @@ export class FileTensorStore implements TensorStore {
       region,
       exported: exported && tensor,
     });
+  }
+
+  /** The payload in a region of this rank's arenas; undefined when they have no room for it. */
+  #storeInArena(tensor: Tensor, where: () => string): ArenaRef | undefined {
+    try {
+      return this.#arenas.store(tensor.bytes(), where());
+    } catch (error) {
+      throw asSpaceError(error, this.dir, tensor.nbytes, where());
+    }
   }
 
   claimed(key: string): boolean {
@@ -503,7 +512,7 @@ export class FileTensorStore implements TensorStore {
     const { files, generation, slot } = held;
     const marker = files.done(held.producerRank, generation, slot);
     try {
-      held.mapping?.unmap();
+      held.mapping?.release();
       if (options.error === undefined) closeSync(openSync(marker, 'w', 0o600));
       else this.#writeErrorMarker(marker, options.error, options.mismatch === true);
       // A producer that gave up (timeout, withdrawal) already removed its files: remove ours too.
@@ -541,7 +550,7 @@ export class FileTensorStore implements TensorStore {
     this.#watch.close();
     for (const list of this.#consuming.values()) {
       for (const held of list) {
-        held.mapping?.unmap();
+        held.mapping?.release();
         closeSync(held.fd);
       }
     }
@@ -597,5 +606,5 @@ function openIpcPayload(opened: OpenedValue, ref: IpcRef, describe: string): Rea
     header.shape,
     header.dtype,
   );
-  return { tensor, mapping: { unmap: close } };
+  return { tensor, mapping: { release: close } };
 }

@@ -3,7 +3,7 @@
  * watches the directory, so writing it wakes all their pending waits with the
  * failure. The first abort wins: it names the root cause.
  */
-import { linkSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, linkSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RankFailedError } from '../runtime/errors.ts';
 import { ABORT_FILE, TMP_DIR } from './file-names.ts';
@@ -16,7 +16,14 @@ export interface JobAbort {
   failedRank?: number;
 }
 
-export function abortJob(dir: string, abort: JobAbort): void {
+/**
+ * Records the job's abort. Never throws for the file system (the launcher
+ * calls it from event handlers, where a throw would crash it): when the
+ * record cannot be written (a full file system), an empty abort file still
+ * ends the job, read as an abort without its message; returns false only when
+ * not even that could be made (the directory is gone).
+ */
+export function abortJob(dir: string, abort: JobAbort): boolean {
   const { message, failedRank } = abort;
   if (typeof message !== 'string') throw new TypeError('abortJob: message must be a string');
   if (failedRank !== undefined && (!Number.isSafeInteger(failedRank) || failedRank < 0)) {
@@ -24,13 +31,29 @@ export function abortJob(dir: string, abort: JobAbort): void {
   }
   const text = JSON.stringify({ message: message.slice(0, 16 << 10), failedRank });
   const temp = join(dir, TMP_DIR, `abort.${process.pid}.${Math.random().toString(36).slice(2)}`);
-  writeFileSync(temp, text, { mode: 0o600 });
   try {
+    writeFileSync(temp, text, { mode: 0o600 });
     linkSync(temp, join(dir, ABORT_FILE));
+    return true;
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return true;
+    return markAborted(dir);
   } finally {
-    unlinkSync(temp);
+    try {
+      rmSync(temp, { force: true });
+    } catch {
+      // A temporary file left behind goes with the job directory; the abort matters more.
+    }
+  }
+}
+
+/** An empty abort file takes an inode and no data block, so it can be made on a full tmpfs. */
+function markAborted(dir: string): boolean {
+  try {
+    closeSync(openSync(join(dir, ABORT_FILE), 'wx', 0o600));
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EEXIST';
   }
 }
 
@@ -42,6 +65,12 @@ export function readJobAbort(dir: string): RankFailedError | undefined {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
+  }
+  if (text.length === 0) {
+    return new RankFailedError(
+      `job aborted (its abort record could not be written: is the file system of ${dir} full?)`,
+      undefined,
+    );
   }
   if (text.length > MAX_ABORT_BYTES)
     return new RankFailedError('job aborted (oversized abort record)', undefined);

@@ -1,11 +1,12 @@
 /**
- * One directory per job under a shared root (/dev/shm when it exists: tmpfs
- * keeps values in memory). The name carries the launcher's pid and the job id,
+ * One directory per job under a shared root: TENSORCOMM_SHM_DIR when set,
+ * else /dev/shm when it exists (tmpfs keeps values in memory), else the
+ * temporary directory. The name carries the launcher's pid and the job id,
  * so a later launcher can tell a dead job's directory from a live one.
  */
 import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { TMP_DIR } from './file-names.ts';
 
 const PREFIX = 'tensorcomm-job-';
@@ -26,7 +27,17 @@ export interface JobDirectoryInfo {
   jobId: string;
 }
 
+/** Where job directories go unless told otherwise; a small /dev/shm (Docker's 64 MiB) is the usual reason to move them. */
+export const SHM_DIR_ENV = 'TENSORCOMM_SHM_DIR';
+
 export function defaultStoreRoot(): string {
+  const chosen = process.env[SHM_DIR_ENV];
+  if (chosen !== undefined && chosen !== '') {
+    if (!statSync(chosen, { throwIfNoEntry: false })?.isDirectory()) {
+      throw new Error(`${SHM_DIR_ENV}=${chosen} is not a directory; create it or unset ${SHM_DIR_ENV}`);
+    }
+    return resolve(chosen);
+  }
   return existsSync('/dev/shm') && statSync('/dev/shm').isDirectory() ? '/dev/shm' : tmpdir();
 }
 

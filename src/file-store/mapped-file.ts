@@ -7,50 +7,50 @@
  * page it had copied. Not populated up front: tmpfs maps 16 pages per fault,
  * a populate of a private writable mapping would copy every page, and one of
  * a sparse arena would allocate all of it.
+ *
+ * A mapping never goes away under a view: release() swaps the file's pages
+ * for anonymous zero pages at the same address (the file's memory is given
+ * back at once), and the address range is unmapped only once its ArrayBuffer
+ * is garbage-collected. A tensor kept past its get reads zeros instead of
+ * faulting the process. The file's size is checked before mapping, since a
+ * mapping past the end of a file faults on first touch.
  */
+import { fstatSync } from 'node:fs';
 import koffi from 'koffi';
-
-const PROT_READ = 1;
-const PROT_WRITE = 2;
-const MAP_SHARED = 1;
-const MAP_PRIVATE = 2;
-const MAP_FAILED = 2n ** 64n - 1n;
-
-interface Libc {
-  mmap: (addr: null, length: number, prot: number, flags: number, fd: number, offset: number) => bigint;
-  munmap: (addr: bigint, length: number) => number;
-  memcpy: (target: Uint8Array, source: Uint8Array, length: number) => unknown;
-}
-
-let libc: Libc | undefined;
-
-function bind(): Libc {
-  if (!libc) {
-    const lib = koffi.load('libc.so.6');
-    libc = {
-      mmap: lib.func('void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset)'),
-      munmap: lib.func('int munmap(void *addr, size_t length)'),
-      memcpy: lib.func('void *memcpy(void *dest, const void *src, size_t n)'),
-    };
-  }
-  return libc;
-}
+import { FileStoreCorruptError } from './errors.ts';
+import {
+  errno,
+  hasLibc,
+  libc,
+  MAP_ANONYMOUS,
+  MAP_FAILED,
+  MAP_FIXED,
+  MAP_NORESERVE,
+  MAP_PRIVATE,
+  MAP_SHARED,
+  PROT_READ,
+  PROT_WRITE,
+} from './libc.ts';
 
 export interface Mapping {
-  /** Valid until unmap(); touching it afterwards is a crash, so only the store calls unmap. */
+  /** Readable for as long as anything references it, also after release(). */
   buffer: ArrayBuffer;
-  unmap(): void;
+  /** Gives the file's pages back: from now on the buffer reads zeros. */
+  release(): void;
 }
+
+interface Range {
+  address: bigint;
+  length: number;
+}
+
+const unmapWhenCollected = new FinalizationRegistry<Range>(({ address, length }) => {
+  libc().munmap(address, length);
+});
 
 /** Whether this platform can map files (Linux with glibc). */
 export function canMapFiles(): boolean {
-  if (process.platform !== 'linux') return false;
-  try {
-    bind();
-    return true;
-  } catch {
-    return false;
-  }
+  return hasLibc();
 }
 
 /**
@@ -62,19 +62,33 @@ export function copyInto(target: Uint8Array, source: Uint8Array): void {
   if (source.length > target.length) {
     throw new RangeError(`copyInto: ${source.length} bytes do not fit in ${target.length}`);
   }
-  bind().memcpy(target, source, source.length);
+  libc().memcpy(target, source, source.length);
 }
 
+/** Maps the first `length` bytes of the file; a file shorter than that is corrupt. */
 export function mapFile(fd: number, length: number, describe: string, shared = false): Mapping {
-  const { mmap, munmap } = bind();
-  const address = mmap(null, length, PROT_READ | PROT_WRITE, shared ? MAP_SHARED : MAP_PRIVATE, fd, 0);
-  if (address === MAP_FAILED) throw new Error(`mapping ${describe} failed (errno ${koffi.errno()})`);
-  let mapped = true;
+  const { size } = fstatSync(fd);
+  if (size < length) {
+    throw new FileStoreCorruptError(
+      `${describe} is corrupt: it holds ${size} bytes, ${length} expected (truncated by another process?)`,
+    );
+  }
+  const { mmap, mmapAt } = libc();
+  const prot = PROT_READ | PROT_WRITE;
+  const address = mmap(null, length, prot, shared ? MAP_SHARED : MAP_PRIVATE, fd, 0);
+  if (address === MAP_FAILED) throw new Error(`mapping ${describe} failed (errno ${errno()})`);
+  const buffer = koffi.view(address, length);
+  unmapWhenCollected.register(buffer, { address, length });
+  let released = false;
   return {
-    buffer: koffi.view(address, length),
-    unmap() {
-      if (mapped) munmap(address, length);
-      mapped = false;
+    buffer,
+    release() {
+      if (released) return;
+      released = true;
+      const flags = MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+      if (mmapAt(address, length, prot, flags, -1, 0) === MAP_FAILED) {
+        throw new Error(`releasing the mapping of ${describe} failed (errno ${errno()})`);
+      }
     },
   };
 }

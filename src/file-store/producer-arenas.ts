@@ -5,12 +5,18 @@
  * instead of a fresh tmpfs file per value. A value takes a region of the first
  * arena with room; when none has, a new arena is added while the total stays
  * within the budget, and otherwise the caller falls back to a value file.
- * Arena files are sparse: only pages a value ever touched use memory.
+ * Arena files are sparse: only pages a value ever took are allocated, and
+ * those are reserved (reserve-space.ts) before the value is copied in, so a
+ * full file system is a ShmSpaceError, not a SIGBUS in the copy. Regions are
+ * handed out first-fit from the start, so what was ever reserved is one
+ * prefix of the file, and a region past it is reserved as it is first taken.
  */
-import { closeSync, ftruncateSync, openSync, unlinkSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, openSync, unlinkSync } from 'node:fs';
+import { FileStoreCorruptError } from './errors.ts';
 import { arenaFile } from './file-names.ts';
 import { canMapFiles, copyInto, type Mapping, mapFile } from './mapped-file.ts';
 import { RegionAllocator } from './region-allocator.ts';
+import { reserveFileSpace } from './reserve-space.ts';
 import type { ArenaRef } from './value-header.ts';
 
 /** Regions start on page boundaries: copies and faults never share a page between values. */
@@ -25,13 +31,13 @@ export interface ArenaLimits {
 
 interface Arena {
   path: string;
+  /** Kept open to reserve space and to see a truncation by another process before a copy. */
+  fd: number;
+  size: number;
   mapping: Mapping;
   regions: RegionAllocator;
-}
-
-export interface Placement extends ArenaRef {
-  /** Copies the payload into the region (valid until the region is freed). */
-  write(payload: Uint8Array): void;
+  /** Bytes from the start that are allocated in the file system. */
+  reserved: number;
 }
 
 export class ProducerArenas {
@@ -47,24 +53,56 @@ export class ProducerArenas {
     readonly limits: ArenaLimits,
   ) {}
 
-  /** A region for `bytes`, or undefined when the budget has no room for it. */
-  place(bytes: number): Placement | undefined {
+  /**
+   * Copies `payload` into a free region and returns where it is, or undefined
+   * when the budget has no room for it. Throws ShmSpaceError when the file
+   * system cannot hold it, FileStoreCorruptError when the arena was truncated.
+   */
+  store(payload: Uint8Array, where: string): ArenaRef | undefined {
     if (!this.#usable) return undefined;
-    for (const [index, arena] of this.#arenas.entries()) {
-      const offset = arena.regions.allocate(bytes);
-      if (offset !== undefined) return this.#placement(index, offset, bytes);
+    const bytes = payload.length;
+    let index = -1;
+    let offset: number | undefined;
+    for (const [i, arena] of this.#arenas.entries()) {
+      offset = arena.regions.allocate(bytes);
+      if (offset !== undefined) {
+        index = i;
+        break;
+      }
     }
-    const size = Math.max(this.limits.arenaBytes, Math.ceil(bytes / PAGE) * PAGE);
-    if (this.#totalBytes + size > this.limits.maxArenaBytes) return undefined;
-    const index = this.#arenas.length;
-    this.#arenas.push(this.#create(index, size));
-    this.#totalBytes += size;
-    return this.#placement(index, this.#arenas[index].regions.allocate(bytes) as number, bytes);
+    if (offset === undefined) {
+      const size = Math.max(this.limits.arenaBytes, Math.ceil(bytes / PAGE) * PAGE);
+      if (this.#totalBytes + size > this.limits.maxArenaBytes) return undefined;
+      index = this.#arenas.length;
+      this.#arenas.push(this.#create(index, size));
+      this.#totalBytes += size;
+      offset = this.#arenas[index].regions.allocate(bytes) as number;
+    }
+    const arena = this.#arenas[index];
+    try {
+      this.#assertWhole(arena);
+      const end = offset + Math.ceil(bytes / PAGE) * PAGE;
+      if (end > arena.reserved) {
+        reserveFileSpace(arena.fd, arena.reserved, end - arena.reserved, this.dir, where);
+        arena.reserved = end;
+      }
+      copyInto(new Uint8Array(arena.mapping.buffer, offset, bytes), payload);
+    } catch (error) {
+      arena.regions.free(offset);
+      throw error;
+    }
+    return { index, offset };
   }
 
-  #placement(index: number, offset: number, bytes: number): Placement {
-    const target = new Uint8Array(this.#arenas[index].mapping.buffer, offset, bytes);
-    return { index, offset, write: (payload) => copyInto(target, payload) };
+  /** A copy into pages past the end of a truncated file would be a SIGBUS. */
+  #assertWhole(arena: Arena): void {
+    const { size } = fstatSync(arena.fd);
+    if (size < arena.size) {
+      throw new FileStoreCorruptError(
+        `arena file ${arena.path} is corrupt: it holds ${size} bytes, ${arena.size} expected ` +
+          '(truncated by another process?)',
+      );
+    }
   }
 
   #create(index: number, size: number): Arena {
@@ -72,17 +110,12 @@ export class ProducerArenas {
     const fd = openSync(path, 'wx+', 0o600);
     try {
       ftruncateSync(fd, size);
-      return {
-        path,
-        mapping: mapFile(fd, size, `arena file ${path}`, true),
-        regions: new RegionAllocator(size, PAGE),
-      };
+      const mapping = mapFile(fd, size, `arena file ${path}`, true);
+      return { path, fd, size, mapping, regions: new RegionAllocator(size, PAGE), reserved: 0 };
     } catch (error) {
+      closeSync(fd);
       unlinkSync(path);
       throw error;
-    } finally {
-      // The mapping keeps the file's pages; the descriptor is not needed any more.
-      closeSync(fd);
     }
   }
 
@@ -91,10 +124,11 @@ export class ProducerArenas {
     this.#arenas[ref.index].regions.free(ref.offset);
   }
 
-  /** Unmaps and removes every arena; consumers' own mappings stay valid. */
+  /** Releases and removes every arena; consumers' own mappings stay valid. */
   close(): void {
     for (const arena of this.#arenas.splice(0)) {
-      arena.mapping.unmap();
+      arena.mapping.release();
+      closeSync(arena.fd);
       try {
         unlinkSync(arena.path);
       } catch (error) {

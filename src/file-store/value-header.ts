@@ -32,6 +32,12 @@ export const ALIGN = 64;
 /** Large enough for the biggest valid header (16 dims, longest key and tag). */
 export const MAX_HEADER_BYTES = 1024;
 const CRC_OFFSET = 36;
+/**
+ * The most payload a header may declare: what a JavaScript number counts
+ * exactly. Nothing is allocated from a declared size; the reader first checks
+ * the file (or arena) really holds that many bytes.
+ */
+export const MAX_PAYLOAD_BYTES = Number.MAX_SAFE_INTEGER;
 
 /** Where the payload is. */
 export const PayloadKind = {
@@ -135,8 +141,10 @@ export function encodeValueHeader(fields: HeaderFields): Buffer {
  * Parses the header at the start of `bytes` (the first `length` bytes of the
  * file). `describe` names the key and file for error messages.
  */
-export function decodeValueHeader(bytes: Buffer, length: number, describe: string): ValueHeader {
+export function decodeValueHeader(bytes: Buffer, fileLength: number, describe: string): ValueHeader {
   const fail = (what: string) => new FileStoreCorruptError(`${describe} is corrupt: ${what}`);
+  // A caller's length past the buffer must not turn into a read out of range.
+  const length = Math.min(fileLength, bytes.length);
   if (length < FIXED_BYTES) throw fail(`${length} bytes is shorter than the ${FIXED_BYTES}-byte header`);
   if (bytes.readUInt32LE(0) !== MAGIC) throw fail('bad magic (not a tensorcomm value file)');
   const version = bytes.readUInt16LE(4);
@@ -171,16 +179,23 @@ export function decodeValueHeader(bytes: Buffer, length: number, describe: strin
   const keyStart = FIXED_BYTES + 8 * ndim;
   if (keyStart + keyBytes + tagBytes > headerBytes) throw fail('shape, key and tag overrun the header');
   const shape: number[] = [];
-  let numel = 1;
+  // In BigInt: 16 dimensions of up to 2^53 each overflow a double to Infinity.
+  let numel = 1n;
   for (let d = 0; d < ndim; d++) {
     const n = header.readBigUInt64LE(FIXED_BYTES + 8 * d);
     if (n > BigInt(Number.MAX_SAFE_INTEGER)) throw fail(`dimension ${d} of size ${n}`);
     shape.push(Number(n));
-    numel *= Number(n);
+    numel *= n;
   }
   const payload = header.readBigUInt64LE(40);
-  const expected = numel * itemSize(dtype);
-  if (payload !== BigInt(expected)) {
+  const declared = numel * BigInt(itemSize(dtype));
+  if (declared > BigInt(MAX_PAYLOAD_BYTES)) {
+    throw fail(
+      `${dtype}[${shape.join(',')}] is ${declared} bytes, more than the ${MAX_PAYLOAD_BYTES} a value may hold`,
+    );
+  }
+  const expected = Number(declared);
+  if (payload !== declared) {
     throw fail(`payload length ${payload} does not match ${dtype}[${shape.join(',')}] (${expected} bytes)`);
   }
   let arena: ArenaRef | undefined;

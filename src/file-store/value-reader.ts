@@ -26,7 +26,7 @@ export interface OpenedValue {
 export interface ReadValue {
   tensor: Tensor;
   /** What to release when the get finishes: a file mapping or an opened IPC handle. */
-  mapping: Pick<Mapping, 'unmap'> | undefined;
+  mapping: Pick<Mapping, 'release'> | undefined;
 }
 
 /**

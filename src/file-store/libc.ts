@@ -1,0 +1,59 @@
+/**
+ * The few libc functions the file store calls through koffi (Linux with
+ * glibc): mapping files, copying into mappings, reserving file space. All are
+ * called synchronously; none blocks for long.
+ */
+import koffi from 'koffi';
+
+export interface Libc {
+  mmap: (addr: null, length: number, prot: number, flags: number, fd: number, offset: number) => bigint;
+  /** mmap at a fixed address: replaces what is mapped there. */
+  mmapAt: (addr: bigint, length: number, prot: number, flags: number, fd: number, offset: number) => bigint;
+  munmap: (addr: bigint, length: number) => number;
+  memcpy: (target: Uint8Array, source: Uint8Array, length: number) => unknown;
+  /** Returns the error number itself (0 on success), unlike most libc calls. */
+  posixFallocate: (fd: number, offset: number, length: number) => number;
+}
+
+export const PROT_READ = 1;
+export const PROT_WRITE = 2;
+export const MAP_SHARED = 0x01;
+export const MAP_PRIVATE = 0x02;
+export const MAP_FIXED = 0x10;
+export const MAP_ANONYMOUS = 0x20;
+export const MAP_NORESERVE = 0x4000;
+export const MAP_FAILED = 2n ** 64n - 1n;
+
+let bound: Libc | undefined;
+
+/** The bindings; throws where libc cannot be loaded (see hasLibc). */
+export function libc(): Libc {
+  if (!bound) {
+    const lib = koffi.load('libc.so.6');
+    bound = {
+      mmap: lib.func('void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset)'),
+      mmapAt: lib.func(
+        'void *mmap(uintptr_t addr, size_t length, int prot, int flags, int fd, int64_t offset)',
+      ),
+      munmap: lib.func('int munmap(uintptr_t addr, size_t length)'),
+      memcpy: lib.func('void *memcpy(void *dest, const void *src, size_t n)'),
+      posixFallocate: lib.func('int posix_fallocate(int fd, int64_t offset, int64_t len)'),
+    };
+  }
+  return bound;
+}
+
+/** Whether this platform has the bindings (Linux with glibc). */
+export function hasLibc(): boolean {
+  if (process.platform !== 'linux') return false;
+  try {
+    libc();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function errno(): number {
+  return koffi.errno();
+}
