@@ -1,4 +1,7 @@
-/** The pure header decoder and skeleton code under malformed input: seeded random fuzzing plus targeted cases. */
+/**
+ * The header decoder and skeleton code under malformed input (seeded random fuzzing plus targeted
+ * cases), and a receiver refusing a message that declares more than its limit.
+ */
 import { serialize } from 'node:v8';
 import { describe, expect, it } from 'vitest';
 import { DTYPES, P2PHeaderError, Tensor } from '../src/index.ts';
@@ -11,6 +14,9 @@ import {
   type TensorSpec,
 } from '../src/p2p/header.ts';
 import { fillSkeleton, PLACEHOLDER_KEY, splitValue } from '../src/p2p/skeleton.ts';
+import { itemSize } from '../src/tensor/dtype.ts';
+import { checkSize } from '../src/tensor/shape.ts';
+import { rankTest } from '../src/testing/index.ts';
 import { mulberry32 } from './fixtures/mulberry32.ts';
 
 const int = (rnd: () => number, n: number) => Math.floor(rnd() * n);
@@ -107,7 +113,7 @@ describe('p2p header decoder', () => {
       [patch((v) => v.setUint32(16, 0xffffffff, true)), /do not fit/],
       [patch((v) => v.setUint32(20, 0xffffffff, true)), /declares 4294967295 bytes but \d+ arrived/],
       [patch((v) => v.setUint8(28, 200)), /200 dimensions exceed the limit/],
-      [patch((v) => v.setFloat64(40, 2 ** 40, true)), /declare more than the limit/],
+      [patch((v) => v.setFloat64(40, 2 ** 40, true)), /over the limit of 1048576/],
       [patch((v) => v.setFloat64(40, -1, true)), /size -1 of dim 0 is invalid/],
       [patch((v) => v.setFloat64(40, 0.5, true)), /size 0.5 of dim 0 is invalid/],
       [patch((v) => v.setUint8(24, 99)), /unknown dtype code 99/],
@@ -125,6 +131,63 @@ describe('p2p header decoder', () => {
       // Refused before allocating what it declares: zeroing gigabytes would take seconds.
       expect(performance.now() - started).toBeLessThan(2000);
     }
+  });
+
+  it('fuzz with the default limits: 20,000 headers, sizes overwritten too; a P2PHeaderError or tensors a receiver can allocate', () => {
+    const rnd = mulberry32(2026);
+    const bigSizes = [2 ** 31, 2 ** 32, 2 ** 32 + 1, 2 ** 33, 2 ** 36, 2 ** 40, 2 ** 53 - 1];
+    const outcomes = { ok: 0, error: 0 };
+    for (let i = 0; i < 20_000; i++) {
+      const drawn = drawHeader(rnd);
+      const bytes = encode(drawn);
+      const view = new DataView(bytes.buffer);
+      // Each tensor record's first size sits 16 bytes in; a hostile sender writes any f64 there.
+      let at = 24;
+      for (const spec of drawn.specs) {
+        if (spec.shape.length > 0 && rnd() < 0.5) {
+          view.setFloat64(at + 16, bigSizes[int(rnd, bigSizes.length)], true);
+        }
+        at += 16 + 8 * spec.shape.length;
+      }
+      const mutated =
+        rnd() < 0.5 ? bytes : bytes.slice(0, rnd() < 0.3 ? int(rnd, bytes.length) : bytes.length);
+      for (let f = int(rnd, 3); f > 0; f--) mutated[int(rnd, mutated.length)] ^= 1 << int(rnd, 8);
+      try {
+        const header = decodeHeader(mutated);
+        let total = 0;
+        for (const t of header.tensors) {
+          // What Tensor.empty refuses, the decoder must have refused: a raw RangeError there is the bug.
+          expect(() => checkSize(t.shape, t.dtype, 'fuzz')).not.toThrow();
+          total += t.shape.reduce((a, b) => a * b, 1) * itemSize(t.dtype);
+        }
+        expect(total).toBeLessThanOrEqual(DEFAULT_HEADER_LIMITS.maxMessageBytes);
+        outcomes.ok++;
+      } catch (error) {
+        expect(error).toBeInstanceOf(P2PHeaderError);
+        outcomes.error++;
+      }
+    }
+    expect(outcomes.error).toBeGreaterThan(5000);
+    expect(outcomes.ok).toBeGreaterThan(1000);
+  });
+
+  it('a 52-byte header declaring a 64 GiB tensor is refused by the default limit', () => {
+    const spec: TensorSpec = { dtype: 'int8', shape: [64 * 2 ** 30], device: 'cpu' };
+    const bytes = encodeHeader(MessageKind.message, 0, [spec], serialize(0));
+    expect(bytes.length).toBe(52);
+    expect(() => decodeHeader(bytes)).toThrow(P2PHeaderError);
+    expect(() => decodeHeader(bytes)).toThrow(
+      /tensor 0 \(int8\[68719476736\]\) brings the message to 68719476736 bytes, over the limit of 17179869184 \(cluster\.collective\.max_message_bytes\)/,
+    );
+    expect(DEFAULT_HEADER_LIMITS.maxMessageBytes).toBe(16 * 2 ** 30);
+  });
+
+  it('a tensor past what one Tensor may hold is refused even under a raised message limit', () => {
+    const spec: TensorSpec = { dtype: 'bool', shape: [2 ** 33], device: 'cpu' };
+    const bytes = encodeHeader(MessageKind.message, 0, [spec], serialize(0));
+    const limits = { ...DEFAULT_HEADER_LIMITS, maxMessageBytes: 2 ** 40 };
+    expect(() => decodeHeader(bytes, limits)).toThrow(P2PHeaderError);
+    expect(() => decodeHeader(bytes, limits)).toThrow(/tensor 0: .*8589934592 elements/);
   });
 
   it('a newer version is named as such', () => {
@@ -168,4 +231,27 @@ describe('p2p skeleton', () => {
     expect(() => splitValue(deep, 'send')).toThrow(/nested deeper than 1000 levels/);
     expect(() => fillSkeleton(deep, [])).toThrow(P2PHeaderError);
   });
+});
+
+describe('p2p message limit', () => {
+  rankTest(
+    'a receiver refuses a message declaring more than its max_message_bytes, before allocating',
+    { worldSize: 2, names: ['actor', 'rollout'], config: { collective: { maxMessageBytes: 1024 } } },
+    async (ctx) => {
+      const g = await ctx.collective.createCollectiveGroup(['actor', 'rollout']);
+      if (ctx.name === 'actor') {
+        // Nobody takes the tensor: the send of its bytes times out, which is all the sender can learn.
+        const sent = g.send({ step: 1, w: Tensor.zeros([4096], 'float32') }, { timeoutMs: 1000 });
+        await expect(sent).rejects.toThrow(/timed out|timeout/i);
+        return;
+      }
+      const started = performance.now();
+      const received = g.recv();
+      await expect(received).rejects.toThrow(P2PHeaderError);
+      await expect(received).rejects.toThrow(
+        /recv from worker "actor".*tensor 0 \(float32\[4096\]\) brings the message to 16384 bytes, over the limit of 1024 \(cluster\.collective\.max_message_bytes\)/,
+      );
+      expect(performance.now() - started).toBeLessThan(900);
+    },
+  );
 });

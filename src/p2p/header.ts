@@ -17,6 +17,7 @@
  */
 import { deserialize } from 'node:v8';
 import { type Device, DTYPES, type DType, itemSize } from '../tensor/dtype.ts';
+import { checkSize } from '../tensor/shape.ts';
 import { P2PHeaderError } from './errors.ts';
 
 export const HEADER_MAGIC = 0x32504354; // 'TCP2' read as a little-endian u32
@@ -35,7 +36,10 @@ export interface HeaderLimits {
   maxHeaderBytes: number;
   maxTensors: number;
   maxDims: number;
-  /** Largest sum of tensor bytes one message may declare (what the receiver would allocate). */
+  /**
+   * Largest sum of tensor bytes one message may declare: what the receiver allocates before the data
+   * comes (default 16 GiB; cluster.collective.max_message_bytes sets it per worker).
+   */
   maxMessageBytes: number;
   /** Most compressed chunks one message may declare (a receive is posted for each). */
   maxChunks: number;
@@ -45,7 +49,7 @@ export const DEFAULT_HEADER_LIMITS: HeaderLimits = Object.freeze({
   maxHeaderBytes: 256 * 2 ** 20,
   maxTensors: 65_536,
   maxDims: 16,
-  maxMessageBytes: 64 * 2 ** 30,
+  maxMessageBytes: 16 * 2 ** 30,
   maxChunks: 2 ** 20,
 });
 
@@ -175,7 +179,15 @@ export function decodeHeader(bytes: Uint8Array, limits: HeaderLimits = DEFAULT_H
     const rawBytes = numel * itemSize(dtype);
     messageBytes += rawBytes;
     if (!(messageBytes <= limits.maxMessageBytes)) {
-      fail(`tensors declare more than the limit of ${limits.maxMessageBytes} bytes`);
+      fail(
+        `tensor ${i} (${dtype}[${shape.join(',')}]) brings the message to ${messageBytes} bytes, over the ` +
+          `limit of ${limits.maxMessageBytes} (cluster.collective.max_message_bytes)`,
+      );
+    }
+    try {
+      checkSize(shape, dtype, `tensor ${i}`);
+    } catch (error) {
+      fail((error as Error).message);
     }
     const spec: TensorSpec = { dtype, shape, device };
     if (compressed) {

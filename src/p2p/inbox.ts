@@ -66,9 +66,7 @@ export class Inbox {
       header = this.#check(await leadBytes(lead, call.where), call);
       await previous;
       if (this.#broken) throw this.#broken;
-      tensors = header.tensors.map((s) =>
-        Tensor.empty(s.shape, s.dtype, { device: this.#link.landing(s.device) }),
-      );
+      tensors = this.#allocate(header, call.where);
       // Every part's receive now, in the order the sender issues the parts.
       header.tensors.forEach((spec, i) => {
         const path = this.#link.dataPath(tensors[i].device);
@@ -110,10 +108,26 @@ export class Inbox {
     }
   }
 
+  /** Where the message's tensors land; the header's sizes were checked against the limits already. */
+  #allocate(header: Header, where: string): Tensor[] {
+    return header.tensors.map((s, i) => {
+      try {
+        return Tensor.empty(s.shape, s.dtype, { device: this.#link.landing(s.device) });
+      } catch (error) {
+        // Within the limits but more than this worker can hold now: the sender's message, not this worker, is at fault.
+        throw new P2PHeaderError(
+          `${where}: the header declares tensor ${i} as ${s.dtype}[${s.shape.join(',')}], which cannot be allocated here: ${(error as Error).message}`,
+          { cause: error },
+        );
+      }
+    });
+  }
+
   #check(bytes: Uint8Array, call: { seq: number; kind: MessageKind; where: string }): Header {
     let header: Header;
+    const { maxMessageBytes = DEFAULT_HEADER_LIMITS.maxMessageBytes } = this.#services;
     try {
-      header = decodeHeader(bytes, DEFAULT_HEADER_LIMITS);
+      header = decodeHeader(bytes, { ...DEFAULT_HEADER_LIMITS, maxMessageBytes });
     } catch (error) {
       throw new P2PHeaderError(`${call.where}: ${(error as Error).message}`);
     }

@@ -23,6 +23,9 @@ export function loadP2PServices(
   workers: readonly string[],
 ): LoadedServices {
   const services: P2PServices = {};
+  if (config?.collective.maxMessageBytes !== undefined) {
+    services.maxMessageBytes = config.collective.maxMessageBytes;
+  }
   const who = `worker "${worker}"`;
   try {
     const compression = config?.collective.tensorCompression;

@@ -8,6 +8,8 @@ import type { NetEmulator } from './netem/net-emulator.ts';
 export interface P2PServices {
   compressor?: TensorCompressor;
   netem?: NetEmulator;
+  /** What the config says one message may declare (cluster.collective.max_message_bytes); else the default. */
+  maxMessageBytes?: number;
 }
 
 /** A message's arrival time on the emulator clock, given its wire bytes (a broadcast charges all receivers once). */

@@ -8,6 +8,7 @@
  *   collective:
  *     tensor_buffer_pool: { max_bytes: 2147483648 }
  *     tensor_compression: { codec: zstd, level: 3, max_inflight: 4, min_bytes: 16384, excluded_dtypes: [float32] }
+ *     max_message_bytes: 17179869184     # the most tensor bytes one p2p message may declare (default 16 GiB)
  *   net_emulation:
  *     mode: account                     # or real (default): sends really wait
  *     groups:
@@ -57,6 +58,11 @@ export interface TensorBufferPoolConfig {
 export interface CollectiveConfig {
   tensorBufferPool?: TensorBufferPoolConfig;
   tensorCompression?: TensorCompressionConfig;
+  /**
+   * The most tensor bytes one p2p message may declare (default 16 GiB): a receiver allocates what a
+   * header declares before the data comes, so a larger declaration is refused, never allocated.
+   */
+  maxMessageBytes?: number;
 }
 
 /** `real`: sends wait for what the link would take. `account`: nothing waits; a virtual clock per link predicts it. */

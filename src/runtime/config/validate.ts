@@ -167,8 +167,11 @@ export function parseClusterConfig(value: unknown, path: string, style: KeyStyle
 }
 
 function parseCollective(s: Section): CollectiveConfig {
-  s.only(['tensor_buffer_pool', 'tensor_compression']);
+  s.only(['tensor_buffer_pool', 'tensor_compression', 'max_message_bytes']);
   const out: CollectiveConfig = {};
+  if (s.has('max_message_bytes')) {
+    out.maxMessageBytes = s.integer('max_message_bytes', 0, Number.MAX_SAFE_INTEGER);
+  }
   if (s.has('tensor_compression')) out.tensorCompression = parseCompression(s.section('tensor_compression'));
   if (s.has('tensor_buffer_pool')) out.tensorBufferPool = parsePool(s.section('tensor_buffer_pool'));
   else if (out.tensorCompression) out.tensorBufferPool = { maxBytes: DEFAULT_POOL_BYTES };
