@@ -36,13 +36,14 @@ export function occupiedKeyError(path: string, where: string): Error {
     return stranger(`unreadable: ${(error as Error).message}`);
   }
   try {
-    const { header } = readValueHeader(fd, `the file at ${path}`);
+    const { header } = readValueHeader(fd, 'the file');
     return new Error(
       `${where}: key is still held by an earlier value (set by rank ${header.producerRank}) whose ` +
         'consumers have not finished',
     );
   } catch (error) {
-    if (error instanceof FileStoreCorruptError) return stranger(error.message);
+    if (error instanceof FileStoreCorruptError)
+      return stranger(error.message.replace(/^.*? is corrupt: /, ''));
     throw error;
   } finally {
     closeSync(fd);
