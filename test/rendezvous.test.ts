@@ -343,7 +343,7 @@ describe('RendezvousServer and RendezvousClient', () => {
           .finish(),
       );
       socket.once('data', () => {
-        socket.write(new FrameWriter(FrameType.welcome).u8(0).finish());
+        socket.write(new FrameWriter(FrameType.welcome).u8(0).u32(0).finish());
         socket.once('data', () => socket.destroy());
       });
     });

@@ -9,7 +9,7 @@ import net from 'node:net';
 import { CommTimeoutError } from '../runtime/errors.ts';
 import { checkSecret, rendezvousSecretFromEnv } from './auth.ts';
 import { RendezvousError, RendezvousTimeoutError } from './errors.ts';
-import { clientHandshake, readFatal } from './handshake.ts';
+import { clientHandshake, readFatal, type ServerTerms } from './handshake.ts';
 import {
   checkTimeoutMs,
   FrameDecoder,
@@ -17,7 +17,6 @@ import {
   FrameType,
   FrameWriter,
   HANDSHAKE_FRAME_LIMIT,
-  type Limits,
   MAX_KEYS_PER_CALL,
   Op,
   type OpCode,
@@ -58,12 +57,13 @@ export class RendezvousClient {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closedBy: Error | undefined;
+  private readonly keepAlive: NodeJS.Timeout | undefined;
 
   /** Takes over a socket that finished the handshake; `decoder` may already hold the first frames. */
   private constructor(
     private readonly socket: net.Socket,
     private readonly decoder: FrameDecoder,
-    private readonly limits: Limits,
+    private readonly limits: ServerTerms,
     readonly host: string,
     readonly port: number,
     readonly rank: number | undefined,
@@ -76,6 +76,14 @@ export class RendezvousClient {
     });
     socket.on('error', (e) => this.shutDown(this.lost(e.message)));
     socket.on('close', () => this.shutDown(this.lost('the connection closed')));
+    // The server closes a connection quiet for its idle timeout; a live client speaks up well before.
+    if (limits.idleTimeoutMs > 0) {
+      this.keepAlive = setInterval(
+        () => void this.call(Op.ping, 'ping', this.timeoutMs, () => {}).catch(() => {}),
+        Math.max(1, Math.floor(limits.idleTimeoutMs / 3)),
+      );
+      this.keepAlive.unref();
+    }
     this.receive();
   }
 
@@ -323,6 +331,7 @@ export class RendezvousClient {
   private shutDown(error: Error): void {
     if (this.closedBy) return;
     this.closedBy = error;
+    clearInterval(this.keepAlive);
     for (const [id, call] of this.pending) {
       this.settle(id);
       call.reject(

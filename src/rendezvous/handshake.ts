@@ -33,11 +33,16 @@ export interface HandshakeOptions {
   address: string;
 }
 
+/** What the server announced: its limits, and how long it lets a connection stay quiet (0: forever). */
+export interface ServerTerms extends Limits {
+  idleTimeoutMs: number;
+}
+
 /** Limits a frame may be read with before the server announced its own. */
 const HANDSHAKE_LIMITS: Limits = { maxKeyBytes: MAX_KEY_BYTES_LIMIT, maxValueBytes: 0 };
 
 /**
- * Resolves to the server's limits once it welcomed this client; `decoder`
+ * Resolves to the server's terms once it welcomed this client; `decoder`
  * then accepts frames up to them and keeps any bytes that came after the
  * welcome. On failure the socket is destroyed and the error says why.
  */
@@ -45,14 +50,15 @@ export function clientHandshake(
   socket: net.Socket,
   decoder: FrameDecoder,
   o: HandshakeOptions,
-): Promise<Limits> {
-  return new Promise<Limits>((resolve, reject) => {
+): Promise<ServerTerms> {
+  return new Promise<ServerTerms>((resolve, reject) => {
     const clientNonce = newNonce();
     let hello: ServerHello | undefined;
+    let idleTimeoutMs = 0;
     const finish = (error?: Error) => {
       clearTimeout(timer);
       socket.off('data', onData).off('error', onError).off('close', onClose);
-      if (!error) return resolve(hello!.limits);
+      if (!error) return resolve({ ...hello!.limits, idleTimeoutMs });
       socket.destroy();
       const Kind =
         error instanceof RendezvousAuthError
@@ -75,6 +81,7 @@ export function clientHandshake(
       }
       if (type === FrameType.welcome && hello) {
         const serverProof = frame.raw(frame.u8());
+        idleTimeoutMs = frame.u32();
         frame.end();
         const expected =
           o.secret === undefined ? undefined : proof(o.secret, 'server', hello.nonce, clientNonce);

@@ -8,7 +8,8 @@
 import { RendezvousError } from './errors.ts';
 
 export const PROTOCOL_MAGIC = 0x54435256; // 'TCRV'
-export const PROTOCOL_VERSION = 1;
+/** 2: the welcome announces the idle timeout, and ping (op 9) keeps a quiet connection open. */
+export const PROTOCOL_VERSION = 2;
 export const NONCE_BYTES = 32;
 export const DEFAULT_MAX_KEY_BYTES = 4096;
 export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024;
@@ -40,6 +41,8 @@ export const Op = {
   compareSet: 6,
   delete: 7,
   barrier: 8,
+  /** Does nothing but show the connection is alive (the server closes idle ones). */
+  ping: 9,
 } as const;
 export type OpCode = (typeof Op)[keyof typeof Op];
 export const OP_NAMES: Record<number, string> = Object.fromEntries(
@@ -65,6 +68,8 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 export function toBytes(value: Uint8Array | string): Uint8Array {
   return typeof value === 'string' ? encoder.encode(value) : value;
 }
+
+const SHARED_PIECE_BYTES = 64 * 1024;
 
 /** Builds one frame; fields are appended in order and the length prefix is filled in by `finish`. */
 export class FrameWriter {
@@ -133,6 +138,27 @@ export class FrameWriter {
       out.set(p, at);
       at += p.byteLength;
     }
+    return out;
+  }
+
+  /**
+   * The frame as pieces to write in order: small fields joined, byte strings
+   * of SHARED_PIECE_BYTES or more left as the caller's memory, so that the
+   * replies of one stored value to many waiters do not each copy it.
+   */
+  pieces(): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    let small: Uint8Array[] = [Buffer.from(Uint32Array.of(0).buffer)];
+    new DataView(small[0].buffer).setUint32(0, this.size);
+    for (const p of this.parts) {
+      if (p.byteLength < SHARED_PIECE_BYTES) {
+        small.push(p);
+        continue;
+      }
+      out.push(Buffer.concat(small), p);
+      small = [];
+    }
+    if (small.length > 0) out.push(Buffer.concat(small));
     return out;
   }
 
@@ -245,15 +271,36 @@ export class FrameDecoder {
     this.buffered += chunk.byteLength;
   }
 
-  /** The next whole frame body, or undefined until more bytes arrive. */
-  next(): Buffer | undefined {
+  /** Bytes received and not yet handed out as frames. */
+  get pending(): number {
+    return this.buffered;
+  }
+
+  /**
+   * The declared body length of the frame being received (checked against
+   * the limit), or undefined before its length prefix is complete.
+   */
+  declared(): number | undefined {
     if (this.buffered < 4) return undefined;
     const head = this.chunks[0].byteLength >= 4 ? this.chunks[0] : this.join();
     const length = head.readUInt32BE(0);
     if (length === 0) throw new RendezvousError('empty frame');
     if (length > this.limit)
       throw new RendezvousError(`frame of ${length} bytes exceeds the limit of ${this.limit}`);
-    if (this.buffered < 4 + length) return undefined;
+    return length;
+  }
+
+  /** The first `n` bytes of the body being received, once that many are here; for checks before the rest arrives. */
+  peek(n: number): Buffer | undefined {
+    if (this.declared() === undefined || this.buffered < 4 + n) return undefined;
+    const head = this.chunks[0].byteLength >= 4 + n ? this.chunks[0] : this.join();
+    return head.subarray(4, 4 + n);
+  }
+
+  /** The next whole frame body, or undefined until more bytes arrive. */
+  next(): Buffer | undefined {
+    const length = this.declared();
+    if (length === undefined || this.buffered < 4 + length) return undefined;
     const all = this.join();
     const rest = all.subarray(4 + length);
     this.chunks = rest.byteLength > 0 ? [rest] : [];

@@ -3,7 +3,10 @@
  * job (in the spirit of c10d's TCPStore), run by the launcher or rank 0.
  * Binds 127.0.0.1 unless told otherwise; anywhere else it insists on a shared
  * secret and authenticates every peer before reading its requests. A peer that
- * breaks the protocol loses its connection, never the server.
+ * breaks the protocol loses its connection, never the server, and no peer can
+ * make it hold more than its limits (server-limits.ts): frames are bounded
+ * before they are buffered, what is stored is capped, and connections that
+ * stop making progress are closed.
  */
 import net from 'node:net';
 import {
@@ -15,9 +18,8 @@ import {
   rendezvousSecretFromEnv,
 } from './auth.ts';
 import { RendezvousAuthError, RendezvousError } from './errors.ts';
+import { FrameBudget } from './frame-budget.ts';
 import {
-  DEFAULT_MAX_KEY_BYTES,
-  DEFAULT_MAX_VALUE_BYTES,
   FatalKind,
   FrameDecoder,
   FrameReader,
@@ -25,48 +27,60 @@ import {
   FrameWriter,
   fatalFrame,
   HANDSHAKE_FRAME_LIMIT,
-  type Limits,
-  MAX_KEY_BYTES_LIMIT,
-  MAX_TIMEOUT_MS,
-  MAX_VALUE_BYTES_LIMIT,
   maxFrameBytes,
   NONCE_BYTES,
+  OP_NAMES,
   Op,
   PROTOCOL_MAGIC,
   PROTOCOL_VERSION,
   Status,
 } from './protocol.ts';
+import { maxRequestBytes, type Request, readRequest } from './request.ts';
+import { resolveServerLimits, type ServerLimitOptions, type ServerLimits } from './server-limits.ts';
 import { type Parked, RendezvousTable } from './table.ts';
 
-export interface RendezvousServerOptions {
+export interface RendezvousServerOptions extends ServerLimitOptions {
   /** Address to bind; default '127.0.0.1'. Any non-loopback address needs a secret. */
   host?: string;
   /** 0 (default) picks a free port; read it from `server.port`. */
   port?: number;
   /** Shared secret; default TENSORCOMM_RENDEZVOUS_SECRET. When set, every peer must prove it, even on loopback. */
   secret?: string;
-  /** Largest value a client may set; default 64 MiB. */
-  maxValueBytes?: number;
-  /** Longest key in UTF-8 bytes; default 4096. */
-  maxKeyBytes?: number;
-  /** A peer must finish the handshake within this time; default 10 s. */
-  handshakeTimeoutMs?: number;
-  /** Told about every connection the server drops (bad frame, failed authentication); default console.warn. */
+  /** Told about every connection the server drops or refuses (bad frame, failed authentication, a limit); default console.warn. */
   onConnectionError?: (error: RendezvousError) => void;
 }
 
+type Reply = (status: number, write?: (w: FrameWriter) => void) => void;
+
+/** Replies a peer has not read yet past which the server stops reading its requests. */
+const WRITE_BACKLOG_BYTES = 1024 * 1024;
+
 interface Connection {
   socket: net.Socket;
+  /** The peer's address, as connections are counted per address. */
+  address: string;
   decoder: FrameDecoder;
   stage: 'hello' | 'ready' | 'closed';
   serverNonce: Buffer;
   rank: number;
-  handshakeTimer: NodeJS.Timeout | undefined;
+  /** The one deadline in force: the handshake's, a frame's, or the idle one. */
+  timer: NodeJS.Timeout | undefined;
+  /** When the first byte of the frame being received arrived. */
+  frameStartedAt: number | undefined;
+  /** Bytes of the frame budget held for the frame being received. */
+  reserved: number;
+  /** Why its socket is not being read: a frame waiting for the budget, or replies the peer has not read. */
+  blocked: 'budget' | 'drain' | undefined;
+  grant: () => void;
+  /** Its get/wait/barrier calls still parked in the table. */
+  parked: number;
 }
 
 export class RendezvousServer {
-  private readonly table = new RendezvousTable();
+  private readonly table: RendezvousTable;
+  private readonly budget: FrameBudget;
   private readonly connections = new Set<Connection>();
+  private readonly perAddress = new Map<string, number>();
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -74,10 +88,12 @@ export class RendezvousServer {
     readonly host: string,
     readonly port: number,
     private readonly secret: string | undefined,
-    private readonly limits: Limits,
-    private readonly handshakeTimeoutMs: number,
+    /** The limits in force, defaults filled in. */
+    readonly limits: Readonly<ServerLimits>,
     private readonly onConnectionError: (error: RendezvousError) => void,
   ) {
+    this.table = new RendezvousTable(limits.maxStoredBytes);
+    this.budget = new FrameBudget(limits.maxBufferedBytes);
     server.on('connection', (socket) => this.accept(socket));
   }
 
@@ -89,23 +105,7 @@ export class RendezvousServer {
         `the rendezvous server binds ${host}, which is not loopback, so it needs a shared secret: pass { secret } or set TENSORCOMM_RENDEZVOUS_SECRET`,
       );
     }
-    const limits = {
-      maxKeyBytes: checkLimit(
-        'maxKeyBytes',
-        options.maxKeyBytes ?? DEFAULT_MAX_KEY_BYTES,
-        MAX_KEY_BYTES_LIMIT,
-      ),
-      maxValueBytes: checkLimit(
-        'maxValueBytes',
-        options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES,
-        MAX_VALUE_BYTES_LIMIT,
-      ),
-    };
-    const handshakeTimeoutMs = checkLimit(
-      'handshakeTimeoutMs',
-      options.handshakeTimeoutMs ?? 10_000,
-      MAX_TIMEOUT_MS,
-    );
+    const limits = resolveServerLimits(options);
     const onError =
       options.onConnectionError ??
       ((e: RendezvousError) => console.warn(`tensorcomm rendezvous: ${e.message}`));
@@ -118,12 +118,27 @@ export class RendezvousServer {
       });
     });
     const port = (server.address() as net.AddressInfo).port;
-    return new RendezvousServer(server, host, port, secret, limits, handshakeTimeoutMs, onError);
+    return new RendezvousServer(server, host, port, secret, limits, onError);
   }
 
   /** Whether peers must prove they hold the shared secret. */
   get requiresAuth(): boolean {
     return this.secret !== undefined;
+  }
+
+  /** What the store holds now, as counted against maxStoredBytes. */
+  get storedBytes(): number {
+    return this.table.heldBytes;
+  }
+
+  /** Bytes of the frame budget held by frames still arriving, as counted against maxBufferedBytes. */
+  get bufferedBytes(): number {
+    return this.budget.usedBytes;
+  }
+
+  /** Connections open now, in the handshake or after it. */
+  get connectionCount(): number {
+    return this.connections.size;
   }
 
   /** Stops listening and drops every connection; clients' pending calls reject saying the server closed. */
@@ -142,20 +157,41 @@ export class RendezvousServer {
   }
 
   private accept(socket: net.Socket): void {
+    if (this.closing) return void socket.destroy();
     socket.setNoDelay(true);
+    const address = socket.remoteAddress ?? 'an unknown address';
+    const count = this.perAddress.get(address) ?? 0;
+    if (count >= this.limits.maxConnectionsPerAddress) {
+      const message = `too many connections from ${address}: it holds ${count}, the limit (maxConnectionsPerAddress) is ${this.limits.maxConnectionsPerAddress}`;
+      this.onConnectionError(new RendezvousError(`refused a connection to ${this.address}: ${message}`));
+      socket.on('error', () => {});
+      socket.end(fatalFrame(FatalKind.protocol, message));
+      setTimeout(() => socket.destroy(), 1000).unref();
+      return;
+    }
+    this.perAddress.set(address, count + 1);
     const conn: Connection = {
       socket,
+      address,
       decoder: new FrameDecoder(HANDSHAKE_FRAME_LIMIT),
       stage: 'hello',
       serverNonce: newNonce(),
       rank: -1,
-      handshakeTimer: undefined,
+      timer: undefined,
+      frameStartedAt: undefined,
+      reserved: 0,
+      blocked: undefined,
+      grant: () => this.granted(conn),
+      parked: 0,
     };
-    if (this.closing) return void socket.destroy();
     this.connections.add(conn);
-    conn.handshakeTimer = setTimeout(
-      () => this.reject(conn, new RendezvousAuthError(`no handshake within ${this.handshakeTimeoutMs} ms`)),
-      this.handshakeTimeoutMs,
+    conn.timer = setTimeout(
+      () =>
+        this.reject(
+          conn,
+          new RendezvousAuthError(`no handshake within ${this.limits.handshakeTimeoutMs} ms`),
+        ),
+      this.limits.handshakeTimeoutMs,
     );
     socket.on('data', (chunk: Buffer) => this.receive(conn, chunk));
     socket.on('error', () => {}); // 'close' follows; a reset peer is not the server's failure
@@ -174,20 +210,119 @@ export class RendezvousServer {
 
   private receive(conn: Connection, chunk: Buffer): void {
     if (conn.stage === 'closed') return;
+    conn.decoder.push(chunk);
+    conn.frameStartedAt ??= performance.now();
+    this.pump(conn);
+  }
+
+  /** Handles every whole frame received, as far as the budget and the peer's unread replies allow. */
+  private pump(conn: Connection): void {
     try {
-      conn.decoder.push(chunk);
-      for (let body = conn.decoder.next(); body; body = conn.decoder.next()) {
-        if (isClosed(conn)) return; // an earlier frame of this chunk got the peer dropped
-        const frame = new FrameReader(body, this.limits);
-        const type = frame.u8();
-        if (conn.stage === 'hello' && type === FrameType.clientHello) this.greet(conn, frame);
-        else if (conn.stage === 'ready' && type === FrameType.request) this.serve(conn, frame);
-        else throw new RendezvousError(`unexpected frame type ${type} during ${conn.stage}`);
+      while (!isClosed(conn) && conn.blocked === undefined) {
+        const length = conn.decoder.declared();
+        if (length === undefined) break;
+        if (conn.stage === 'ready' && conn.reserved < length && !this.admit(conn, length)) break;
+        const body = conn.decoder.next();
+        if (!body) break;
+        this.budget.release(conn.reserved);
+        conn.reserved = 0;
+        conn.frameStartedAt = conn.decoder.pending > 0 ? performance.now() : undefined;
+        this.handle(conn, body);
+        if (!isClosed(conn) && conn.socket.writableLength > WRITE_BACKLOG_BYTES) this.awaitDrain(conn);
       }
     } catch (error) {
       const e = error instanceof RendezvousError ? error : new RendezvousError(String(error));
       this.reject(conn, e);
+      return;
     }
+    this.arm(conn);
+  }
+
+  /**
+   * Checks a request's declared length against what its op may carry, then
+   * reserves it from the budget; false while more bytes or the budget are
+   * needed first.
+   */
+  private admit(conn: Connection, length: number): boolean {
+    const head = conn.decoder.peek(2);
+    if (!head) return false;
+    if (head[0] !== FrameType.request)
+      throw new RendezvousError(`unexpected frame type ${head[0]} during ready`);
+    const max = maxRequestBytes(head[1], this.limits);
+    if (length > max) {
+      throw new RendezvousError(
+        `a ${OP_NAMES[head[1]]} request of ${length} bytes exceeds the limit of ${max} (maxKeyBytes ${this.limits.maxKeyBytes}, maxValueBytes ${this.limits.maxValueBytes})`,
+      );
+    }
+    if (this.budget.reserve(length, conn.grant)) {
+      conn.reserved = length;
+      return true;
+    }
+    conn.blocked = 'budget';
+    conn.socket.pause();
+    return false;
+  }
+
+  private granted(conn: Connection): void {
+    conn.reserved = conn.decoder.declared() ?? 0;
+    conn.blocked = undefined;
+    conn.frameStartedAt = performance.now(); // its time to arrive starts now that it may
+    conn.socket.resume();
+    setImmediate(() => this.pump(conn));
+  }
+
+  private awaitDrain(conn: Connection): void {
+    conn.blocked = 'drain';
+    conn.socket.pause();
+    conn.socket.once('drain', () => {
+      conn.blocked = undefined;
+      conn.socket.resume();
+      this.pump(conn);
+    });
+  }
+
+  /** Sets the deadline of a connection's present state: a frame arriving, replies unread, or idleness. */
+  private arm(conn: Connection): void {
+    if (conn.stage !== 'ready') return;
+    clearTimeout(conn.timer);
+    conn.timer = undefined;
+    const { frameTimeoutMs, idleTimeoutMs } = this.limits;
+    if (conn.blocked === 'budget') return; // waiting on other connections is not its fault
+    if (conn.blocked === 'drain') {
+      conn.timer = setTimeout(
+        () => this.reject(conn, new RendezvousError(`it read none of its replies for ${idleTimeoutMs} ms`)),
+        idleTimeoutMs,
+      );
+    } else if (conn.frameStartedAt !== undefined) {
+      const left = conn.frameStartedAt + frameTimeoutMs - performance.now();
+      conn.timer = setTimeout(
+        () =>
+          this.reject(
+            conn,
+            new RendezvousError(
+              `a frame of ${conn.decoder.declared() ?? '?'} bytes did not arrive whole within ${frameTimeoutMs} ms (frameTimeoutMs); ${conn.decoder.pending} bytes came`,
+            ),
+          ),
+        Math.max(0, left),
+      );
+    } else if (conn.parked === 0) {
+      conn.timer = setTimeout(
+        () =>
+          this.reject(
+            conn,
+            new RendezvousError(`idle for ${idleTimeoutMs} ms (idleTimeoutMs) with no call pending`),
+          ),
+        idleTimeoutMs,
+      );
+    }
+  }
+
+  private handle(conn: Connection, body: Buffer): void {
+    const frame = new FrameReader(body, this.limits);
+    const type = frame.u8();
+    if (conn.stage === 'hello' && type === FrameType.clientHello) this.greet(conn, frame);
+    else if (conn.stage === 'ready' && type === FrameType.request) this.serve(conn, readRequest(frame));
+    else throw new RendezvousError(`unexpected frame type ${type} during ${conn.stage}`);
   }
 
   private greet(conn: Connection, frame: FrameReader): void {
@@ -211,99 +346,119 @@ export class RendezvousServer {
       }
       serverProof = proof(this.secret, 'server', conn.serverNonce, clientNonce);
     }
-    clearTimeout(conn.handshakeTimer);
+    clearTimeout(conn.timer);
     conn.stage = 'ready';
     conn.decoder.limit = maxFrameBytes(this.limits);
     conn.socket.write(
-      new FrameWriter(FrameType.welcome).u8(serverProof.byteLength).raw(serverProof).finish(),
+      new FrameWriter(FrameType.welcome)
+        .u8(serverProof.byteLength)
+        .raw(serverProof)
+        .u32(this.limits.idleTimeoutMs)
+        .finish(),
     );
   }
 
-  private serve(conn: Connection, frame: FrameReader): void {
-    const op = frame.u8();
-    const id = frame.u32();
-    const reply = (status: number, write?: (w: FrameWriter) => void) => {
+  /** Runs one request; what the table refuses (a full store, a bad counter) is answered as an error. */
+  private serve(conn: Connection, request: Request): void {
+    const reply: Reply = (status, write) => {
       if (conn.stage === 'closed') return;
-      const w = new FrameWriter(FrameType.response).u32(id).u8(status);
+      const w = new FrameWriter(FrameType.response).u32(request.id).u8(status);
       write?.(w);
-      conn.socket.write(w.finish());
+      conn.socket.cork();
+      for (const piece of w.pieces()) conn.socket.write(piece);
+      conn.socket.uncork();
     };
-    const parked: Parked = {
-      ready: () => reply(Status.ok),
-      timedOut: (missing, arrived) => reply(Status.timeout, (w) => w.u32(arrived).keys(missing)),
-      failed: (message) => reply(Status.error, (w) => w.text(message)),
-    };
-    switch (op) {
-      case Op.set: {
-        const key = frame.key();
-        const value = frame.value();
-        frame.end();
-        this.table.set(key, value);
+    try {
+      this.execute(conn, request, reply);
+    } catch (error) {
+      if (!(error instanceof RendezvousError)) throw error;
+      reply(Status.error, (w) => w.text(error.message));
+    }
+  }
+
+  private execute(conn: Connection, request: Request, reply: Reply): void {
+    const table = this.table;
+    switch (request.op) {
+      case Op.set:
+        table.set(request.key, request.value);
         reply(Status.ok);
         break;
-      }
       case Op.get: {
-        const key = frame.key();
-        const table = this.table;
-        table.wait(conn, [key], readTimeout(frame), {
-          ...parked,
-          ready: () => reply(Status.ok, (w) => w.bytes(table.get(key) ?? new Uint8Array())),
-        });
+        const { key } = request;
+        const ready = () => reply(Status.ok, (w) => w.bytes(table.get(key) ?? new Uint8Array()));
+        this.park(conn, reply, (p) => table.wait(conn, [key], request.timeoutMs, p), ready);
         break;
       }
-      case Op.wait: {
-        const keys = frame.keys();
-        this.table.wait(conn, keys, readTimeout(frame), parked);
+      case Op.wait:
+        this.park(conn, reply, (p) => table.wait(conn, request.keys, request.timeoutMs, p));
         break;
-      }
       case Op.check: {
-        const keys = frame.keys();
-        frame.end();
-        reply(Status.ok, (w) => w.u8(keys.every((k) => this.table.has(k)) ? 1 : 0));
+        const all = request.keys.every((k) => table.has(k));
+        reply(Status.ok, (w) => w.u8(all ? 1 : 0));
         break;
       }
       case Op.add: {
-        const key = frame.key();
-        const delta = frame.f64();
-        frame.end();
-        let sum: number;
-        try {
-          if (!Number.isSafeInteger(delta))
-            throw new RendezvousError(`add('${key}'): delta ${delta} is not a safe integer`);
-          sum = this.table.add(key, delta);
-        } catch (e) {
-          parked.failed((e as Error).message);
-          break;
-        }
+        const { key, delta } = request;
+        if (!Number.isSafeInteger(delta))
+          throw new RendezvousError(`add('${key}'): delta ${delta} is not a safe integer`);
+        const sum = table.add(key, delta);
         reply(Status.ok, (w) => w.f64(sum));
         break;
       }
       case Op.compareSet: {
-        const key = frame.key();
-        const expected = frame.value();
-        const desired = frame.value();
-        frame.end();
-        const now = this.table.compareSet(key, expected, desired);
+        const now = table.compareSet(request.key, request.expected, request.desired);
         reply(Status.ok, (w) => w.bytes(now));
         break;
       }
       case Op.delete: {
-        const key = frame.key();
-        frame.end();
-        const existed = this.table.delete(key);
+        const existed = table.delete(request.key);
         reply(Status.ok, (w) => w.u8(existed ? 1 : 0));
         break;
       }
-      case Op.barrier: {
-        const name = frame.key();
-        const worldSize = frame.u32();
-        const timeoutMs = readTimeout(frame);
-        if (worldSize === 0) throw new RendezvousError(`barrier '${name}' with worldSize 0`);
-        this.table.barrier(conn, name, worldSize, conn.rank, timeoutMs, parked);
+      case Op.barrier:
+        this.park(conn, reply, (p) =>
+          table.barrier(conn, request.name, request.worldSize, conn.rank, request.timeoutMs, p),
+        );
         break;
+      case Op.ping:
+        reply(Status.ok);
+        break;
+    }
+  }
+
+  /**
+   * Runs a call that may park in the table, counted on its connection while
+   * it is parked (a connection waiting for an answer is not idle); a call the
+   * table refused (the store is full) never parked.
+   */
+  private park(
+    conn: Connection,
+    reply: Reply,
+    call: (parked: Parked) => void,
+    ready: () => void = () => reply(Status.ok),
+  ): void {
+    let answered = false;
+    const answer = (send: () => void) => {
+      if (answered) return;
+      answered = true;
+      conn.parked--;
+      send();
+      this.arm(conn);
+    };
+    conn.parked++;
+    try {
+      call({
+        ready: () => answer(ready),
+        timedOut: (missing, arrived) =>
+          answer(() => reply(Status.timeout, (w) => w.u32(arrived).keys(missing))),
+        failed: (message) => answer(() => reply(Status.error, (w) => w.text(message))),
+      });
+    } catch (error) {
+      if (!answered) {
+        answered = true;
+        conn.parked--;
       }
-      default:
-        throw new RendezvousError(`unknown operation ${op}`);
+      throw error;
     }
   }
 
@@ -332,24 +487,18 @@ export class RendezvousServer {
   private forget(conn: Connection): void {
     if (conn.stage === 'closed') return;
     conn.stage = 'closed';
-    clearTimeout(conn.handshakeTimer);
+    clearTimeout(conn.timer);
     this.connections.delete(conn);
+    const left = (this.perAddress.get(conn.address) ?? 1) - 1;
+    if (left > 0) this.perAddress.set(conn.address, left);
+    else this.perAddress.delete(conn.address);
+    this.budget.cancel(conn.grant);
+    this.budget.release(conn.reserved);
+    conn.reserved = 0;
+    conn.decoder.takeBuffered(); // a dropped peer's partial frame is not kept until its socket is collected
     this.table.dropOwner(conn);
   }
 }
 
+/** A test the compiler does not narrow: handling a frame may close the connection. */
 const isClosed = (conn: Connection) => conn.stage === 'closed';
-
-function readTimeout(frame: FrameReader): number {
-  const timeoutMs = frame.u32();
-  frame.end();
-  if (timeoutMs === 0) throw new RendezvousError('a wait with a timeout of 0 ms');
-  return Math.min(timeoutMs, MAX_TIMEOUT_MS);
-}
-
-function checkLimit(name: string, value: number, max: number): number {
-  if (!Number.isInteger(value) || value < 1 || value > max) {
-    throw new RangeError(`RendezvousServer.start: ${name} must be an integer from 1 to ${max}, got ${value}`);
-  }
-  return value;
-}

@@ -3,6 +3,9 @@
  * the get/wait calls parked on missing keys, and the barriers in progress.
  * Every parked call has its own deadline and belongs to an owner (a
  * connection), so a connection that goes away takes its waiters with it.
+ * What it holds (values with their keys, parked calls with theirs) is
+ * counted against a cap, and anything that would pass it is refused before
+ * it changes a thing.
  */
 import { RendezvousError } from './errors.ts';
 
@@ -19,6 +22,7 @@ interface KeyWaiter {
   missing: Set<string>;
   timer: NodeJS.Timeout;
   parked: Parked;
+  bytes: number;
 }
 
 interface Arrival {
@@ -26,6 +30,7 @@ interface Arrival {
   rank: number;
   timer: NodeJS.Timeout;
   parked: Parked;
+  bytes: number;
 }
 
 interface Barrier {
@@ -38,10 +43,30 @@ const MAX_LISTED = 64;
 
 const sameBytes = (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) === 0;
 
+/**
+ * What an entry or a parked call costs beyond its bytes (map entry, timer,
+ * closures), counted so that a flood of tiny keys or waits meets the cap too.
+ */
+export const ENTRY_OVERHEAD_BYTES = 64;
+export const PARKED_OVERHEAD_BYTES = 256;
+
+const keyBytes = (key: string) => Buffer.byteLength(key, 'utf8');
+const entryBytes = (key: string, value: Uint8Array) =>
+  ENTRY_OVERHEAD_BYTES + keyBytes(key) + value.byteLength;
+
 export class RendezvousTable {
   private readonly values = new Map<string, Uint8Array>();
   private readonly waitersByKey = new Map<string, Set<KeyWaiter>>();
   private readonly barriers = new Map<string, Barrier>();
+  private held = 0;
+
+  /** `maxBytes`: the cap on what the table holds (RendezvousServerOptions.maxStoredBytes). */
+  constructor(private readonly maxBytes = Number.POSITIVE_INFINITY) {}
+
+  /** Bytes held now: values with their keys, and parked calls with theirs, each with its overhead. */
+  get heldBytes(): number {
+    return this.held;
+  }
 
   get(key: string): Uint8Array | undefined {
     return this.values.get(key);
@@ -52,6 +77,11 @@ export class RendezvousTable {
   }
 
   set(key: string, value: Uint8Array): void {
+    const current = this.values.get(key);
+    this.reserve(
+      `set('${key}')`,
+      entryBytes(key, value) - (current === undefined ? 0 : entryBytes(key, current)),
+    );
     this.values.set(key, value);
     const waiters = this.waitersByKey.get(key);
     if (!waiters) return;
@@ -59,7 +89,7 @@ export class RendezvousTable {
     for (const waiter of waiters) {
       waiter.missing.delete(key);
       if (waiter.missing.size === 0) {
-        clearTimeout(waiter.timer);
+        this.settle(waiter);
         waiter.parked.ready();
       }
     }
@@ -95,6 +125,9 @@ export class RendezvousTable {
   }
 
   delete(key: string): boolean {
+    const current = this.values.get(key);
+    if (current === undefined) return false;
+    this.held -= entryBytes(key, current);
     return this.values.delete(key);
   }
 
@@ -105,10 +138,13 @@ export class RendezvousTable {
       parked.ready();
       return;
     }
+    const bytes = PARKED_OVERHEAD_BYTES + keys.reduce((sum, k) => sum + keyBytes(k), 0);
+    this.reserve(`wait for ${keys.length} key(s)`, bytes);
     const waiter: KeyWaiter = {
       owner,
       missing,
       parked,
+      bytes,
       timer: setTimeout(() => {
         this.unpark(waiter);
         parked.timedOut([...waiter.missing], 0);
@@ -141,7 +177,7 @@ export class RendezvousTable {
     if (clash) {
       this.barriers.delete(name);
       for (const a of round.arrivals) {
-        clearTimeout(a.timer);
+        this.settle(a);
         a.parked.failed(`barrier '${name}' failed: ${clash}`);
       }
       parked.failed(`barrier '${name}': ${clash}`);
@@ -150,16 +186,24 @@ export class RendezvousTable {
     if (round.arrivals.length + 1 === worldSize) {
       this.barriers.delete(name);
       for (const a of round.arrivals) {
-        clearTimeout(a.timer);
+        this.settle(a);
         a.parked.ready();
       }
       parked.ready();
       return;
     }
+    const bytes = PARKED_OVERHEAD_BYTES + keyBytes(name);
+    try {
+      this.reserve(`barrier('${name}')`, bytes);
+    } catch (error) {
+      if (round.arrivals.length === 0) this.barriers.delete(name);
+      throw error;
+    }
     const arrival: Arrival = {
       owner,
       rank,
       parked,
+      bytes,
       timer: setTimeout(() => {
         const missing = missingRanks(round);
         const arrived = round.arrivals.length;
@@ -188,6 +232,17 @@ export class RendezvousTable {
     this.waitersByKey.clear();
     this.barriers.clear();
     this.values.clear();
+    this.held = 0;
+  }
+
+  /** Counts `bytes` more as held, or throws (changing nothing) when that would pass the cap. */
+  private reserve(what: string, bytes: number): void {
+    if (bytes > 0 && this.held + bytes > this.maxBytes) {
+      throw new RendezvousError(
+        `${what} refused: the rendezvous store holds ${this.held} bytes and this needs ${bytes} more, over its cap of ${this.maxBytes} bytes (maxStoredBytes); nothing was changed`,
+      );
+    }
+    this.held += bytes;
   }
 
   private barrierClash(round: Barrier, owner: object, worldSize: number, rank: number): string | undefined {
@@ -199,13 +254,20 @@ export class RendezvousTable {
     return undefined;
   }
 
+  /** Ends a parked call's deadline and what it held. */
+  private settle(call: KeyWaiter | Arrival): void {
+    clearTimeout(call.timer);
+    this.held -= call.bytes;
+    call.bytes = 0;
+  }
+
   private unpark(waiter: KeyWaiter): void {
-    clearTimeout(waiter.timer);
+    this.settle(waiter);
     for (const key of waiter.missing) this.waitersByKey.get(key)?.delete(waiter);
   }
 
   private leave(name: string, arrival: Arrival): void {
-    clearTimeout(arrival.timer);
+    this.settle(arrival);
     const round = this.barriers.get(name);
     if (!round) return;
     round.arrivals = round.arrivals.filter((a) => a !== arrival);
