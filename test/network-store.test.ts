@@ -543,6 +543,22 @@ describe('failures', () => {
     );
   });
 
+  it('a 38-byte value header declaring 64 GiB is a malformed frame naming the peer, refused before allocating', async () => {
+    const { r1, to1 } = await jobWithFakeRank0();
+    const pendingGet = r1.destGet('huge', { from: 0 }).catch((e: Error) => e);
+    const huge = 64 * 2 ** 30;
+    const rss = process.memoryUsage().rss;
+    const header = new FrameWriter(Frame.value).u32(1).key('huge').bytes(new Uint8Array()).u8(8).u8(1);
+    to1.write(header.f64(huge).f64(huge).finish());
+    const error = await pendingGet;
+    expect(error).toBeInstanceOf(NetworkStoreProtocolError);
+    expect((error as RankFailedError).failedRank).toBe(0);
+    expect((error as Error).message).toMatch(
+      /rank 0 sent a malformed frame: value of key "huge" has 68719476736 bytes, over this rank's maxValueBytes \d+; rank 1 closed its connection to it/,
+    );
+    expect(process.memoryUsage().rss - rss).toBeLessThan(256 * 2 ** 20);
+  });
+
   it('a peer that closes fails the waits that involve it with RankFailedError, and only those', async () => {
     const [r0, r1, r2] = await job(3);
     const pendingGet = r1.destGet('a', { from: 0 }).catch((e: Error) => e);

@@ -9,6 +9,15 @@ export class NetworkStoreHandshakeError extends Error {
   override name = 'NetworkStoreHandshakeError';
 }
 
+/**
+ * A frame that does not parse or breaks a limit (a value larger than this rank accepts, a status row
+ * over its bound, an unknown type): what the decoder says, before anything is allocated for it. The
+ * connection it came on is then closed with a NetworkStoreProtocolError naming the peer.
+ */
+export class NetworkStoreFrameError extends Error {
+  override name = 'NetworkStoreFrameError';
+}
+
 /** An authenticated peer broke the protocol (a malformed frame): its connection is closed, as if it had died. */
 export class NetworkStoreProtocolError extends RankFailedError {
   override name = 'NetworkStoreProtocolError';

@@ -15,16 +15,9 @@ import type { Tensor } from '../tensor/tensor.ts';
 import { NetworkStoreProtocolError } from './errors.ts';
 import { farewell, type PeerHello } from './handshake.ts';
 import {
+  decodeFrame,
   type Finished,
-  Frame,
   finishedFrame,
-  frameReader,
-  readFatal,
-  readFinished,
-  readStatusHeader,
-  readValueHeader,
-  readWant,
-  readWithdraw,
   statusHeaderFrame,
   type ValueHeader,
   valueHeaderFrame,
@@ -212,13 +205,13 @@ export class PeerConnection {
   /** Handles whole frames until a payload begins; returns the bytes after its header. */
   #frames(): Buffer {
     for (let body = this.#decoder.next(); body && !this.#failure; body = this.#decoder.next()) {
-      const frame = frameReader(body);
-      const type = frame.u8();
-      if (type === Frame.value) {
-        this.#startValue(readValueHeader(frame, this.#localMaxValueBytes));
+      // Sizes are checked in the decoder, so nothing below allocates more than this rank accepts.
+      const frame = decodeFrame(body, this.#localMaxValueBytes);
+      if (frame.type === 'value') {
+        this.#startValue(frame.header);
         if (this.#payload) return this.#decoder.takeBuffered();
-      } else if (type === Frame.status) {
-        const into = new Uint8Array(readStatusHeader(frame));
+      } else if (frame.type === 'status') {
+        const into = new Uint8Array(frame.nbytes);
         this.#payload = {
           key: undefined,
           nbytes: into.byteLength,
@@ -227,18 +220,18 @@ export class PeerConnection {
           arrived: () => this.#events.status(this, into),
         };
         return this.#decoder.takeBuffered();
-      } else if (type === Frame.finished) this.#events.finished(this, readFinished(frame));
-      else if (type === Frame.withdraw) this.#events.withdrawn(this, readWithdraw(frame));
-      else if (type === Frame.want) this.#events.wanted(this, readWant(frame));
-      else if (type === Frame.fatal) {
+      } else if (frame.type === 'finished') this.#events.finished(this, frame.finished);
+      else if (frame.type === 'withdraw') this.#events.withdrawn(this, frame.id);
+      else if (frame.type === 'want') this.#events.wanted(this, frame.key);
+      else {
         this.#socket.destroy();
         this.#end(
           new RankFailedError(
-            `rank ${this.rank} closed its connection to rank ${this.#localRank}: ${readFatal(frame)}`,
+            `rank ${this.rank} closed its connection to rank ${this.#localRank}: ${frame.message}`,
             this.rank,
           ),
         );
-      } else throw new Error(`unexpected frame type ${type}`);
+      }
     }
     return Buffer.alloc(0);
   }

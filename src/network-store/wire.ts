@@ -19,6 +19,7 @@ import {
 import type { StoreFinishOptions } from '../runtime/tensor-store.ts';
 import { type DType, dtypeCode, dtypeFromCode, itemSize } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { NetworkStoreFrameError } from './errors.ts';
 
 export const MAGIC = 0x54434e53; // 'TCNS'
 export const VERSION = 1;
@@ -83,7 +84,7 @@ export function valueHeaderFrame(id: number, key: string, tag: Uint8Array, tenso
 }
 
 /** A value's header, checked so that its payload fits `maxValueBytes` before anything is allocated for it. */
-export function readValueHeader(frame: FrameReader, maxValueBytes: number): ValueHeader {
+function readValueHeader(frame: FrameReader, maxValueBytes: number): ValueHeader {
   const id = frame.u32();
   const key = frame.key();
   const tag = boundedText(frame, MAX_TAG_BYTES, 'tag');
@@ -92,18 +93,22 @@ export function readValueHeader(frame: FrameReader, maxValueBytes: number): Valu
   try {
     dtype = dtypeFromCode(code);
   } catch {
-    throw new Error(`value of key ${JSON.stringify(key)} has unknown dtype code ${code}`);
+    throw new NetworkStoreFrameError(`value of key ${JSON.stringify(key)} has unknown dtype code ${code}`);
   }
   const ndim = frame.u8();
   if (ndim > MAX_DIMS) {
-    throw new Error(`value of key ${JSON.stringify(key)} has ${ndim} dimensions, at most ${MAX_DIMS}`);
+    throw new NetworkStoreFrameError(
+      `value of key ${JSON.stringify(key)} has ${ndim} dimensions, at most ${MAX_DIMS}`,
+    );
   }
   const shape: number[] = [];
   let numel = 1;
   for (let d = 0; d < ndim; d++) {
     const size = frame.f64();
     if (!Number.isSafeInteger(size) || size < 0) {
-      throw new Error(`value of key ${JSON.stringify(key)} has size ${size} in dimension ${d}`);
+      throw new NetworkStoreFrameError(
+        `value of key ${JSON.stringify(key)} has size ${size} in dimension ${d}`,
+      );
     }
     shape.push(size);
     // Bounded on the way, so a product of huge sizes cannot lose precision before the check.
@@ -113,12 +118,12 @@ export function readValueHeader(frame: FrameReader, maxValueBytes: number): Valu
   frame.end();
   const expected = numel * itemSize(dtype);
   if (nbytes !== expected) {
-    throw new Error(
+    throw new NetworkStoreFrameError(
       `value of key ${JSON.stringify(key)} declares ${nbytes} payload bytes, but ${dtype}[${shape.join(',')}] has ${expected}`,
     );
   }
   if (nbytes > maxValueBytes) {
-    throw new Error(
+    throw new NetworkStoreFrameError(
       `value of key ${JSON.stringify(key)} has ${nbytes} bytes, over this rank's maxValueBytes ${maxValueBytes}`,
     );
   }
@@ -135,7 +140,7 @@ export function finishedFrame(id: number, options: StoreFinishOptions): Buffer {
     .finish();
 }
 
-export function readFinished(frame: FrameReader): Finished {
+function readFinished(frame: FrameReader): Finished {
   const id = frame.u32();
   const outcome = frame.u8();
   const error = boundedText(frame, MAX_ERROR_BYTES, 'error text');
@@ -144,7 +149,7 @@ export function readFinished(frame: FrameReader): Finished {
   if (outcome === Outcome.error || outcome === Outcome.mismatch) {
     return { id, failure: { error, mismatch: outcome === Outcome.mismatch } };
   }
-  throw new Error(`finish of value ${id} has unknown outcome ${outcome}`);
+  throw new NetworkStoreFrameError(`finish of value ${id} has unknown outcome ${outcome}`);
 }
 
 /** The header of a status row; its `nbytes` bytes of JSON follow raw. */
@@ -152,11 +157,13 @@ export function statusHeaderFrame(nbytes: number): Buffer {
   return new FrameWriter(Frame.status).u32(nbytes).finish();
 }
 
-export function readStatusHeader(frame: FrameReader): number {
+function readStatusHeader(frame: FrameReader): number {
   const nbytes = frame.u32();
   frame.end();
   if (nbytes > MAX_STATUS_BYTES) {
-    throw new Error(`status row of ${nbytes} bytes exceeds the limit of ${MAX_STATUS_BYTES}`);
+    throw new NetworkStoreFrameError(
+      `status row of ${nbytes} bytes exceeds the limit of ${MAX_STATUS_BYTES}`,
+    );
   }
   return nbytes;
 }
@@ -166,7 +173,7 @@ export function wantFrame(key: string): Buffer {
   return new FrameWriter(Frame.want).key(key).finish();
 }
 
-export function readWant(frame: FrameReader): string {
+function readWant(frame: FrameReader): string {
   const key = frame.key();
   frame.end();
   return key;
@@ -176,7 +183,7 @@ export function withdrawFrame(id: number): Buffer {
   return new FrameWriter(Frame.withdraw).u32(id).finish();
 }
 
-export function readWithdraw(frame: FrameReader): number {
+function readWithdraw(frame: FrameReader): number {
   const id = frame.u32();
   frame.end();
   return id;
@@ -196,12 +203,46 @@ export function frameReader(body: Buffer): FrameReader {
   return new FrameReader(body, WIRE_LIMITS);
 }
 
+/** A frame after the handshake, decoded; a value's or status row's raw bytes follow it on the connection. */
+export type WireFrame =
+  | { type: 'value'; header: ValueHeader }
+  | { type: 'status'; nbytes: number }
+  | { type: 'finished'; finished: Finished }
+  | { type: 'withdraw'; id: number }
+  | { type: 'want'; key: string }
+  | { type: 'fatal'; message: string };
+
+/**
+ * Decodes one frame body (as FrameDecoder hands it over, so at most
+ * FRAME_LIMIT bytes) of an authenticated connection. Declared sizes are checked
+ * against `maxValueBytes` and MAX_STATUS_BYTES here, before anyone allocates
+ * for them; whatever is wrong is a NetworkStoreFrameError.
+ */
+export function decodeFrame(body: Buffer, maxValueBytes: number): WireFrame {
+  try {
+    const frame = frameReader(body);
+    const type = frame.u8();
+    if (type === Frame.value) return { type: 'value', header: readValueHeader(frame, maxValueBytes) };
+    if (type === Frame.status) return { type: 'status', nbytes: readStatusHeader(frame) };
+    if (type === Frame.finished) return { type: 'finished', finished: readFinished(frame) };
+    if (type === Frame.withdraw) return { type: 'withdraw', id: readWithdraw(frame) };
+    if (type === Frame.want) return { type: 'want', key: readWant(frame) };
+    if (type === Frame.fatal) return { type: 'fatal', message: readFatal(frame) };
+    throw new NetworkStoreFrameError(`unexpected frame type ${type}`);
+  } catch (error) {
+    if (error instanceof NetworkStoreFrameError) throw error;
+    // FrameReader's own checks (truncation, key bounds, trailing bytes) speak for the rendezvous framing.
+    throw new NetworkStoreFrameError((error as Error).message, { cause: error });
+  }
+}
+
 function boundedText(frame: FrameReader, maxBytes: number, what: string): string {
   const length = frame.u32();
-  if (length > maxBytes) throw new Error(`${what} of ${length} bytes exceeds the limit of ${maxBytes}`);
+  if (length > maxBytes)
+    throw new NetworkStoreFrameError(`${what} of ${length} bytes exceeds the limit of ${maxBytes}`);
   try {
     return decoder.decode(frame.raw(length));
   } catch {
-    throw new Error(`${what} is not valid UTF-8`);
+    throw new NetworkStoreFrameError(`${what} is not valid UTF-8`);
   }
 }
