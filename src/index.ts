@@ -68,6 +68,7 @@ export { NcclBackend, type NcclBackendOptions } from './nccl/nccl-backend.ts';
 export {
   type NetworkConnectOptions,
   type NetworkPeer,
+  NetworkStoreFrameError,
   NetworkStoreHandshakeError,
   type NetworkStoreOptions,
   NetworkStoreProtocolError,

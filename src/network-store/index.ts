@@ -1,5 +1,5 @@
 /** The network store's public surface: a TensorStore between processes on different machines. */
 export type { NetworkPeer } from './dial.ts';
-export { NetworkStoreHandshakeError, NetworkStoreProtocolError } from './errors.ts';
+export { NetworkStoreFrameError, NetworkStoreHandshakeError, NetworkStoreProtocolError } from './errors.ts';
 export { NetworkTensorStore } from './network-tensor-store.ts';
 export type { NetworkConnectOptions, NetworkStoreOptions } from './options.ts';
