@@ -36,7 +36,7 @@ import { parseDevice } from '../tensor/dtype.ts';
 import { listenAddress } from './listen-address.ts';
 import { exchangeNodeIds, type NodeMap } from './node-map.ts';
 import { NodeRoutedStore } from './node-routed-store.ts';
-import { watchNodePeers } from './peer-watch.ts';
+import { type PeerWatch, watchNodePeers } from './peer-watch.ts';
 import { buildRankContext, type RankContext } from './rank-context.ts';
 
 export function createProcessJob(jobId: string): string {
@@ -157,7 +157,7 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
   let client: RendezvousClient | undefined;
   let node: NodeDirectory | undefined;
   let store: TensorStore | undefined;
-  let stopWatching = () => {};
+  let watch: PeerWatch | undefined;
   try {
     client = await RendezvousClient.connect({
       host: env.masterAddr,
@@ -173,7 +173,7 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
     if (!env.launched) {
       const peers = nodes.ranksWith(env.rank).filter((r) => r !== env.rank);
       const watched = peers.map((r) => ({ rank: r, pid: nodes.pids[r] }));
-      stopWatching = watchNodePeers(node.dir, watched, job.names);
+      watch = watchNodePeers(node.dir, watched, job.names);
     }
     const near = new FileTensorStore({ dir: node.dir, rank: env.rank, timeoutMs: job.collectiveTimeoutMs });
     store = near;
@@ -201,9 +201,9 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       network.onPeerStatus = (rank, row) => board.accept(rank, row);
     }
     await client.barrier('tensorcomm/start', env.worldSize, { timeoutMs });
-    return await buildContext(env, job, store, client, server, node, timeoutMs, stopWatching);
+    return await buildContext(env, job, store, client, server, node, timeoutMs, watch);
   } catch (error) {
-    stopWatching();
+    watch?.stop();
     store?.close();
     client?.close();
     await server?.close();
@@ -220,7 +220,7 @@ function buildContext(
   server: RendezvousServer | undefined,
   node: NodeDirectory,
   timeoutMs: number,
-  stopWatching: () => void,
+  watch: PeerWatch | undefined,
 ): Promise<RankContext> {
   const identity = {
     rank: env.rank,
@@ -236,13 +236,20 @@ function buildContext(
     config: job.config === undefined ? undefined : checkClusterConfig(job.config),
   };
   return buildRankContext(identity, store, jobOptions, async () => {
+    // A peer of this node already gone will never reach the end: the job is over, nothing to wait for.
+    const gone = watch?.gone();
     // From here on a peer that exits has ended its part, not failed it.
-    stopWatching();
+    watch?.stop();
     // Without a launcher the ranks own the job: a directory goes only once nobody uses it.
-    if (!env.launched) await client.barrier('tensorcomm/end', env.worldSize, { timeoutMs });
-    if (node.owned) removeJobDirectory(node.dir);
-    client.close();
-    await server?.close();
+    try {
+      if (!env.launched && gone === undefined)
+        await client.barrier('tensorcomm/end', env.worldSize, { timeoutMs });
+    } finally {
+      // Also when the end never came (a peer of another node died): the node's files must not outlive it.
+      if (node.owned) removeJobDirectory(node.dir);
+      client.close();
+      await server?.close();
+    }
   });
 }
 

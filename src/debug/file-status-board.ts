@@ -11,15 +11,19 @@
  * row a rank writes is also handed to `share` (the network store sends it to
  * the other nodes' ranks), and the rows that arrive from them are kept with
  * `accept`, so a hang report describes every rank of the job.
+ *
+ * Between writes a rank touches its row's modification time on a timer
+ * (startHeartbeat), so readers can tell a rank that is in a long call from one
+ * that stopped answering (liveness.ts); rows of other nodes carry no such time.
  */
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { HEARTBEAT_MS, type SeenRankStatus } from './liveness.ts';
 import {
   type CallMark,
   type RankSnapshot,
   RankState,
   type RankStateCode,
-  type RankStatus,
   type StatusBoard,
 } from './status-board.ts';
 
@@ -50,6 +54,7 @@ export class FileStatusBoard implements StatusBoard {
   readonly #remote = new Map<number, RowFile>();
   /** Sends this rank's row to the ranks of other nodes, when the job spans nodes. */
   share: ((row: Uint8Array) => void) | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
 
   constructor(
     readonly dir: string,
@@ -86,6 +91,37 @@ export class FileStatusBoard implements StatusBoard {
     this.#check(rank, 'write');
     this.#own.state = state;
     this.#write();
+    // A rank that left says so in its row; from then on nobody asks whether it answers.
+    if (state === RankState.exited) this.stopHeartbeat();
+  }
+
+  /**
+   * Touches this rank's row every HEARTBEAT_MS until `stillOwn` says the row is no
+   * longer this process's to keep alive, or the rank exits. The timer does not keep
+   * the process alive, and runs on the rank's event loop on purpose: a loop that is
+   * stuck does not answer its peers either.
+   */
+  startHeartbeat(stillOwn: () => boolean = () => true): void {
+    this.stopHeartbeat();
+    this.#heartbeat = setInterval(() => {
+      if (!stillOwn()) {
+        this.stopHeartbeat();
+        return;
+      }
+      const now = new Date();
+      try {
+        utimesSync(statusFilePath(this.dir, this.rank), now, now);
+      } catch {
+        // The job directory is gone (the job ended): nothing left to keep alive.
+        this.stopHeartbeat();
+      }
+    }, HEARTBEAT_MS);
+    this.#heartbeat.unref();
+  }
+
+  stopHeartbeat(): void {
+    clearInterval(this.#heartbeat);
+    this.#heartbeat = undefined;
   }
 
   writeSnapshot(rank: number, snapshot: RankSnapshot): void {
@@ -103,13 +139,18 @@ export class FileStatusBoard implements StatusBoard {
     this.share?.(new TextEncoder().encode(text));
   }
 
-  read(rank: number): RankStatus {
-    if (rank === this.rank) return { rank, ...this.#own };
+  /** A row of this node carries `seen`, its file's modification time: the rank's latest heartbeat or write. */
+  read(rank: number): SeenRankStatus {
+    if (rank === this.rank) return { rank, ...this.#own, seen: Date.now() };
     const shared = this.#remote.get(rank);
     if (shared) return { rank, ...shared };
+    const file = statusFilePath(this.dir, rank);
     let row: RowFile;
+    let seen: number;
     try {
-      row = JSON.parse(readFileSync(statusFilePath(this.dir, rank), 'utf8')) as RowFile;
+      // Read the time first: a heartbeat after it only makes the row look older, never a stale row newer.
+      seen = statSync(file).mtimeMs;
+      row = JSON.parse(readFileSync(file, 'utf8')) as RowFile;
     } catch {
       // Not written yet (the rank has not built its context), or mid-creation: nothing known.
       return {
@@ -121,6 +162,6 @@ export class FileStatusBoard implements StatusBoard {
         snapshot: undefined,
       };
     }
-    return { rank, ...row };
+    return { rank, ...row, seen };
   }
 }

@@ -6,6 +6,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatDuration, opName } from './call-record.ts';
+import { silentFor } from './liveness.ts';
 import {
   type CallMark,
   departureNote,
@@ -60,13 +61,19 @@ function rankLine(status: RankStatus, now: number): string[] {
     return [`${head} ${departureNote(status)}; ${last}`];
   }
   const snap = status.snapshot;
+  // A row nobody touched for a while says what the rank did when it stopped answering, not what it does.
+  const silent = silentFor(status, now);
+  const who =
+    silent === undefined
+      ? head
+      : `${head} not responding, last seen ${formatDuration(silent * 1000)} ago (stopped, or its event loop is blocked); as last seen it was`;
   // The snapshot is fresh when written after the rank's latest call started.
   const fresh = snap !== undefined && snap.at >= status.started.at;
-  if (status.pending <= 0) return [`${head} running its own code (in no call); ${last}`];
+  if (status.pending <= 0) return [`${who} running its own code (in no call); ${last}`];
   if (!fresh || snap.pending.length === 0) {
-    return [`${head} in ${markText(status, status.started)} since ${ago(status.started.at, now)}; ${last}`];
+    return [`${who} in ${markText(status, status.started)} since ${ago(status.started.at, now)}; ${last}`];
   }
-  const lines = [`${head} ${status.pending} call(s) pending; ${last}`];
+  const lines = [`${who} ${status.pending} call(s) pending; ${last}`];
   for (const c of snap.pending) {
     const group = snap.groups[c.group]?.name ?? `#${c.group}`;
     const seq = c.seq >= 0 ? ` #${c.seq}` : '';

@@ -242,8 +242,33 @@ export class RankMonitor {
    * once, told why, instead of timing out.
    */
   close(failure?: unknown): void {
+    this.#leave(exitNote(failure));
+  }
+
+  /** Whether the rank has left its main function (close or leave). */
+  get closed(): boolean {
+    return this.#exit !== undefined;
+  }
+
+  /** The calls this rank started and has not finished, as messages name them (`barrier() call #0 on group "world"`). */
+  pendingCalls(): string[] {
+    return [...this.#pending].map((r) => {
+      const seq = r.seq >= 0 ? ` call #${r.seq}` : '';
+      return `${r.call}${seq} on group "${this.#groups[r.groupCode]?.name ?? r.group}"`;
+    });
+  }
+
+  /**
+   * The process is exiting without the rank having left its main function: `note` (`it exited
+   * with code 0 …`) is what peers waiting for it are told, at once.
+   */
+  leave(note: string): void {
+    this.#leave(note);
+  }
+
+  #leave(note: string): void {
     if (this.#exit !== undefined) return;
-    this.#exit = exitNote(failure);
+    this.#exit = note;
     this.publish();
     this.board.setState(this.rank, RankState.exited);
     if (this.options.trace && this.#trace) {

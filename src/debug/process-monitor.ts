@@ -7,9 +7,13 @@
  * pass `trace` to the ranks as TENSORCOMM_TRACE (a .json file, so every rank
  * writes its part beside the same path); after every rank exited, call
  * `mergeTraceParts(trace, worldSize)`.
+ *
+ * While the rank runs, its row has a heartbeat (liveness.ts); a process that
+ * exits before the rank left its main function records how (early-exit.ts).
  */
+import { describeEarlyExit, recordEarlyExit } from './early-exit.ts';
 import { FileStatusBoard } from './file-status-board.ts';
-import { RankMonitor, setRankMonitor } from './monitor.ts';
+import { RankMonitor, rankMonitor, setRankMonitor } from './monitor.ts';
 import { type DebugOptions, resolveDebugOptions } from './options.ts';
 
 /**
@@ -38,5 +42,14 @@ export function installProcessMonitor(
     names,
   );
   setRankMonitor(monitor);
+  // Once another monitor replaced this one (a test's), its rank is no longer this process's to speak for.
+  const current = () => rankMonitor() === monitor && !monitor.closed;
+  board.startHeartbeat(current);
+  process.once('exit', (code) => {
+    if (!current()) return;
+    const exit = { code, calls: monitor.pendingCalls() };
+    recordEarlyExit(jobDir, rank, exit);
+    monitor.leave(`it ${describeEarlyExit(exit)}`);
+  });
   return monitor;
 }

@@ -10,6 +10,7 @@
  * files are removed once its ranks have exited.
  */
 import { randomUUID } from 'node:crypto';
+import { readEarlyExit } from '../debug/early-exit.ts';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
 import { readTraceParts, type TraceShare, writeTrace } from '../debug/trace.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
@@ -223,6 +224,7 @@ export async function launchProcesses<R = unknown>(
       sink,
       graceMs,
       abortRanks: (message, failedRank) => setup.abortProcessJob(dir, message, failedRank),
+      earlyExit: (rank) => readEarlyExit(dir, rank),
       onOwnAbort: (reason, causes) =>
         void nodes.record({
           node: nodeRank,

@@ -3,10 +3,13 @@
  * environment, their output prefixed with their global rank, their results
  * and failures collected. The first failure aborts the node's job (every
  * waiting rank is told who failed) and, after the grace period, stops the
- * ranks still running (SIGTERM, then SIGKILL).
+ * ranks still running (SIGTERM, then SIGKILL). A rank that exits with
+ * code 0 fails too when it left its context open (early-exit.ts): its peers
+ * may be waiting in a call with it, and would otherwise wait their timeout.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { describeEarlyExit, type EarlyExit } from '../debug/early-exit.ts';
 import { failRunning, jobTimeoutMessage, type RankFailure } from './job-options.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { unpackTensors } from './tensor-transfer.ts';
@@ -33,10 +36,17 @@ export interface RankProcessesOptions {
   abortRanks(message: string, failedRank: number | undefined): void;
   /** Told once, when a failure of this node's own aborts it, with the failures that did. */
   onOwnAbort(message: string, causes: readonly RankFailure[]): void;
+  /** What the rank recorded when it exited with its context open, if it did (readEarlyExit). */
+  earlyExit(rank: number): EarlyExit | undefined;
 }
 
-function exitDescription(code: number | null, signal: NodeJS.Signals | null): string {
-  return signal ? `was killed by ${signal}` : `exited with code ${code}`;
+function exitDescription(
+  code: number | null,
+  signal: NodeJS.Signals | null,
+  early: EarlyExit | undefined,
+): string {
+  if (signal) return `was killed by ${signal}`;
+  return early ? describeEarlyExit(early) : `exited with code ${code}`;
 }
 
 function running(child: ChildProcess): boolean {
@@ -149,10 +159,15 @@ export class RankProcesses {
       });
       child.on('close', () => resolveClose());
       child.on('exit', (code, signal) => {
-        if (!this.settled[rank] || (code !== 0 && !this.failures.some((f) => f.rank === rank))) {
+        const early = signal ? undefined : this.o.earlyExit(rank);
+        const failed = code !== 0 || signal !== null || early !== undefined;
+        if (!this.settled[rank] || (failed && !this.failures.some((f) => f.rank === rank))) {
           this.settled[rank] = true;
-          if (code !== 0 || signal)
-            this.fail(rank, new Error(`rank ${rank} (${names[rank]}) ${exitDescription(code, signal)}`));
+          if (failed)
+            this.fail(
+              rank,
+              new Error(`rank ${rank} (${names[rank]}) ${exitDescription(code, signal, early)}`),
+            );
         }
       });
     });

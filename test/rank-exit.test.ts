@@ -1,0 +1,200 @@
+/**
+ * Prompt failure detection for process ranks: a rank that exits with code 0
+ * in the middle of the job fails its peer within a second or two, under the
+ * launcher and without one (the collective timeout is two minutes, so only
+ * detection passes these tests), and a stopped rank shows in the hang report
+ * as not responding, with the time since it was last seen.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, utimesSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { FileStatusBoard, statusFilePath } from '../src/debug/file-status-board.ts';
+import { describeRanks } from '../src/debug/hang-report.ts';
+import { RankMonitor } from '../src/debug/monitor.ts';
+import { resolveDebugOptions } from '../src/debug/options.ts';
+import { defaultStoreRoot, JobFailedError, launchProcesses } from '../src/index.ts';
+import { freePort } from './fixtures/free-port.ts';
+import type { scenarios } from './fixtures/rank-exit.ts';
+import type { Outcome } from './fixtures/scenarios.ts';
+import '../src/thread-group/ops.ts';
+
+const root = new URL('..', import.meta.url).pathname;
+const fixture = 'test/fixtures/rank-exit.ts';
+/** Far above any detection time, far below the two-minute collective timeout. */
+const DETECTED_WITHIN_MS = 10_000;
+
+function outcomeIn(text: string): Outcome {
+  const match = /outcome=(\{.*\})/.exec(text);
+  if (!match) throw new Error(`no outcome line in:\n${text}`);
+  return JSON.parse(match[1]) as Outcome;
+}
+
+function pidsIn(text: string): number[] {
+  return [...text.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
+}
+
+/** Ends what a test left running, stopped processes included (SIGKILL needs no SIGCONT, but a resumed one exits cleaner). */
+function endAll(pids: readonly number[]): void {
+  for (const pid of pids) {
+    for (const signal of ['SIGCONT', 'SIGKILL'] as const) {
+      try {
+        process.kill(pid, signal);
+      } catch {}
+    }
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Job directories the processes `pids` made (a job directory is named after its maker). */
+function jobDirectoriesOf(pids: readonly number[]): string[] {
+  return readdirSync(defaultStoreRoot()).filter((name) =>
+    pids.some((pid) => name.startsWith(`tensorcomm-job-${pid}-`)),
+  );
+}
+
+const scenario = (name: keyof typeof scenarios) => name;
+
+describe('a process rank that exits with code 0 mid-job', { timeout: 90_000 }, () => {
+  it('fails its peer within seconds under tensorcomm run, which exits 1 naming it', async () => {
+    const started = performance.now();
+    const failed = (await promisify(execFile)(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'src/cli/tensorcomm.ts',
+        'run',
+        '--nproc',
+        '2',
+        '--collective-timeout',
+        '120',
+        fixture,
+        scenario('exitZero'),
+      ],
+      { cwd: root, timeout: 60_000 },
+    ).catch((e: unknown) => e)) as { code: number; stdout: string; stderr: string };
+    const elapsed = performance.now() - started;
+    expect(failed.code, failed.stderr).toBe(1);
+    expect(failed.stderr).toMatch(/tensorcomm run: \d rank\(s\) failed: 1/);
+    expect(failed.stderr).toMatch(
+      /rank 1 \(rank-1\) exited with code 0 before its main finished \(its context was still open.*, in recv\(/,
+    );
+    const seen = outcomeIn(failed.stdout);
+    expect(seen.ok).toBe(false);
+    if (seen.ok) return;
+    expect(seen.message).toMatch(/rank 1\b.*exited with code 0 before its main finished/);
+    expect(seen.ms).toBeLessThan(DETECTED_WITHIN_MS);
+    console.log(
+      `under the launcher: rank 0 failed ${seen.ms.toFixed(0)} ms into its allReduce (rank 1 left at ~300 ms); job ${elapsed.toFixed(0)} ms`,
+    );
+    for (const pid of pidsIn(failed.stdout)) expect(alive(pid), `process ${pid}`).toBe(false);
+  });
+
+  it('fails its peer within seconds when an engine started the ranks, and leaves no job directory', async () => {
+    const port = await freePort();
+    const pids: number[] = [];
+    try {
+      const ranks = [0, 1].map((rank) => {
+        const child = spawn(process.execPath, ['--import', 'tsx', fixture, scenario('exitZero')], {
+          cwd: root,
+          env: {
+            ...process.env,
+            RANK: `${rank}`,
+            WORLD_SIZE: '2',
+            MASTER_ADDR: '127.0.0.1',
+            MASTER_PORT: `${port}`,
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        if (child.pid !== undefined) pids.push(child.pid);
+        let output = '';
+        child.stdout.on('data', (chunk) => {
+          output += chunk;
+        });
+        child.stderr.on('data', (chunk) => {
+          output += chunk;
+        });
+        return new Promise<{ code: number | null; output: string }>((resolve) =>
+          child.on('close', (code) => resolve({ code, output })),
+        );
+      });
+      const [first, leaver] = await Promise.all(ranks);
+      expect(leaver.code).toBe(0);
+      // Rank 0 caught its failure and closed its context: it ends cleanly, without waiting for rank 1 at the end.
+      expect(first.code, first.output).toBe(0);
+      const seen = outcomeIn(first.output);
+      expect(seen.ok).toBe(false);
+      if (seen.ok) return;
+      expect(seen.message).toMatch(/rank 1\b.*exited with code 0 before its main finished/);
+      expect(seen.ms).toBeLessThan(DETECTED_WITHIN_MS);
+      console.log(
+        `without a launcher: rank 0 failed ${seen.ms.toFixed(0)} ms into its allReduce (rank 1 left at ~300 ms)`,
+      );
+      expect(jobDirectoriesOf(pids)).toEqual([]);
+    } finally {
+      endAll(pids);
+    }
+  });
+});
+
+describe('a stopped process rank', { timeout: 90_000 }, () => {
+  it('shows in the hang report as not responding, with the time since it was last seen', async () => {
+    const output: string[] = [];
+    // Rank 0's timeout writes a hang report: into a directory this test removes.
+    const reports = mkdtempSync(join(tmpdir(), 'tensorcomm-rank-exit-'));
+    try {
+      const error = await launchProcesses(new URL(`../${fixture}`, import.meta.url), {
+        nproc: 2,
+        args: { scenario: scenario('stopped') },
+        collectiveTimeoutMs: 6_000,
+        graceMs: 1_000,
+        env: { TENSORCOMM_HANG_REPORT_DIR: reports },
+        output: (_rank, line) => output.push(line),
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(JobFailedError);
+      const { failures } = error as JobFailedError;
+      expect(failures[0].rank).toBe(0);
+      const report = failures[0].error.message;
+      expect(report).toMatch(
+        /rank 1: not responding, last seen \d+(\.\d+)? s ago \(stopped, or its event loop is blocked\)/,
+      );
+      // What it was doing when it stopped answering is still shown, as last seen.
+      expect(report).toMatch(/rank 1: not responding.*as last seen it was .*pending/);
+      // The launcher's SIGKILL ended the stopped rank.
+      for (const pid of pidsIn(output.join('\n'))) expect(alive(pid), `process ${pid}`).toBe(false);
+      expect(readdirSync(reports)).toHaveLength(1);
+    } finally {
+      endAll(pidsIn(output.join('\n')));
+      rmSync(reports, { recursive: true, force: true });
+    }
+  });
+
+  it('a file row untouched for longer than a few heartbeats reads as not responding; a fresh one does not', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-liveness-'));
+    try {
+      const options = resolveDebugOptions({}, {});
+      const peer = new RankMonitor(1, new FileStatusBoard(dir, 2, 1), options);
+      peer.registerGroup('w', 'world');
+      const board = new FileStatusBoard(dir, 2, 0);
+      new RankMonitor(0, board, options);
+      expect(describeRanks(board)).not.toContain('not responding');
+      const tenSecondsAgo = new Date(Date.now() - 10_000);
+      utimesSync(statusFilePath(dir, 1), tenSecondsAgo, tenSecondsAgo);
+      expect(describeRanks(board)).toMatch(/rank 1: not responding, last seen 10\.\d\d s ago/);
+      expect(describeRanks(board)).not.toMatch(/rank 0: not responding/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
