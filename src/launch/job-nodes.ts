@@ -14,6 +14,7 @@ import { RendezvousError, RendezvousTimeoutError } from '../rendezvous/errors.ts
 import { RendezvousServer } from '../rendezvous/server.ts';
 import { CommTimeoutError } from '../runtime/errors.ts';
 import type { Device } from '../tensor/dtype.ts';
+import { launchSecret } from './process-env.ts';
 
 /** Why the job stops, as recorded in the rendezvous for every launcher. */
 export interface NodeFailure {
@@ -92,6 +93,7 @@ export class JobNodes {
     private readonly server: RendezvousServer | undefined,
     /** Node 0's rendezvous, where this node's launcher publishes or reads the job. */
     readonly client: RendezvousClient,
+    private readonly secret: string | undefined,
   ) {
     this.stopped = new Promise<never>((_, reject) => {
       this.stop = reject;
@@ -105,10 +107,16 @@ export class JobNodes {
    */
   static async join(o: JobNodesOptions): Promise<JobNodes> {
     const deadline = performance.now() + o.joinTimeoutMs;
+    const secret = launchSecret(o.nnodes);
     const server =
-      o.nodeRank === 0 ? await RendezvousServer.start({ host: o.host, port: o.port }) : undefined;
+      o.nodeRank === 0 ? await RendezvousServer.start({ host: o.host, port: o.port, secret }) : undefined;
     const port = server?.port ?? o.port;
-    const connecting = RendezvousClient.connect({ host: o.host, port, timeoutMs: o.joinTimeoutMs });
+    const connecting = RendezvousClient.connect({
+      host: o.host,
+      port,
+      secret,
+      timeoutMs: o.joinTimeoutMs,
+    });
     let client: RendezvousClient;
     try {
       client = await untilAborted(connecting, o.signal);
@@ -123,7 +131,7 @@ export class JobNodes {
         `node rank 0, which serves it, never joined the rendezvous at ${o.host}:${port} within ${seconds(o.joinTimeoutMs)} (${error.message})`,
       );
     }
-    const nodes = new JobNodes(o, server, client);
+    const nodes = new JobNodes(o, server, client, secret);
     try {
       await untilAborted(nodes.meet(deadline), o.signal);
       return nodes;
@@ -133,9 +141,9 @@ export class JobNodes {
     }
   }
 
-  /** Where the ranks find the rendezvous (MASTER_ADDR, MASTER_PORT). */
-  get master(): { host: string; port: number } {
-    return { host: this.client.host, port: this.client.port };
+  /** Where the ranks find the rendezvous (MASTER_ADDR, MASTER_PORT), and the secret they prove there. */
+  get master(): { host: string; port: number; secret?: string } {
+    return { host: this.client.host, port: this.client.port, secret: this.secret };
   }
 
   /** Rejects, naming the node, when another node fails first. */

@@ -56,6 +56,19 @@ export interface ProcessJobInfo {
   debug?: ResolvedDebugOptions;
 }
 
+/**
+ * The rendezvous secret of a job a tensorcomm launcher serves: the user's
+ * TENSORCOMM_RENDEZVOUS_SECRET, else, for a job of one node, a fresh random
+ * one, so that even on loopback another local user can neither join the
+ * job's rendezvous nor flood it. The launcher hands it to its ranks in their
+ * environment (processEnvFor), which only the same user can read. Launchers
+ * of several nodes cannot share a secret one of them makes up: those need
+ * the user's (required off loopback anyway).
+ */
+export function launchSecret(nnodes: number): string | undefined {
+  return rendezvousSecretFromEnv() ?? (nnodes === 1 ? generateRendezvousSecret() : undefined);
+}
+
 /** What whoever serves the rendezvous puts in the job description for the network store (ProcessJobInfo.secret). */
 export function jobSecret(): string | undefined {
   return rendezvousSecretFromEnv() === undefined ? generateRendezvousSecret() : undefined;
@@ -185,7 +198,8 @@ export interface LaunchedRank {
   localRank: number;
   localWorldSize: number;
   nodeRank: number;
-  master: { host: string; port: number };
+  /** Where the rendezvous is, and the secret it asks for (launchSecret), if any. */
+  master: { host: string; port: number; secret?: string };
   storeDir: string;
   nodeId: string;
 }
@@ -203,5 +217,6 @@ export function processEnvFor(r: LaunchedRank): Record<string, string> {
     [LAUNCHER_ENV]: '1',
     [STORE_DIR_ENV]: r.storeDir,
     [NODE_ID_ENV]: r.nodeId,
+    ...(r.master.secret === undefined ? {} : { [SECRET_ENV]: r.master.secret }),
   };
 }
