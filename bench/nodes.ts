@@ -10,9 +10,9 @@
  * Goals (issue "Many nodes"): allReduce busbw at 64 MiB at least 1.5x gloo's,
  * 4 B allReduce latency at most gloo's.
  */
-import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { runCollecting } from '../test/fixtures/child-run.ts';
+import { freePort } from '../test/fixtures/free-port.ts';
 import { ANCHORS_DIR, type Anchor, type Figures, gloo, mpi } from './anchors.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';
 import { type Column, fixed, formatTable } from './table.ts';
@@ -39,22 +39,12 @@ export interface NodesReport {
   skipped: string[];
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
-
 /** Runs the rank script on `nodes` x `perNode` processes and returns rank 0's figures. */
 async function tensorcommFigures(nodes: number, perNode: number, quick: boolean): Promise<Figures> {
   const port = String(await freePort());
   const worldSize = nodes * perNode;
   const runs = Array.from({ length: worldSize }, (_, rank) => {
-    const child = spawn(
+    const run = runCollecting(
       process.execPath,
       ['--import', 'tsx', 'bench/nodes-rank.ts', ...(quick ? ['--quick'] : [])],
       {
@@ -69,20 +59,10 @@ async function tensorcommFigures(nodes: number, perNode: number, quick: boolean)
           MASTER_PORT: port,
           TENSORCOMM_NODE_ID: `bench-node-${Math.floor(rank / perNode)}`,
         },
-        stdio: ['ignore', 'pipe', 'pipe'],
       },
     );
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      out += chunk;
-    });
-    return new Promise<string>((resolve, reject) =>
-      child.on('close', (code) =>
-        code === 0 ? resolve(out) : reject(new Error(`rank ${rank} exited with ${code}: ${out.trim()}`)),
-      ),
+    return run.then(({ code, out }) =>
+      code === 0 ? out : Promise.reject(new Error(`rank ${rank} exited with ${code}: ${out.trim()}`)),
     );
   });
   const outputs = await Promise.all(runs);

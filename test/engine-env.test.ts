@@ -3,12 +3,12 @@
  * mpirun and Slurm's srun, read as each sets it, and processes started by
  * hand with each engine's variables joining one job.
  */
-import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { defaultStoreRoot } from '../src/index.ts';
 import { readProcessEnv } from '../src/launch/process-env.ts';
 import { expandSlurmHosts } from '../src/launch/slurm-hosts.ts';
+import { type ChildRun, cleanEnv, runCollecting } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
 
 const HOST = 'this-host';
@@ -171,35 +171,16 @@ function storeEntries(pids: readonly number[]): string[] {
   });
 }
 
-type Ended = { code: number | null; signal: NodeJS.Signals | null; out: string; pid: number };
-
 /** Starts one process per environment, as the engine would, and waits for all of them. */
-function startRanks(envs: Record<string, string>[]): Promise<Ended[]> {
+function startRanks(envs: Record<string, string>[]): Promise<ChildRun[]> {
   return Promise.all(
-    envs.map((vars) => {
+    envs.map((vars) =>
       // Only the engine's own variables: none of the test runner's RANK/WORLD_SIZE may leak in.
-      const clean = Object.fromEntries(
-        Object.entries(process.env).filter(
-          ([k]) => !/^(RANK|WORLD_SIZE|LOCAL_|MASTER_|OMPI_|SLURM_|TENSORCOMM_)/.test(k),
-        ),
-      );
-      const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/engine-env.ts'], {
+      runCollecting(process.execPath, ['--import', 'tsx', 'test/fixtures/engine-env.ts'], {
         cwd: new URL('..', import.meta.url).pathname,
-        env: { ...clean, ...vars },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      child.stdout.on('data', (chunk) => {
-        out += chunk;
-      });
-      child.stderr.on('data', (chunk) => {
-        out += chunk;
-      });
-      const pid = child.pid ?? -1;
-      return new Promise<Ended>((resolve) =>
-        child.on('close', (code, signal) => resolve({ code, signal, out, pid })),
-      );
-    }),
+        env: { ...cleanEnv(), ...vars },
+      }),
+    ),
   );
 }
 

@@ -10,6 +10,7 @@ import { readdirSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { runCommand } from '../src/cli/run-command.ts';
 import { cleanupStaleJobDirectories, defaultStoreRoot } from '../src/index.ts';
+import { alive } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
 import type { Behaviour, EnvLine } from './fixtures/launch-nodes.ts';
 
@@ -78,15 +79,6 @@ async function until(condition: () => boolean, what: string, ms = 30_000): Promi
   while (!condition()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
 

@@ -4,13 +4,14 @@
  * only meet through the network store (TCP on loopback). Every layer is
  * checked for exact results across nodes by test/fixtures/many-nodes.ts.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { cleanEnv, runCollecting } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
-import { canMakeNodes, cleanEnv, exitCodes, runOnNode } from './fixtures/node-namespace.ts';
+import { canMakeNodes, exitCodes, runOnNode } from './fixtures/node-namespace.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const RANK_SCRIPT = ['node', '--import', 'tsx', 'test/fixtures/many-nodes.ts'];
@@ -142,7 +143,7 @@ describe.skipIf(!hasMpirun)('ranks started by mpirun', { timeout: 120_000 }, () 
   it('two "nodes" of two ranks (TENSORCOMM_NODE_ID from OMPI_COMM_WORLD_RANK) run every layer', async () => {
     const port = String(await freePort());
     const rankCommand = `TENSORCOMM_NODE_ID=mpi-node-$((OMPI_COMM_WORLD_RANK / 2)) exec ${RANK_SCRIPT.join(' ')}`;
-    const child = spawn(
+    const { code, out } = await runCollecting(
       'mpirun',
       [
         '--allow-run-as-root',
@@ -155,16 +156,8 @@ describe.skipIf(!hasMpirun)('ranks started by mpirun', { timeout: 120_000 }, () 
         '-c',
         rankCommand,
       ],
-      { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+      { cwd: ROOT, env: cleanEnv() },
     );
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      out += chunk;
-    });
-    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     expect(code, out).toBe(0);
     expectEveryLayer(out, [0, 1, 2, 3], 4);
   });

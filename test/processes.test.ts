@@ -3,6 +3,7 @@ import { readdirSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { defaultStoreRoot, JobFailedError, launchProcesses, RankFailedError } from '../src/index.ts';
+import { alive } from './fixtures/child-run.ts';
 import { conformanceSuite } from './fixtures/conformance-suite.ts';
 import { freePort } from './fixtures/free-port.ts';
 
@@ -27,15 +28,6 @@ function storeEntries(pids: readonly number[]): string[] {
     const job = /^tensorcomm-job-(\d+)-/.exec(name);
     return name.startsWith('tensorcomm') && (job === null || pids.includes(Number(job[1])));
   });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('launchProcesses', { timeout: 120_000 }, () => {
