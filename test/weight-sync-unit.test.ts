@@ -81,7 +81,7 @@ describe('bucket header', () => {
     expect(corrupt((v) => void v.setUint8(ENTRY0 + 1, 200))).toMatch(/has 200 dims \(limit 8\)/);
     // dims at ENTRY0+2 (one u32), then offset, chunk start, chunk bytes.
     expect(corrupt((v) => void v.setUint32(ENTRY0 + 2, 0xffffffff, true))).toMatch(
-      /needs \d+ bytes \(limit 4294967296\)/,
+      /needs \d+ bytes \(limit 4294967296, maxTensorBytes\)/,
     );
     expect(corrupt((v) => void v.setUint32(ENTRY0 + 6, 4, true))).toMatch(/offset 4 is not a multiple of 16/);
     expect(corrupt((v) => void v.setUint32(ENTRY0 + 10, 1, true))).toMatch(
@@ -230,6 +230,7 @@ const stubSender = (group: ThreadGroup, lend: boolean) =>
     timeoutMs: 5000,
     tags: tagsFrom(0),
     lend,
+    maxTensorBytes: HEADER_LIMITS.maxTensorBytes,
   });
 
 describe('bucket sender', () => {

@@ -196,9 +196,14 @@ function fail(message: string): never {
 
 /**
  * Parses and checks a header. `maxPayloadBytes` is the receiver's bucket size:
- * a payload larger than the buffer it must land in is refused here.
+ * a payload larger than the buffer it must land in is refused here; so is a
+ * tensor over `maxTensorBytes` (what the receiver would allocate for it).
  */
-export function decodeBucketHeader(bytes: unknown, maxPayloadBytes: number): BucketHeader {
+export function decodeBucketHeader(
+  bytes: unknown,
+  maxPayloadBytes: number,
+  maxTensorBytes: number = HEADER_LIMITS.maxTensorBytes,
+): BucketHeader {
   if (!(bytes instanceof Uint8Array)) fail(`expected bytes, got ${typeof bytes}`);
   if (bytes.byteLength < FIXED_HEADER_BYTES) {
     fail(`${bytes.byteLength} bytes, shorter than the ${FIXED_HEADER_BYTES}-byte fixed part`);
@@ -231,7 +236,7 @@ export function decodeBucketHeader(bytes: unknown, maxPayloadBytes: number): Buc
   const entries: BucketEntry[] = [];
   let end = 0;
   for (let i = 0; i < count; i++) {
-    const entry = readEntry(reader, i);
+    const entry = readEntry(reader, i, maxTensorBytes);
     if (entry.offset < end)
       fail(
         `entry ${i} ('${entry.name}') at offset ${entry.offset} overlaps the previous chunk ending at ${end}`,
@@ -247,7 +252,7 @@ export function decodeBucketHeader(bytes: unknown, maxPayloadBytes: number): Buc
   return { index, last: (flags & FLAG_LAST) !== 0, payloadBytes, digest, views, entries };
 }
 
-function readEntry(reader: Reader, i: number): BucketEntry {
+function readEntry(reader: Reader, i: number, maxTensorBytes: number): BucketEntry {
   const nameBytes = reader.u16(i, 'name length');
   if (nameBytes > HEADER_LIMITS.maxNameBytes)
     fail(`entry ${i} name of ${nameBytes} bytes exceeds ${HEADER_LIMITS.maxNameBytes}`);
@@ -268,9 +273,9 @@ function readEntry(reader: Reader, i: number): BucketEntry {
   const chunkStart = reader.u32(i, 'chunk start');
   const chunkBytes = reader.u32(i, 'chunk bytes');
   const total = tensorBytes(dtype, shape);
-  if (total > HEADER_LIMITS.maxTensorBytes)
+  if (total > maxTensorBytes)
     fail(
-      `${describeEntry(i, name, dtype, shape)} needs ${total} bytes (limit ${HEADER_LIMITS.maxTensorBytes})`,
+      `${describeEntry(i, name, dtype, shape)} needs ${total} bytes (limit ${maxTensorBytes}, maxTensorBytes)`,
     );
   if (offset % PAYLOAD_ALIGN !== 0)
     fail(`${describeEntry(i, name, dtype, shape)} offset ${offset} is not a multiple of ${PAYLOAD_ALIGN}`);

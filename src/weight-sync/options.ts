@@ -2,7 +2,7 @@
 
 import { describeValue } from '../tensor/validate.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
-import { PAYLOAD_ALIGN } from './header.ts';
+import { HEADER_LIMITS, PAYLOAD_ALIGN } from './header.ts';
 import { DEFAULT_TAG, type Tags, tagsFrom } from './protocol.ts';
 
 export interface WeightSyncOptions {
@@ -25,6 +25,12 @@ export interface WeightSyncOptions {
   lend?: boolean;
   /** First of the four p2p tags the engine reserves on the group (default 0x77530000); give engines sharing a group different tags. */
   tag?: number;
+  /**
+   * Receivers: the largest tensor a bucket header may declare (default 4 GiB, what one Tensor holds). A
+   * tensor split over buckets is allocated whole when its first piece arrives, so a larger declaration
+   * is refused (WeightSyncHeaderError) before anything is allocated for it.
+   */
+  maxTensorBytes?: number;
 }
 
 export interface WeightSyncConfig {
@@ -36,6 +42,7 @@ export interface WeightSyncConfig {
   tags: Tags;
   /** Senders lend their tensors as views (the option, where the group can). */
   lend: boolean;
+  maxTensorBytes: number;
 }
 
 export const MAX_BUCKET_BYTES = 2 ** 31;
@@ -96,6 +103,16 @@ export function resolveOptions(group: unknown, options: unknown): WeightSyncConf
   }
   if (o.lend !== undefined && typeof o.lend !== 'boolean')
     throw new TypeError(`${WHERE}: lend must be a boolean, got ${describeValue(o.lend)}`);
+  const maxTensorBytes = o.maxTensorBytes ?? HEADER_LIMITS.maxTensorBytes;
+  if (
+    !Number.isSafeInteger(maxTensorBytes) ||
+    maxTensorBytes < 0 ||
+    maxTensorBytes > HEADER_LIMITS.maxTensorBytes
+  ) {
+    throw new RangeError(
+      `${WHERE}: maxTensorBytes must be an integer in 0..${HEADER_LIMITS.maxTensorBytes}, got ${String(o.maxTensorBytes)}`,
+    );
+  }
   const tag = o.tag ?? DEFAULT_TAG;
   if (!Number.isSafeInteger(tag) || tag < 0)
     throw new RangeError(`${WHERE}: tag must be a non-negative integer, got ${String(tag)}`);
@@ -112,5 +129,6 @@ export function resolveOptions(group: unknown, options: unknown): WeightSyncConf
     timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     tags: tagsFrom(tag),
     lend: (o.lend ?? true) && group.lendsViews,
+    maxTensorBytes,
   };
 }

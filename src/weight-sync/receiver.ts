@@ -259,7 +259,7 @@ class ReceiveSession {
 
   #decodeHeader(raw: unknown, what: string): BucketHeader {
     try {
-      return decodeBucketHeader(raw, this.#config.bucketBytes);
+      return decodeBucketHeader(raw, this.#config.bucketBytes, this.#config.maxTensorBytes);
     } catch (error) {
       throw new WeightSyncHeaderError(`${this.#where}: ${what}: ${messageOf(error)}`);
     }
