@@ -11,6 +11,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultStoreRoot } from '../src/index.ts';
 import { canMakeNamespaces, runWithSmallShm, tensorcommRun } from './fixtures/shm-space-namespace.ts';
 
 const cwd = new URL('..', import.meta.url).pathname;
@@ -22,6 +23,21 @@ const report = ['echo "exit $?"', 'echo "left in /dev/shm: [$(ls -A /dev/shm)]"'
 const exitOf = (out: string) => /^exit (\d+)$/m.exec(out)?.[1];
 const results = (out: string) =>
   [...out.matchAll(/^\[rank (\d)\] result (.*)$/gm)].map((m) => JSON.parse(m[2]));
+
+describe('TENSORCOMM_SHM_DIR', () => {
+  it('must name a directory: otherwise job creation fails naming the variable and its value', () => {
+    const before = process.env.TENSORCOMM_SHM_DIR;
+    process.env.TENSORCOMM_SHM_DIR = join(tmpdir(), 'tensorcomm-no-such-dir');
+    try {
+      expect(() => defaultStoreRoot()).toThrow(
+        /^TENSORCOMM_SHM_DIR=.*tensorcomm-no-such-dir is not a directory; create it or unset TENSORCOMM_SHM_DIR$/,
+      );
+    } finally {
+      if (before === undefined) delete process.env.TENSORCOMM_SHM_DIR;
+      else process.env.TENSORCOMM_SHM_DIR = before;
+    }
+  });
+});
 
 if (!canMakeNamespaces) {
   console.warn(

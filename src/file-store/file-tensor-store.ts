@@ -535,6 +535,8 @@ export class FileTensorStore implements TensorStore {
     try {
       writeFileSync(temp, content, { mode: 0o600 });
       linkSync(temp, marker);
+    } catch (failure) {
+      throw asSpaceError(failure, this.dir, content.length, `writing the error marker ${marker}`);
     } finally {
       removeQuietly(temp);
     }
