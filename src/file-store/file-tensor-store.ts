@@ -252,8 +252,10 @@ export class FileTensorStore implements TensorStore {
     try {
       const fd = openSync(temp, 'wx', 0o600);
       try {
-        // Reserved first, so a full file system is reported with the room it had, before any write.
-        reserveFileSpace(fd, 0, fileBytes, this.dir, where());
+        // A value file is mapped only once fully written, so a write that finds no room is an error, not a
+        // fault. A large one is reserved first all the same: the error then tells the room there was, and
+        // no half-written file fills the directory meanwhile. Small ones skip the call on the hot path.
+        if (fileBytes > SMALL_FILE_BYTES) reserveFileSpace(fd, 0, fileBytes, this.dir, where());
         writeAll(fd, pieces);
       } finally {
         closeSync(fd);
