@@ -106,21 +106,24 @@ describe('rendezvous server limits', () => {
       p.socket.write(requestHead(Op.compareSet, declared));
       p.socket.write(body);
     }
-    // One dribbles a small set, a byte every 100 ms.
+    // One dribbles a small set, a byte every 100 ms: small frames pass the large ones waiting for the budget,
+    // so its frame's time runs, and it is closed for it.
     dribbler.socket.write(requestHead(Op.set, 200));
     const drip = setInterval(() => dribbler.socket.write(Buffer.of(0)), 100);
     try {
       let peak = 0;
       let peakBuffered = 0;
-      for (let i = 0; i < 12; i++) {
+      // Sampled before the first frame times out (1.5 s), so no dropped frame's garbage is counted.
+      for (let i = 0; i < 4; i++) {
         await sleep(250);
         const r = await server.report();
         peak = Math.max(peak, r.rss - base);
         peakBuffered = Math.max(peakBuffered, r.bufferedBytes);
       }
-      // Without a frame budget the ten partial frames alone hold 150 MiB; with it at most two arrive at once.
+      // Without a frame budget the ten partial frames alone hold 150 MiB (measured: +182 MiB); with it at
+      // most two arrive at once (measured: +31 MiB).
       expect(peakBuffered).toBeLessThanOrEqual(34 * MiB);
-      expect(peak).toBeLessThan(90 * MiB);
+      expect(peak).toBeLessThan(80 * MiB);
 
       expect(await within(idle.closed, 5000)).toBe(true);
       expect(idle.fatal()).toMatch(/idle for 1000 ms \(idleTimeoutMs\) with no call pending/);
@@ -175,8 +178,8 @@ describe('rendezvous server limits', () => {
     const stored = server.storedBytes;
     const keys = Array.from({ length: 1000 }, (_, i) => `a-long-key-name-for-the-cap-${i}`);
     // Each wait holds about 37 KB of keys while parked: the first fits, the second would pass the cap.
-    const parked = a.wait(keys, { timeoutMs: 60_000 }).catch((e: Error) => e);
-    const refused = await a.wait(keys, { timeoutMs: 60_000 }).catch((e: Error) => e);
+    const parked = a.wait(keys, { timeoutMs: 10_000 }).catch((e: Error) => e);
+    const refused = await a.wait(keys, { timeoutMs: 10_000 }).catch((e: Error) => e);
     expect(refused).toBeInstanceOf(RendezvousError);
     expect((refused as Error).message).toMatch(
       /wait for 1000 key\(s\) refused: .*over its cap of 49152 bytes \(maxStoredBytes\)/,

@@ -2,11 +2,15 @@
  * The rendezvous server's budget for frames still arriving, shared by all
  * its connections: a frame reserves its declared length before its body is
  * buffered, so however many peers send large frames at once, the server holds
- * at most the budget. A frame that does not fit waits its turn, first come
- * first served (so small frames cannot starve a large one), while its
- * connection goes unread; the frame timeout bounds how long any holder keeps
- * its share.
+ * at most the budget. A frame that does not fit waits its turn while its
+ * connection goes unread: large frames first come first served (so a stream
+ * of smaller ones cannot starve a large one), small ones past them whenever
+ * they fit (so a heartbeat does not wait behind a flood of large frames).
+ * The frame timeout bounds how long any holder keeps its share.
  */
+/** Frames up to this size may pass large ones waiting for the budget. */
+export const SMALL_FRAME_BYTES = 64 * 1024;
+
 interface Waiter {
   bytes: number;
   grant(): void;
@@ -25,7 +29,7 @@ export class FrameBudget {
 
   /** True when `bytes` are reserved at once; otherwise `grant` is called once they are, unless cancelled first. */
   reserve(bytes: number, grant: () => void): boolean {
-    if (this.queue.length === 0 && this.used + bytes <= this.capacity) {
+    if ((this.queue.length === 0 || bytes <= SMALL_FRAME_BYTES) && this.used + bytes <= this.capacity) {
       this.used += bytes;
       return true;
     }
@@ -48,8 +52,14 @@ export class FrameBudget {
   }
 
   private serveQueue(): void {
-    while (this.queue.length > 0 && this.used + this.queue[0].bytes <= this.capacity) {
-      const next = this.queue.shift() as Waiter;
+    for (let i = 0; i < this.queue.length; ) {
+      const next = this.queue[i];
+      const mayGo = i === 0 || next.bytes <= SMALL_FRAME_BYTES;
+      if (!mayGo || this.used + next.bytes > this.capacity) {
+        i++;
+        continue;
+      }
+      this.queue.splice(i, 1);
       this.used += next.bytes;
       next.grant();
     }

@@ -113,13 +113,14 @@ export function clientHandshake(
   });
 }
 
-interface ServerHello {
+export interface ServerHello {
   nonce: Buffer;
   authRequired: boolean;
   limits: Limits;
 }
 
-function readServerHello(frame: FrameReader): ServerHello {
+/** Reads the rest of a server hello (after its type byte). */
+export function readServerHello(frame: FrameReader): ServerHello {
   if (frame.u32() !== PROTOCOL_MAGIC)
     throw new RendezvousError('the peer is not a tensorcomm rendezvous server');
   const version = frame.u8();

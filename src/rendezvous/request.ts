@@ -5,7 +5,38 @@
  * answered as an error while the connection stays open.
  */
 import { RendezvousError } from './errors.ts';
-import { type FrameReader, type Limits, MAX_KEYS_PER_CALL, MAX_TIMEOUT_MS, Op } from './protocol.ts';
+import {
+  type FrameReader,
+  type Limits,
+  MAX_KEYS_PER_CALL,
+  MAX_TIMEOUT_MS,
+  NONCE_BYTES,
+  Op,
+  PROTOCOL_MAGIC,
+  PROTOCOL_VERSION,
+} from './protocol.ts';
+
+export interface ClientHello {
+  /** -1: a client without a rank. */
+  rank: number;
+  nonce: Buffer;
+  /** Empty when the client sent none. */
+  proof: Buffer;
+}
+
+/** Reads the rest of a client hello (after its type byte). */
+export function readClientHello(frame: FrameReader): ClientHello {
+  if (frame.u32() !== PROTOCOL_MAGIC) throw new RendezvousError('not a tensorcomm rendezvous client');
+  const version = frame.u8();
+  if (version !== PROTOCOL_VERSION) {
+    throw new RendezvousError(`client speaks protocol version ${version}, this server ${PROTOCOL_VERSION}`);
+  }
+  const rank = frame.i32();
+  const nonce = frame.raw(NONCE_BYTES);
+  const proof = frame.raw(frame.u8());
+  frame.end();
+  return { rank, nonce, proof };
+}
 
 export type Request = { id: number } & RequestFields;
 

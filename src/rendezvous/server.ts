@@ -28,14 +28,13 @@ import {
   fatalFrame,
   HANDSHAKE_FRAME_LIMIT,
   maxFrameBytes,
-  NONCE_BYTES,
   OP_NAMES,
   Op,
   PROTOCOL_MAGIC,
   PROTOCOL_VERSION,
   Status,
 } from './protocol.ts';
-import { maxRequestBytes, type Request, readRequest } from './request.ts';
+import { type ClientHello, maxRequestBytes, type Request, readClientHello, readRequest } from './request.ts';
 import { resolveServerLimits, type ServerLimitOptions, type ServerLimits } from './server-limits.ts';
 import { type Parked, RendezvousTable } from './table.ts';
 
@@ -320,21 +319,14 @@ export class RendezvousServer {
   private handle(conn: Connection, body: Buffer): void {
     const frame = new FrameReader(body, this.limits);
     const type = frame.u8();
-    if (conn.stage === 'hello' && type === FrameType.clientHello) this.greet(conn, frame);
+    if (conn.stage === 'hello' && type === FrameType.clientHello) this.greet(conn, readClientHello(frame));
     else if (conn.stage === 'ready' && type === FrameType.request) this.serve(conn, readRequest(frame));
     else throw new RendezvousError(`unexpected frame type ${type} during ${conn.stage}`);
   }
 
-  private greet(conn: Connection, frame: FrameReader): void {
-    if (frame.u32() !== PROTOCOL_MAGIC) throw new RendezvousError('not a tensorcomm rendezvous client');
-    const version = frame.u8();
-    if (version !== PROTOCOL_VERSION) {
-      throw new RendezvousError(`client speaks protocol version ${version}, this server ${PROTOCOL_VERSION}`);
-    }
-    conn.rank = frame.i32();
-    const clientNonce = frame.raw(NONCE_BYTES);
-    const clientProof = frame.raw(frame.u8());
-    frame.end();
+  private greet(conn: Connection, hello: ClientHello): void {
+    conn.rank = hello.rank;
+    const { nonce: clientNonce, proof: clientProof } = hello;
     let serverProof: Buffer = Buffer.alloc(0);
     if (this.secret !== undefined) {
       if (!proofMatches(proof(this.secret, 'client', conn.serverNonce, clientNonce), clientProof)) {
