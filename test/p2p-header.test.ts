@@ -4,7 +4,7 @@
  */
 import { serialize } from 'node:v8';
 import { describe, expect, it } from 'vitest';
-import { DTYPES, P2PHeaderError, Tensor } from '../src/index.ts';
+import { Collective, DTYPES, P2PHeaderError, Tensor } from '../src/index.ts';
 import {
   DEFAULT_HEADER_LIMITS,
   decodeHeader,
@@ -238,13 +238,19 @@ describe('p2p message limit', () => {
     'a receiver refuses a message declaring more than its max_message_bytes, before allocating',
     { worldSize: 2, names: ['actor', 'rollout'], config: { collective: { maxMessageBytes: 1024 } } },
     async (ctx) => {
-      const g = await ctx.collective.createCollectiveGroup(['actor', 'rollout']);
       if (ctx.name === 'actor') {
-        // Nobody takes the tensor: the send of its bytes times out, which is all the sender can learn.
+        // A sender of another config (a larger limit): only the receiver's limit stands in the way.
+        const config = { collective: { maxMessageBytes: 1 << 30 } };
+        const { name, names, device, manager } = ctx;
+        const own = new Collective({ name, names, device, manager, config });
+        const g = await own.createCollectiveGroup(['actor', 'rollout']);
+        // Nobody takes the tensor: the send of its bytes times out, which is all this sender can learn.
         const sent = g.send({ step: 1, w: Tensor.zeros([4096], 'float32') }, { timeoutMs: 1000 });
         await expect(sent).rejects.toThrow(/timed out|timeout/i);
+        own.close();
         return;
       }
+      const g = await ctx.collective.createCollectiveGroup(['actor', 'rollout']);
       const started = performance.now();
       const received = g.recv();
       await expect(received).rejects.toThrow(P2PHeaderError);
@@ -252,6 +258,25 @@ describe('p2p message limit', () => {
         /recv from worker "actor".*tensor 0 \(float32\[4096\]\) brings the message to 16384 bytes, over the limit of 1024 \(cluster\.collective\.max_message_bytes\)/,
       );
       expect(performance.now() - started).toBeLessThan(900);
+    },
+  );
+
+  rankTest(
+    'a sender of the same config refuses such a message at once, and its channel stays usable',
+    { worldSize: 2, names: ['actor', 'rollout'], config: { collective: { maxMessageBytes: 1024 } } },
+    async (ctx) => {
+      const g = await ctx.collective.createCollectiveGroup(['actor', 'rollout']);
+      if (ctx.name === 'actor') {
+        const started = performance.now();
+        await expect(g.send([Tensor.zeros([200], 'float64')])).rejects.toThrow(
+          /send to worker "rollout".*: the message holds 1600 bytes of tensors, over the limit of 1024 \(cluster\.collective\.max_message_bytes\)/,
+        );
+        expect(performance.now() - started).toBeLessThan(500);
+        await g.send({ w: Tensor.ones([8], 'float32') });
+        return;
+      }
+      const got = (await g.recv()) as { w: Tensor };
+      expect(got.w.toArray()).toEqual(Array(8).fill(1));
     },
   );
 });

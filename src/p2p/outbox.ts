@@ -17,7 +17,13 @@ import { Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ChunkedTensor, TensorCompressor } from './compression/tensor-compressor.ts';
 import { explain } from './errors.ts';
-import { encodeHeader, MessageKind, type TensorSpec, type WireCodec } from './header.ts';
+import {
+  DEFAULT_HEADER_LIMITS,
+  encodeHeader,
+  MessageKind,
+  type TensorSpec,
+  type WireCodec,
+} from './header.ts';
 import type { P2PServices, Schedule } from './services.ts';
 import { splitValue } from './skeleton.ts';
 import { type Link, loneTensorProblem } from './transport.ts';
@@ -65,6 +71,7 @@ export class Outbox {
     try {
       const split = splitValue(value, where);
       tensors = split.tensors;
+      this.#checkSize(tensors, where);
       skeleton = serializeSkeleton(split.skeleton, where);
     } catch (error) {
       return Work.rejected(error); // nothing was issued: the channel stays usable
@@ -77,6 +84,21 @@ export class Outbox {
     let issued!: () => void;
     this.#issued = new Promise((resolve) => (issued = resolve));
     return new Work(this.#issueInTurn(message, tensors, previous, issued, schedule));
+  }
+
+  /**
+   * A message over the limit would be refused by a receiver of the same config only after this end
+   * had issued it, leaving this end to wait for its timeout: refused here at once instead.
+   */
+  #checkSize(tensors: readonly Tensor[], where: string): void {
+    const limit = this.#services.maxMessageBytes ?? DEFAULT_HEADER_LIMITS.maxMessageBytes;
+    const bytes = tensors.reduce((sum, t) => sum + t.nbytes, 0);
+    if (bytes > limit) {
+      throw new RangeError(
+        `${where}: the message holds ${bytes} bytes of tensors, over the limit of ${limit} ` +
+          '(cluster.collective.max_message_bytes); receivers refuse larger messages',
+      );
+    }
   }
 
   /**
