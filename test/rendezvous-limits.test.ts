@@ -12,7 +12,7 @@ import {
   RendezvousServer,
   type RendezvousServerOptions,
 } from '../src/index.ts';
-import { FrameType, Op } from '../src/rendezvous/protocol.ts';
+import { FrameType, FrameWriter, Op } from '../src/rendezvous/protocol.ts';
 import type { ServerReport, ServerScenario } from './fixtures/rendezvous-limits.ts';
 import { type RawPeer, rawPeer, requestHead, until, within } from './fixtures/rendezvous-peer.ts';
 
@@ -224,6 +224,25 @@ describe('rendezvous server limits', () => {
     await sleep(800);
     await other.set('later', 'x');
     expect(text(await got)).toBe('x');
+  });
+
+  it('a peer that stops reading its replies is closed after idleTimeoutMs, and the others are served', async () => {
+    const dropped: string[] = [];
+    const server = await startServer({
+      idleTimeoutMs: 500,
+      onConnectionError: (e) => dropped.push(e.message),
+    });
+    const writer = await connect(server.port);
+    await writer.set('v', new Uint8Array(MiB));
+    const p = await peer(server.port);
+    p.hello();
+    await until(() => p.frames.length >= 2, 'welcome');
+    p.socket.pause(); // reads nothing more
+    const get = new FrameWriter(FrameType.request).u8(Op.get).u32(1).key('v').u32(1000).finish();
+    p.socket.write(Buffer.concat(Array.from({ length: 200 }, () => get)));
+    await until(() => dropped.length > 0, 'the server gave up on the peer', 10_000);
+    expect(dropped[0]).toMatch(/\(rank 7\).*it read none of its replies for 500 ms/);
+    expect(text(await writer.get('v')).length).toBeGreaterThan(0);
   });
 
   it('large sets from several clients at once all land when the frame budget holds one at a time', async () => {
