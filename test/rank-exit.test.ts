@@ -5,7 +5,7 @@
  * detection passes these tests), and a stopped rank shows in the hang report
  * as not responding, with the time since it was last seen.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,7 +38,8 @@ function pidsIn(text: string): number[] {
 
 /** Ends what a test left running, stopped processes included (SIGKILL needs no SIGCONT, but a resumed one exits cleaner). */
 function endAll(pids: readonly number[]): void {
-  for (const pid of pids) {
+  // kill(-1) or kill(0) would signal far more than the test's own processes.
+  for (const pid of pids.filter((p) => p > 0)) {
     for (const signal of ['SIGCONT', 'SIGKILL'] as const) {
       try {
         process.kill(pid, signal);
@@ -64,6 +65,39 @@ function jobDirectoriesOf(pids: readonly number[]): string[] {
 }
 
 const scenario = (name: keyof typeof scenarios) => name;
+
+/** torchrun's variables for rank `rank` of two, rank 0 serving the rendezvous on `port`. */
+function engineEnv(rank: number, port: number): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    RANK: `${rank}`,
+    WORLD_SIZE: '2',
+    MASTER_ADDR: '127.0.0.1',
+    MASTER_PORT: `${port}`,
+  };
+}
+
+/** A rank of the fixture started as torchrun would start it; `closed` gives its exit code and output. */
+function startByEngine(rank: number, port: number, name: keyof typeof scenarios) {
+  const child = spawn(process.execPath, ['--import', 'tsx', fixture, scenario(name)], {
+    cwd: root,
+    env: engineEnv(rank, port),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const collect = (chunk: Buffer) => {
+    output += chunk;
+  };
+  child.stdout.on('data', collect);
+  child.stderr.on('data', collect);
+  const closed = new Promise<{ code: number | null; output: string }>((resolve) =>
+    child.on('close', (code) => resolve({ code, output })),
+  );
+  if (child.pid === undefined) throw new Error(`rank ${rank}: the fixture did not start`);
+  // Through the handle: a no-op once the child is reaped, so never a signal to a reused pid.
+  const end = () => child.kill('SIGKILL');
+  return { pid: child.pid, closed, end };
+}
 
 describe('a process rank that exits with code 0 mid-job', { timeout: 90_000 }, () => {
   it('fails its peer within seconds under tensorcomm run, which exits 1 naming it', async () => {
@@ -103,33 +137,9 @@ describe('a process rank that exits with code 0 mid-job', { timeout: 90_000 }, (
 
   it('fails its peer within seconds when an engine started the ranks, and leaves no job directory', async () => {
     const port = await freePort();
-    const pids: number[] = [];
+    const ranks = [0, 1].map((rank) => startByEngine(rank, port, 'exitZero'));
     try {
-      const ranks = [0, 1].map((rank) => {
-        const child = spawn(process.execPath, ['--import', 'tsx', fixture, scenario('exitZero')], {
-          cwd: root,
-          env: {
-            ...process.env,
-            RANK: `${rank}`,
-            WORLD_SIZE: '2',
-            MASTER_ADDR: '127.0.0.1',
-            MASTER_PORT: `${port}`,
-          },
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
-        if (child.pid !== undefined) pids.push(child.pid);
-        let output = '';
-        child.stdout.on('data', (chunk) => {
-          output += chunk;
-        });
-        child.stderr.on('data', (chunk) => {
-          output += chunk;
-        });
-        return new Promise<{ code: number | null; output: string }>((resolve) =>
-          child.on('close', (code) => resolve({ code, output })),
-        );
-      });
-      const [first, leaver] = await Promise.all(ranks);
+      const [first, leaver] = await Promise.all(ranks.map((r) => r.closed));
       expect(leaver.code).toBe(0);
       // Rank 0 caught its failure and closed its context: it ends cleanly, without waiting for rank 1 at the end.
       expect(first.code, first.output).toBe(0);
@@ -141,12 +151,73 @@ describe('a process rank that exits with code 0 mid-job', { timeout: 90_000 }, (
       console.log(
         `without a launcher: rank 0 failed ${seen.ms.toFixed(0)} ms into its allReduce (rank 1 left at ~300 ms)`,
       );
-      expect(jobDirectoriesOf(pids)).toEqual([]);
+      expect(jobDirectoriesOf(ranks.map((r) => r.pid))).toEqual([]);
     } finally {
-      endAll(pids);
+      for (const r of ranks) r.end();
     }
   });
 });
+
+/**
+ * A parent that reaps its child only when its stdin closes, as an engine's agent
+ * that polls its workers now and then does: until then the dead child is a zombie,
+ * which still answers kill(pid, 0).
+ */
+const LAZY_PARENT = [
+  'import subprocess, sys',
+  'child = subprocess.Popen(sys.argv[1:])',
+  'sys.stdin.read()',
+  'child.wait()',
+].join('\n');
+const hasPython = spawnSync('python3', ['-c', ''], { stdio: 'ignore' }).status === 0;
+
+describe.skipIf(!hasPython)(
+  'a process rank killed under a parent that has not reaped it',
+  { timeout: 90_000 },
+  () => {
+    it('is seen gone by its peers within seconds, though its pid still answers', async () => {
+      const port = await freePort();
+      const first = startByEngine(0, port, 'killed');
+      const parent = spawn(
+        'python3',
+        ['-c', LAZY_PARENT, process.execPath, '--import', 'tsx', fixture, 'killed'],
+        {
+          cwd: root,
+          env: engineEnv(1, port),
+          stdio: ['pipe', 'pipe', 'inherit'],
+        },
+      );
+      let parentOutput = '';
+      parent.stdout.on('data', (chunk) => {
+        parentOutput += chunk;
+      });
+      const parentClosed = new Promise<void>((resolve) => parent.on('close', () => resolve()));
+      try {
+        const { code, output } = await first.closed;
+        const [victim] = pidsIn(parentOutput);
+        expect(victim, parentOutput).toBeDefined();
+        // Still a zombie: only /proc says it is dead.
+        expect(alive(victim)).toBe(true);
+        expect(code, output).toBe(0);
+        const seen = outcomeIn(output);
+        expect(seen.ok).toBe(false);
+        if (seen.ok) return;
+        expect(seen.message).toContain(
+          `rank 1 (rank-1, pid ${victim}) exited before the job ended, recording no exit: killed by a signal, or crashed`,
+        );
+        expect(seen.ms).toBeLessThan(DETECTED_WITHIN_MS);
+        expect(jobDirectoriesOf([first.pid])).toEqual([]);
+      } finally {
+        first.end();
+        // Unreaped, the victim's pid is still its own: nothing else can hold it yet.
+        endAll(pidsIn(parentOutput));
+        parent.stdin.end();
+        await Promise.race([parentClosed, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+        parent.kill('SIGKILL');
+      }
+    });
+  },
+);
 
 describe('a stopped process rank', { timeout: 90_000 }, () => {
   it('shows in the hang report as not responding, with the time since it was last seen', async () => {
@@ -170,7 +241,7 @@ describe('a stopped process rank', { timeout: 90_000 }, () => {
         /rank 1: not responding, last seen \d+(\.\d+)? s ago \(stopped, or its event loop is blocked\)/,
       );
       // What it was doing when it stopped answering is still shown, as last seen.
-      expect(report).toMatch(/rank 1: not responding.*as last seen it was .*pending/);
+      expect(report).toMatch(/rank 1: not responding.*; as last seen: 1 call\(s\) pending/);
       // The launcher's SIGKILL ended the stopped rank.
       for (const pid of pidsIn(output.join('\n'))) expect(alive(pid), `process ${pid}`).toBe(false);
       expect(readdirSync(reports)).toHaveLength(1);

@@ -65,8 +65,10 @@ export function watchNodePeers(
 ): PeerWatch {
   const describe = (p: { rank: number; pid: number }) =>
     `rank ${p.rank} (${names[p.rank]}, pid ${p.pid}) ${howItLeft(dir, p.rank)}`;
+  // Its exit record comes a moment before the process is gone: either says it left.
+  const firstGone = () => peers.find((p) => readEarlyExit(dir, p.rank) !== undefined || !alive(p.pid));
   const timer = setInterval(() => {
-    const lost = peers.find((p) => !alive(p.pid));
+    const lost = firstGone();
     if (!lost) return;
     clearInterval(timer);
     abortJob(dir, { message: describe(lost), failedRank: lost.rank });
@@ -75,7 +77,7 @@ export function watchNodePeers(
   return {
     stop: () => clearInterval(timer),
     gone: () => {
-      const lost = peers.find((p) => readEarlyExit(dir, p.rank) !== undefined || !alive(p.pid));
+      const lost = firstGone();
       return lost && describe(lost);
     },
   };

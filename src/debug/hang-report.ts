@@ -66,7 +66,7 @@ function rankLine(status: RankStatus, now: number): string[] {
   const who =
     silent === undefined
       ? head
-      : `${head} not responding, last seen ${formatDuration(silent * 1000)} ago (stopped, or its event loop is blocked); as last seen it was`;
+      : `${head} not responding, last seen ${formatDuration(silent * 1000)} ago (stopped, or its event loop is blocked); as last seen:`;
   // The snapshot is fresh when written after the rank's latest call started.
   const fresh = snap !== undefined && snap.at >= status.started.at;
   if (status.pending <= 0) return [`${who} running its own code (in no call); ${last}`];
