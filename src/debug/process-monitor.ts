@@ -49,7 +49,11 @@ export function installProcessMonitor(
     if (!current()) return;
     const exit = { code, calls: monitor.pendingCalls() };
     recordEarlyExit(jobDir, rank, exit);
-    monitor.leave(`it ${describeEarlyExit(exit)}`);
+    try {
+      monitor.leave(`it ${describeEarlyExit(exit)}`);
+    } catch {
+      // The job directory is gone (its launcher ended the job): nobody is left to read the row.
+    }
   });
   return monitor;
 }
