@@ -88,6 +88,8 @@ describe('rendezvous server limits', () => {
     // 12 connections are allowed from one address (maxConnectionsPerAddress: 12): the 13th and 14th are refused.
     const accepted = await Promise.all(Array.from({ length: 12 }, () => peer(server.port)));
     for (const p of accepted) expect(p.frames[0][0]).toBe(FrameType.serverHello);
+    for (const p of accepted) p.hello();
+    await until(() => accepted.every((p) => p.frames.length >= 2), 'welcomes');
     const refused = [await peer(server.port), await peer(server.port)];
     for (const p of refused) {
       expect(await within(p.closed, 5000)).toBe(true);
@@ -95,8 +97,6 @@ describe('rendezvous server limits', () => {
         /too many connections from 127\.0\.0\.1: it holds 12, the limit \(maxConnectionsPerAddress\) is 12/,
       );
     }
-    for (const p of accepted) p.hello();
-    await until(() => accepted.every((p) => p.frames.length >= 2), 'welcomes');
 
     // Ten send most of a compareSet frame of 16 MiB (two values at the 8 MiB limit) and stop.
     const [idle, dribbler, ...flooders] = accepted;
@@ -146,6 +146,29 @@ describe('rendezvous server limits', () => {
     await client.set('still', 'here');
     expect(text(await client.get('still'))).toBe('here');
   }, 60_000);
+
+  it('at the connection cap, unfinished handshakes of a stranger make way for a client that handshakes', async () => {
+    const server = await startServer({ maxConnectionsPerAddress: 3 });
+    const strangers = [await peer(server.port), await peer(server.port), await peer(server.port)];
+    const client = await connect(server.port);
+    await client.set('in', 'yes');
+    expect(await within(strangers[0].closed, 3000)).toBe(true);
+    expect(strangers[0].fatal()).toMatch(
+      /still in the handshake when 127\.0\.0\.1 reached its limit of 3 connections/,
+    );
+    expect(server.connectionCount).toBe(3);
+    // Connections past the handshake are never evicted: with three of them, the next is refused.
+    for (const p of strangers.slice(1)) p.hello();
+    await until(() => strangers.slice(1).every((p) => p.frames.length >= 2), 'welcomes');
+    const late = await RendezvousClient.connect({
+      host: '127.0.0.1',
+      port: server.port,
+      timeoutMs: 5000,
+    }).catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(RendezvousError);
+    expect((late as Error).message).toMatch(/too many connections from 127\.0\.0\.1: it holds 3/);
+    expect(text(await client.get('in'))).toBe('yes');
+  });
 
   it('a set past maxStoredBytes is refused with an error naming the cap; nothing stored is lost, and freed room can be used again', async () => {
     const server = await startServer({ maxStoredBytes: MiB });

@@ -33,7 +33,12 @@ export interface ServerLimitOptions {
    * default the larger of 256 MiB and the largest frame the limits allow.
    */
   maxBufferedBytes?: number;
-  /** Connections one client address may hold at once (in or after the handshake); more are refused. Default 1024. */
+  /**
+   * Connections one client address may hold at once, in or after the
+   * handshake. At the cap, the oldest of its connections still in the
+   * handshake is dropped for a new one; with none, the new one is refused.
+   * Default 1024.
+   */
   maxConnectionsPerAddress?: number;
   /** A peer must finish the handshake within this time; default 10 s. */
   handshakeTimeoutMs?: number;

@@ -159,16 +159,15 @@ export class RendezvousServer {
     if (this.closing) return void socket.destroy();
     socket.setNoDelay(true);
     const address = socket.remoteAddress ?? 'an unknown address';
-    const count = this.perAddress.get(address) ?? 0;
-    if (count >= this.limits.maxConnectionsPerAddress) {
-      const message = `too many connections from ${address}: it holds ${count}, the limit (maxConnectionsPerAddress) is ${this.limits.maxConnectionsPerAddress}`;
+    if (!this.makeRoom(address)) {
+      const message = `too many connections from ${address}: it holds ${this.perAddress.get(address)}, the limit (maxConnectionsPerAddress) is ${this.limits.maxConnectionsPerAddress}`;
       this.onConnectionError(new RendezvousError(`refused a connection to ${this.address}: ${message}`));
       socket.on('error', () => {});
       socket.end(fatalFrame(FatalKind.protocol, message));
       setTimeout(() => socket.destroy(), 1000).unref();
       return;
     }
-    this.perAddress.set(address, count + 1);
+    this.perAddress.set(address, (this.perAddress.get(address) ?? 0) + 1);
     const conn: Connection = {
       socket,
       address,
@@ -205,6 +204,27 @@ export class RendezvousServer {
         .u32(this.limits.maxValueBytes)
         .finish(),
     );
+  }
+
+  /**
+   * Whether one more connection from `address` fits its cap. At the cap, the
+   * oldest of its connections still in the handshake makes way: a client
+   * that handshakes in a round trip then cannot be locked out by a stranger
+   * who opens connections and never finishes the handshake.
+   */
+  private makeRoom(address: string): boolean {
+    if ((this.perAddress.get(address) ?? 0) < this.limits.maxConnectionsPerAddress) return true;
+    for (const conn of this.connections) {
+      if (conn.address !== address || conn.stage !== 'hello') continue;
+      this.reject(
+        conn,
+        new RendezvousError(
+          `it was still in the handshake when ${address} reached its limit of ${this.limits.maxConnectionsPerAddress} connections (maxConnectionsPerAddress); the oldest such makes way`,
+        ),
+      );
+      return true;
+    }
+    return false;
   }
 
   private receive(conn: Connection, chunk: Buffer): void {
