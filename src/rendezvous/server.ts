@@ -29,14 +29,13 @@ import {
   HANDSHAKE_FRAME_LIMIT,
   maxFrameBytes,
   OP_NAMES,
-  Op,
   PROTOCOL_MAGIC,
   PROTOCOL_VERSION,
-  Status,
 } from './protocol.ts';
 import { type ClientHello, maxRequestBytes, type Request, readClientHello, readRequest } from './request.ts';
+import { type Reply, runRequest } from './run-request.ts';
 import { resolveServerLimits, type ServerLimitOptions, type ServerLimits } from './server-limits.ts';
-import { type Parked, RendezvousTable } from './table.ts';
+import { RendezvousTable } from './table.ts';
 
 export interface RendezvousServerOptions extends ServerLimitOptions {
   /** Address to bind; default '127.0.0.1'. Any non-loopback address needs a secret. */
@@ -48,8 +47,6 @@ export interface RendezvousServerOptions extends ServerLimitOptions {
   /** Told about every connection the server drops or refuses (bad frame, failed authentication, a limit); default console.warn. */
   onConnectionError?: (error: RendezvousError) => void;
 }
-
-type Reply = (status: number, write?: (w: FrameWriter) => void) => void;
 
 /** Replies a peer has not read yet past which the server stops reading its requests. */
 const WRITE_BACKLOG_BYTES = 1024 * 1024;
@@ -70,6 +67,8 @@ interface Connection {
   reserved: number;
   /** Why its socket is not being read: a frame waiting for the budget, or replies the peer has not read. */
   blocked: 'budget' | 'drain' | undefined;
+  /** When it began to leave its replies unread. */
+  drainSince: number;
   grant: () => void;
   /** Its get/wait/barrier calls still parked in the table. */
   parked: number;
@@ -179,6 +178,7 @@ export class RendezvousServer {
       frameStartedAt: undefined,
       reserved: 0,
       blocked: undefined,
+      drainSince: 0,
       grant: () => this.granted(conn),
       parked: 0,
     };
@@ -292,6 +292,7 @@ export class RendezvousServer {
 
   private awaitDrain(conn: Connection): void {
     conn.blocked = 'drain';
+    conn.drainSince = performance.now();
     conn.socket.pause();
     conn.socket.once('drain', () => {
       conn.blocked = undefined;
@@ -310,7 +311,7 @@ export class RendezvousServer {
     if (conn.blocked === 'drain') {
       conn.timer = setTimeout(
         () => this.reject(conn, new RendezvousError(`it read none of its replies for ${idleTimeoutMs} ms`)),
-        idleTimeoutMs,
+        Math.max(0, conn.drainSince + idleTimeoutMs - performance.now()),
       );
     } else if (conn.frameStartedAt !== undefined) {
       const left = conn.frameStartedAt + frameTimeoutMs - performance.now();
@@ -370,7 +371,7 @@ export class RendezvousServer {
     );
   }
 
-  /** Runs one request; what the table refuses (a full store, a bad counter) is answered as an error. */
+  /** Runs one request, its answers written as they come (a parked call's later). */
   private serve(conn: Connection, request: Request): void {
     const reply: Reply = (status, write) => {
       if (conn.stage === 'closed') return;
@@ -380,98 +381,7 @@ export class RendezvousServer {
       for (const piece of w.pieces()) conn.socket.write(piece);
       conn.socket.uncork();
     };
-    try {
-      this.execute(conn, request, reply);
-    } catch (error) {
-      if (!(error instanceof RendezvousError)) throw error;
-      reply(Status.error, (w) => w.text(error.message));
-    }
-  }
-
-  private execute(conn: Connection, request: Request, reply: Reply): void {
-    const table = this.table;
-    switch (request.op) {
-      case Op.set:
-        table.set(request.key, request.value);
-        reply(Status.ok);
-        break;
-      case Op.get: {
-        const { key } = request;
-        const ready = () => reply(Status.ok, (w) => w.bytes(table.get(key) ?? new Uint8Array()));
-        this.park(conn, reply, (p) => table.wait(conn, [key], request.timeoutMs, p), ready);
-        break;
-      }
-      case Op.wait:
-        this.park(conn, reply, (p) => table.wait(conn, request.keys, request.timeoutMs, p));
-        break;
-      case Op.check: {
-        const all = request.keys.every((k) => table.has(k));
-        reply(Status.ok, (w) => w.u8(all ? 1 : 0));
-        break;
-      }
-      case Op.add: {
-        const { key, delta } = request;
-        if (!Number.isSafeInteger(delta))
-          throw new RendezvousError(`add('${key}'): delta ${delta} is not a safe integer`);
-        const sum = table.add(key, delta);
-        reply(Status.ok, (w) => w.f64(sum));
-        break;
-      }
-      case Op.compareSet: {
-        const now = table.compareSet(request.key, request.expected, request.desired);
-        reply(Status.ok, (w) => w.bytes(now));
-        break;
-      }
-      case Op.delete: {
-        const existed = table.delete(request.key);
-        reply(Status.ok, (w) => w.u8(existed ? 1 : 0));
-        break;
-      }
-      case Op.barrier:
-        this.park(conn, reply, (p) =>
-          table.barrier(conn, request.name, request.worldSize, conn.rank, request.timeoutMs, p),
-        );
-        break;
-      case Op.ping:
-        reply(Status.ok);
-        break;
-    }
-  }
-
-  /**
-   * Runs a call that may park in the table, counted on its connection while
-   * it is parked (a connection waiting for an answer is not idle); a call the
-   * table refused (the store is full) never parked.
-   */
-  private park(
-    conn: Connection,
-    reply: Reply,
-    call: (parked: Parked) => void,
-    ready: () => void = () => reply(Status.ok),
-  ): void {
-    let answered = false;
-    const answer = (send: () => void) => {
-      if (answered) return;
-      answered = true;
-      conn.parked--;
-      send();
-      this.arm(conn);
-    };
-    conn.parked++;
-    try {
-      call({
-        ready: () => answer(ready),
-        timedOut: (missing, arrived) =>
-          answer(() => reply(Status.timeout, (w) => w.u32(arrived).keys(missing))),
-        failed: (message) => answer(() => reply(Status.error, (w) => w.text(message))),
-      });
-    } catch (error) {
-      if (!answered) {
-        answered = true;
-        conn.parked--;
-      }
-      throw error;
-    }
+    runRequest(this.table, conn, request, reply, () => this.arm(conn));
   }
 
   /** Drops a peer that broke the protocol or failed authentication, telling it and the log why. */
