@@ -16,6 +16,7 @@ import { describeRanks } from '../src/debug/hang-report.ts';
 import { RankMonitor } from '../src/debug/monitor.ts';
 import { resolveDebugOptions } from '../src/debug/options.ts';
 import { defaultStoreRoot, JobFailedError, launchProcesses } from '../src/index.ts';
+import { alive } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
 import type { scenarios } from './fixtures/rank-exit.ts';
 import type { Outcome } from './fixtures/scenarios.ts';
@@ -45,15 +46,6 @@ function endAll(pids: readonly number[]): void {
         process.kill(pid, signal);
       } catch {}
     }
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
 
@@ -99,25 +91,23 @@ function startByEngine(rank: number, port: number, name: keyof typeof scenarios)
   return { pid: child.pid, closed, end };
 }
 
+/** `tensorcomm run --nproc 2` of the fixture; its exit code (0 when it succeeded) and output. */
+async function runUnderLauncher(name: keyof typeof scenarios) {
+  const args = ['--import', 'tsx', 'src/cli/tensorcomm.ts', 'run', '--nproc', '2'];
+  return (await promisify(execFile)(
+    process.execPath,
+    [...args, '--collective-timeout', '120', fixture, scenario(name)],
+    { cwd: root, timeout: 60_000 },
+  ).then(
+    (ended) => ({ code: 0, ...ended }),
+    (e: unknown) => e,
+  )) as { code: number; stdout: string; stderr: string };
+}
+
 describe('a process rank that exits with code 0 mid-job', { timeout: 90_000 }, () => {
   it('fails its peer within seconds under tensorcomm run, which exits 1 naming it', async () => {
     const started = performance.now();
-    const failed = (await promisify(execFile)(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        'src/cli/tensorcomm.ts',
-        'run',
-        '--nproc',
-        '2',
-        '--collective-timeout',
-        '120',
-        fixture,
-        scenario('exitZero'),
-      ],
-      { cwd: root, timeout: 60_000 },
-    ).catch((e: unknown) => e)) as { code: number; stdout: string; stderr: string };
+    const failed = await runUnderLauncher('exitZero');
     const elapsed = performance.now() - started;
     expect(failed.code, failed.stderr).toBe(1);
     expect(failed.stderr).toMatch(/tensorcomm run: \d rank\(s\) failed: 1/);
@@ -133,6 +123,12 @@ describe('a process rank that exits with code 0 mid-job', { timeout: 90_000 }, (
       `under the launcher: rank 0 failed ${seen.ms.toFixed(0)} ms into its allReduce (rank 1 left at ~300 ms); job ${elapsed.toFixed(0)} ms`,
     );
     for (const pid of pidsIn(failed.stdout)) expect(alive(pid), `process ${pid}`).toBe(false);
+  });
+
+  it('does not fail the job when it had finished its calls (closed or not), under tensorcomm run', async () => {
+    const ended = await runUnderLauncher('exitAtEnd');
+    expect(ended.code, ended.stderr).toBe(0);
+    expect(ended.stderr).not.toMatch(/failed/);
   });
 
   it('fails its peer within seconds when an engine started the ranks, and leaves no job directory', async () => {

@@ -4,8 +4,11 @@
  * and failures collected. The first failure aborts the node's job (every
  * waiting rank is told who failed) and, after the grace period, stops the
  * ranks still running (SIGTERM, then SIGKILL). A rank that exits with
- * code 0 fails too when it left its context open (early-exit.ts): its peers
- * may be waiting in a call with it, and would otherwise wait their timeout.
+ * code 0 fails too when it left calls unfinished (early-exit.ts): its peers
+ * may be waiting in them, and would otherwise wait their timeout. One that
+ * exits with code 0 and nothing pending has done its part, closed or not
+ * (as a torchrun worker that skips destroy_process_group has): peers waiting
+ * for calls it never made are told by its status row that it left.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -160,7 +163,7 @@ export class RankProcesses {
       child.on('close', () => resolveClose());
       child.on('exit', (code, signal) => {
         const early = signal ? undefined : this.o.earlyExit(rank);
-        const failed = code !== 0 || signal !== null || early !== undefined;
+        const failed = code !== 0 || signal !== null || (early !== undefined && early.calls.length > 0);
         if (!this.settled[rank] || (failed && !this.failures.some((f) => f.rank === rank))) {
           this.settled[rank] = true;
           if (failed)
