@@ -16,13 +16,14 @@
  * (startHeartbeat), so readers can tell a rank that is in a long call from one
  * that stopped answering (liveness.ts); rows of other nodes carry no such time.
  */
-import { readFileSync, renameSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HEARTBEAT_MS, type SeenRankStatus } from './liveness.ts';
+import { HEARTBEAT_MS } from './liveness.ts';
 import {
   type CallMark,
   type RankSnapshot,
   RankState,
+  type RankStatus,
   type RankStateCode,
   type StatusBoard,
 } from './status-board.ts';
@@ -36,6 +37,11 @@ interface RowFile {
 }
 
 const NO_MARK: CallMark = { seq: -1, op: -1, group: -1, at: 0 };
+
+function isOutOfSpace(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ENOSPC' || code === 'EDQUOT';
+}
 
 export function statusFilePath(dir: string, rank: number): string {
   return join(dir, `status-rank${rank}.json`);
@@ -130,17 +136,27 @@ export class FileStatusBoard implements StatusBoard {
     this.#write();
   }
 
+  /**
+   * A full file system keeps the row as last written (the next write tries again): the row is
+   * what peers read about this rank, and its failing must not take the place of the error the
+   * rank is reporting, which is often that very lack of room.
+   */
   #write(): void {
     const file = statusFilePath(this.dir, this.rank);
     const temporary = `${file}.${process.pid}.tmp`;
     const text = JSON.stringify(this.#own);
-    writeFileSync(temporary, text);
-    renameSync(temporary, file);
+    try {
+      writeFileSync(temporary, text);
+      renameSync(temporary, file);
+    } catch (error) {
+      rmSync(temporary, { force: true });
+      if (!isOutOfSpace(error)) throw error;
+    }
     this.share?.(new TextEncoder().encode(text));
   }
 
   /** A row of this node carries `seen`, its file's modification time: the rank's latest heartbeat or write. */
-  read(rank: number): SeenRankStatus {
+  read(rank: number): RankStatus {
     if (rank === this.rank) return { rank, ...this.#own, seen: Date.now() };
     const shared = this.#remote.get(rank);
     if (shared) return { rank, ...shared };

@@ -14,21 +14,9 @@ export const HEARTBEAT_MS = 500;
 /** Missed heartbeats after which a rank is shown as not responding (generous: a loaded machine delays timers). */
 export const NOT_RESPONDING_MS = 3_000;
 
-/** A status with the time its rank was last seen, where its board knows it (file rows do; rows of other nodes do not). */
-export interface SeenRankStatus extends RankStatus {
-  /** Date.now() of the rank's latest heartbeat or row write. */
-  seen?: number;
-}
-
-/** When the status's rank was last seen, if its board says. */
-export function lastSeen(status: RankStatus): number | undefined {
-  return (status as SeenRankStatus).seen;
-}
-
 /** Milliseconds since the rank was last seen, when that is long enough to call it not responding. */
 export function silentFor(status: RankStatus, now: number): number | undefined {
-  const seen = lastSeen(status);
-  if (seen === undefined) return undefined;
-  const silent = now - seen;
+  if (status.seen === undefined) return undefined;
+  const silent = now - status.seen;
   return silent >= NOT_RESPONDING_MS ? silent : undefined;
 }

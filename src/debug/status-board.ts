@@ -70,6 +70,8 @@ export interface RankStatus {
   done: CallMark;
   pending: number;
   snapshot: RankSnapshot | undefined;
+  /** Date.now() of the rank's latest heartbeat or row write, where its board knows it (liveness.ts). */
+  seen?: number;
 }
 
 export interface StatusBoard {
