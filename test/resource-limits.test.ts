@@ -1,7 +1,7 @@
 /** Resource limits of thread ranks: a worldSize that cannot fit is refused up front; long kernels stop on abort. */
 import os from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { spawnThreads, Tensor } from '../src/index.ts';
+import { JobFailedError, launchProcesses, spawnThreads, Tensor } from '../src/index.ts';
 import { DEFAULT_RANK_THREAD_BYTES } from '../src/launch/thread-memory.ts';
 import { INTERRUPT_CHUNK_ELEMENTS, registerInterruptCheck } from '../src/tensor/interrupt.ts';
 import { FILL_FAILURE, type scenarios } from './fixtures/resource-limits.ts';
@@ -96,4 +96,24 @@ describe('long kernels and the job abort', () => {
     expect((await failed) - fillStarted).toBeLessThan(1500);
     expect(await settledThreadCount(before)).toBe(before);
   }, 30_000);
+
+  it('a process rank filling 2 GiB stops with the job abort, not at the end of its fill or by a signal', async () => {
+    const args = { bytes: 2 * GiB, failAfterMs: 300 };
+    const job = fixture.run(
+      'fillWhilePeerFailsApart',
+      // A grace period far longer than the fill: only the rank's own check can end it sooner.
+      (entry, a) => launchProcesses(entry, { nproc: 2, args: a, graceMs: 60_000, output: () => {} }),
+      args,
+    );
+    const failure = (await job.then(
+      () => undefined,
+      (error: unknown) => error,
+    )) as JobFailedError;
+    expect(failure).toBeInstanceOf(JobFailedError);
+    // Without the check rank 1 finishes its fill and succeeds: it is among the failures only if stopped.
+    const filler = failure.failures.find((f) => f.rank === 1);
+    expect(filler, failure.message).toBeDefined();
+    expect(filler?.error.message).toMatch(/rank 0/);
+    expect(filler?.error.message).not.toMatch(/killed|SIGTERM|SIGKILL/);
+  }, 60_000);
 });

@@ -14,6 +14,7 @@ import {
   cleanupStaleJobDirectories,
   createJobDirectory,
   FileTensorStore,
+  readJobAbort,
   removeJobDirectory,
 } from '../file-store/index.ts';
 import { checkJobOptions, DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../launch/job-options.ts';
@@ -33,6 +34,7 @@ import { RendezvousServer } from '../rendezvous/server.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { parseDevice } from '../tensor/dtype.ts';
+import { registerInterruptCheck } from '../tensor/interrupt.ts';
 import { listenAddress } from './listen-address.ts';
 import { exchangeNodeIds, type NodeMap } from './node-map.ts';
 import { NodeRoutedStore } from './node-routed-store.ts';
@@ -235,7 +237,13 @@ function buildContext(
     collectiveTimeoutMs: job.collectiveTimeoutMs,
     config: job.config === undefined ? undefined : checkClusterConfig(job.config),
   };
+  // A long kernel (fill_ over gigabytes) holds the event loop that would notice the abort: it asks between chunks.
+  registerInterruptCheck(() => {
+    const aborted = readJobAbort(node.dir);
+    if (aborted) throw aborted;
+  });
   return buildRankContext(identity, store, jobOptions, async () => {
+    registerInterruptCheck(undefined);
     // A peer of this node already gone will never reach the end: the job is over, nothing to wait for.
     const gone = watch?.gone();
     // From here on a peer that exits has ended its part, not failed it.

@@ -23,8 +23,8 @@ import {
   type CallMark,
   type RankSnapshot,
   RankState,
-  type RankStatus,
   type RankStateCode,
+  type RankStatus,
   type StatusBoard,
 } from './status-board.ts';
 

@@ -1,7 +1,7 @@
 /** The file store's public surface (the launcher and process contexts import it from here). */
 export { FileStoreCorruptError, ShmSpaceError } from './errors.ts';
 export { type FileStoreOptions, FileTensorStore } from './file-tensor-store.ts';
-export { abortJob, type JobAbort } from './job-abort.ts';
+export { abortJob, type JobAbort, readJobAbort } from './job-abort.ts';
 export {
   cleanupStaleJobDirectories,
   createJobDirectory,
