@@ -2,8 +2,10 @@
 import os from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JobFailedError, launchProcesses, spawnThreads, Tensor } from '../src/index.ts';
+import { RankThreadPool } from '../src/launch/rank-thread-pool.ts';
 import { DEFAULT_RANK_THREAD_BYTES } from '../src/launch/thread-memory.ts';
 import { INTERRUPT_CHUNK_ELEMENTS, registerInterruptCheck } from '../src/tensor/interrupt.ts';
+import { rankTest } from '../src/testing/index.ts';
 import { FILL_FAILURE, type scenarios } from './fixtures/resource-limits.ts';
 import { scenarioFixture } from './fixtures/scenarios.ts';
 import { settledThreadCount, threadCount } from './fixtures/spawn-threads-thread-count.ts';
@@ -37,6 +39,22 @@ describe('spawnThreads memory check', () => {
       ),
     );
     expect(performance.now() - started).toBeLessThan(500);
+  });
+
+  it('a pool of warm threads counts only the threads it has to start', async () => {
+    const pool = new RankThreadPool({ typeScript: true });
+    try {
+      const job = (worldSize: number, rankThreadBytes: number) =>
+        fixture.run('rankOf', (entry, args) => pool.run(entry, { worldSize, args, rankThreadBytes }));
+      expect(await job(2, 0)).toEqual([0, 1]);
+      // Two warm threads, nothing to start: no estimate can refuse it.
+      expect(await job(2, 2 ** 50)).toEqual([0, 1]);
+      await expect(job(3, 2 ** 50)).rejects.toThrow(
+        /worldSize 3 needs about 1073741824 MiB for the 1 rank threads it has to start/,
+      );
+    } finally {
+      await pool.close();
+    }
   });
 
   it('checks the estimate itself', async () => {
@@ -116,4 +134,9 @@ describe('long kernels and the job abort', () => {
     expect(filler?.error.message).toMatch(/rank 0/);
     expect(filler?.error.message).not.toMatch(/killed|SIGTERM|SIGKILL/);
   }, 60_000);
+});
+
+// rankTest takes the estimate as spawnThreads does (0: no check).
+rankTest('a rank test sets rankThreadBytes', { worldSize: 2, rankThreadBytes: 0 }, (ctx) => {
+  expect(ctx.worldSize).toBe(2);
 });

@@ -23,6 +23,7 @@ import {
   runRankThreads,
   type SpawnThreadsOptions,
 } from './spawn-threads.ts';
+import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES } from './thread-memory.ts';
 
 /** Far above a thread's start-up on a loaded machine (seconds), far below forever. */
 const START_TIMEOUT_MS = 120_000;
@@ -179,17 +180,26 @@ export class RankThreadPool {
     if (this.#closed) throw new Error('RankThreadPool: run after close()');
     // Before any thread starts: a bad worldSize must not start a thousand of them.
     checkJobOptions(options.worldSize, options, 'RankThreadPool');
+    const starting = Math.max(0, options.worldSize - this.idle);
+    const perRank = options.rankThreadBytes ?? DEFAULT_RANK_THREAD_BYTES;
+    checkThreadMemory(options.worldSize, perRank, 'RankThreadPool', starting);
     const threads = await this.#acquire(options.worldSize, prepare);
     let next = 0;
     try {
-      return await runRankThreads<R>(entry, options, (data, bootstrap) => {
-        if (bootstrap.typeScript && !this.#bootstrap.typeScript) {
-          throw new Error(
-            `RankThreadPool: ${data.entryUrl} needs the TypeScript loader; create the pool with typeScript: true`,
-          );
-        }
-        return threads[next++].lend(data);
-      });
+      // Its threads are started (and their memory checked) already: the job only borrows them.
+      return await runRankThreads<R>(
+        entry,
+        options,
+        (data, bootstrap) => {
+          if (bootstrap.typeScript && !this.#bootstrap.typeScript) {
+            throw new Error(
+              `RankThreadPool: ${data.entryUrl} needs the TypeScript loader; create the pool with typeScript: true`,
+            );
+          }
+          return threads[next++].lend(data);
+        },
+        0,
+      );
     } finally {
       for (const thread of threads) this.#giveBack(thread);
     }

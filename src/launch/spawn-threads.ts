@@ -116,14 +116,15 @@ const LOADING_STOP_MS = 10_000;
 
 /** Resolves to the ranks' return values in rank order, or rejects naming every failed rank. */
 export function spawnThreads<R = unknown>(entry: string | URL, options: SpawnThreadsOptions): Promise<R[]> {
-  return runRankThreads<R>(entry, options, startWorker);
+  return runRankThreads<R>(entry, options, startWorker, options.worldSize);
 }
 
-/** spawnThreads on threads from `start`. */
+/** spawnThreads on threads from `start`, which starts `starting` new ones (a pool lends warm ones). */
 export async function runRankThreads<R = unknown>(
   entry: string | URL,
   options: SpawnThreadsOptions,
   start: StartRankThread,
+  starting: number,
 ): Promise<R[]> {
   checkOptionKeys(options, SPAWN_THREADS_KEYS, 'spawnThreads');
   const { worldSize } = options;
@@ -132,7 +133,8 @@ export async function runRankThreads<R = unknown>(
     options,
     'spawnThreads',
   );
-  checkThreadMemory(worldSize, options.rankThreadBytes ?? DEFAULT_RANK_THREAD_BYTES, 'spawnThreads');
+  const perRank = options.rankThreadBytes ?? DEFAULT_RANK_THREAD_BYTES;
+  checkThreadMemory(worldSize, perRank, 'spawnThreads', starting);
   const entryUrl = resolveEntry(entry, 'spawnThreads').href;
   const packedArgs = packTensors(options.args);
   const setupUrl = rankSetupUrl();

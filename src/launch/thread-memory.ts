@@ -32,18 +32,25 @@ export function availableMemory(): { bytes: number; what: string } {
 
 /**
  * Throws a RangeError naming the worldSize, the estimate and the memory
- * available when `worldSize` threads of `perRankBytes` each do not fit;
- * `perRankBytes` 0 skips the check.
+ * available when the `starting` new threads (warm ones of a pool are already
+ * in the free memory) of `perRankBytes` each do not fit; `perRankBytes` 0
+ * skips the check.
  */
-export function checkThreadMemory(worldSize: number, perRankBytes: number, where: string): void {
+export function checkThreadMemory(
+  worldSize: number,
+  perRankBytes: number,
+  where: string,
+  starting = worldSize,
+): void {
   if (!(Number.isSafeInteger(perRankBytes) && perRankBytes >= 0)) {
     throw new RangeError(`${where}: rankThreadBytes must be a non-negative integer, got ${perRankBytes}`);
   }
-  const needed = worldSize * perRankBytes;
+  const needed = starting * perRankBytes;
   const available = availableMemory();
   if (needed <= available.bytes) return;
   throw new RangeError(
-    `${where}: worldSize ${worldSize} needs about ${mib(needed)} for its rank threads ` +
+    `${where}: worldSize ${worldSize} needs about ${mib(needed)} for ` +
+      `${starting === worldSize ? 'its rank threads' : `the ${starting} rank threads it has to start`} ` +
       `(${mib(perRankBytes)} each, rankThreadBytes), but only ${mib(available.bytes)} is available ` +
       `(${available.what}); run fewer ranks, run them as processes (launchProcesses, tensorcomm run), ` +
       'or set rankThreadBytes to what one of your ranks really needs (0 skips this check)',

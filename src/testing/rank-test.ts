@@ -39,6 +39,7 @@ const KNOWN_OPTIONS = [
   'debug',
   'faults',
   'chaos',
+  'rankThreadBytes',
 ] as const satisfies ReadonlyArray<keyof RankTestOptions>;
 
 const ENTRY = new URL(`./rank-entry${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
