@@ -5,10 +5,17 @@
  * event loop stays free while they work (docs/design.md decision 3).
  */
 
-import * as zstd from '@mongodb-js/zstd';
-import * as lz4 from 'lz4-napi';
 import type { CompressionCodec, TensorCompressionConfig } from '../../runtime/config/cluster-config.ts';
 import { InflightLimit } from './inflight-limit.ts';
+
+/**
+ * The native addons load on a codec's first use, not on import: every rank thread imports this
+ * module, and only ranks that compress should pay for (and hold) lz4's and zstd's addons.
+ */
+let lz4Module: Promise<typeof import('lz4-napi')> | undefined;
+let zstdModule: Promise<typeof import('@mongodb-js/zstd')> | undefined;
+const lz4 = () => (lz4Module ??= import('lz4-napi'));
+const zstd = () => (zstdModule ??= import('@mongodb-js/zstd'));
 
 export const CODEC_IDS: Readonly<Record<CompressionCodec, number>> = { lz4: 1, zstd: 2 };
 
@@ -49,12 +56,12 @@ class Lz4Codec implements TensorCodec {
 
   unreserve(): void {}
 
-  compress(input: Uint8Array): Promise<Uint8Array> {
-    return lz4.compress(bufferOver(input));
+  async compress(input: Uint8Array): Promise<Uint8Array> {
+    return (await lz4()).compress(bufferOver(input));
   }
 
-  decompress(input: Uint8Array): Promise<Uint8Array> {
-    return lz4.uncompress(input);
+  async decompress(input: Uint8Array): Promise<Uint8Array> {
+    return (await lz4()).uncompress(input);
   }
 }
 
@@ -81,14 +88,14 @@ class ZstdCodec implements TensorCodec {
     for (let i = 0; i < count; i++) this.slots.release();
   }
 
-  compress(input: Uint8Array): Promise<Uint8Array> {
-    return zstd.compress(bufferOver(input), this.#level);
+  async compress(input: Uint8Array): Promise<Uint8Array> {
+    return (await zstd()).compress(bufferOver(input), this.#level);
   }
 
   async decompress(input: Uint8Array, timeoutMs: number, who: string): Promise<Uint8Array> {
     await this.slots.acquire(timeoutMs, who);
     try {
-      return await zstd.decompress(bufferOver(input));
+      return await (await zstd()).decompress(bufferOver(input));
     } finally {
       this.slots.release();
     }

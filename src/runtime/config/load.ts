@@ -6,9 +6,17 @@
  * it starts.
  */
 import { readFileSync } from 'node:fs';
-import { parse } from 'yaml';
+import { createRequire } from 'node:module';
 import type { ClusterConfig } from './cluster-config.ts';
 import { ClusterConfigError, parseClusterConfig } from './validate.ts';
+
+/**
+ * yaml on first use, not on import: every rank thread loads this module (checkClusterConfig), and
+ * yaml's hundred-odd milliseconds of loading per thread were most of a rank's start-up.
+ */
+function parseYaml(text: string): unknown {
+  return (createRequire(import.meta.url)('yaml') as typeof import('yaml')).parse(text);
+}
 
 export function loadClusterConfig(pathOrObject: string | URL | object): ClusterConfig {
   let document: unknown = pathOrObject;
@@ -20,7 +28,7 @@ export function loadClusterConfig(pathOrObject: string | URL | object): ClusterC
       throw new Error(`loadClusterConfig: cannot read ${String(pathOrObject)}: ${(error as Error).message}`);
     }
     try {
-      document = parse(text);
+      document = parseYaml(text);
     } catch (error) {
       throw new Error(
         `loadClusterConfig: ${String(pathOrObject)} is not YAML or JSON: ${(error as Error).message}`,
