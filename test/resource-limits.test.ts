@@ -94,25 +94,20 @@ describe('long kernels and the job abort', () => {
 
   it('a rank filling 2 GiB in one fill_ ends promptly with the peer that failed', async () => {
     const before = threadCount();
-    const flag = new SharedArrayBuffer(4);
+    const flag = new SharedArrayBuffer(8);
     const args = { flag, bytes: 2 * GiB, failAfterMs: 200 };
     const job = fixture.run(
       'fillWhilePeerFails',
       (entry, a) => spawnThreads(entry, { worldSize: 2, args: a }),
       args,
     );
-    const failed = job.then(
-      () => 0,
-      () => performance.now(),
-    );
     const word = new Int32Array(flag);
     const wait = Atomics.waitAsync(word, 0, 0, 60_000);
     expect(await wait.value).not.toBe('timed-out');
-    const fillStarted = performance.now();
     await expect(job).rejects.toThrow(new RegExp(`rank 0 \\(rank-0\\): Error: ${FILL_FAILURE}`));
-    // The fill alone takes seconds here (7 s for 2 GiB of fresh pages); the job ends within one chunk of the abort.
-    expect((await failed) - fillStarted).toBeLessThan(1500);
     expect(await settledThreadCount(before)).toBe(before);
+    // Its thread is gone: a fill that ran to its end (seconds here) before it went would have said so.
+    expect(Atomics.load(word, 1), 'the fill ran to its end').toBe(0);
   }, 30_000);
 
   it('a process rank filling 2 GiB stops with the job abort, not at the end of its fill or by a signal', async () => {
