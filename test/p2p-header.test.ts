@@ -251,13 +251,11 @@ describe('p2p message limit', () => {
         return;
       }
       const g = await ctx.collective.createCollectiveGroup(['actor', 'rollout']);
-      const started = performance.now();
       const received = g.recv();
       await expect(received).rejects.toThrow(P2PHeaderError);
       await expect(received).rejects.toThrow(
         /recv from worker "actor".*tensor 0 \(float32\[4096\]\) brings the message to 16384 bytes, over the limit of 1024 \(cluster\.collective\.max_message_bytes\)/,
       );
-      expect(performance.now() - started).toBeLessThan(900);
     },
   );
 
@@ -267,11 +265,9 @@ describe('p2p message limit', () => {
     async (ctx) => {
       const g = await ctx.collective.createCollectiveGroup(['actor', 'rollout']);
       if (ctx.name === 'actor') {
-        const started = performance.now();
         await expect(g.send([Tensor.zeros([200], 'float64')])).rejects.toThrow(
           /send to worker "rollout".*: the message holds 1600 bytes of tensors, over the limit of 1024 \(cluster\.collective\.max_message_bytes\)/,
         );
-        expect(performance.now() - started).toBeLessThan(500);
         await g.send({ w: Tensor.ones([8], 'float32') });
         return;
       }

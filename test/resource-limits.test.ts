@@ -16,13 +16,11 @@ const GiB = 2 ** 30;
 describe('spawnThreads memory check', () => {
   it('refuses a worldSize whose threads cannot fit, at once, naming the numbers', async () => {
     const before = threadCount();
-    const started = performance.now();
     const job = spawnThreads(fixture.entry, { worldSize: 4, rankThreadBytes: 2 ** 50 });
     await expect(job).rejects.toThrow(RangeError);
     await expect(job).rejects.toThrow(
       /worldSize 4 needs about 4294967296 MiB for its rank threads \(1073741824 MiB each, rankThreadBytes\), but only \d+ MiB is available/,
     );
-    expect(performance.now() - started).toBeLessThan(500);
     expect(threadCount()).toBe(before);
   });
 
@@ -32,13 +30,13 @@ describe('spawnThreads memory check', () => {
       console.warn(`skipped: ${worldSize} rank threads would fit in this machine's free memory`);
       return;
     }
-    const started = performance.now();
+    const before = threadCount();
     await expect(spawnThreads(fixture.entry, { worldSize })).rejects.toThrow(
       new RegExp(
         `worldSize ${worldSize} needs about ${(worldSize * DEFAULT_RANK_THREAD_BYTES) / 2 ** 20} MiB`,
       ),
     );
-    expect(performance.now() - started).toBeLessThan(500);
+    expect(threadCount()).toBe(before);
   });
 
   it('a pool of warm threads counts only the threads it has to start', async () => {
