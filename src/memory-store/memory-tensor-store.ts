@@ -10,6 +10,7 @@ import type { AbortWord } from '../runtime/abort-word.ts';
 import { CollectiveMismatchError } from '../runtime/errors.ts';
 import { encodeBounded, MAX_DIMS, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type {
+  SharedRegion,
   StoreEntry,
   StoreFinishOptions,
   StoreSetOptions,
@@ -23,6 +24,7 @@ import { type Device, dtypeCode, dtypeFromCode } from '../tensor/dtype.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
 import { SharedBufferRegistry } from './buffer-registry.ts';
+import { createArena, regionOf } from './region-arena.ts';
 import {
   ERROR_LOCAL,
   ERROR_MISMATCH,
@@ -39,6 +41,8 @@ import { StagingPool } from './staging-pool.ts';
 export interface MemoryStoreShared {
   table: SharedSlotTable;
   channel: string;
+  /** Shared regions by key (see region-arena.ts); a store built without one lends none. */
+  regions?: SharedArrayBuffer;
 }
 
 export interface MemoryStoreOptions {
@@ -83,6 +87,7 @@ export class MemoryTensorStore implements TensorStore {
   readonly #produced = new Map<string, Produced>();
   readonly #consuming = new Map<string, number>();
   readonly #staging = new StagingPool();
+  readonly #regions: SharedArrayBuffer | undefined;
 
   static createShared(spec: Partial<SlotTableSpec> = {}): MemoryStoreShared {
     const full = { ...DEFAULT_SPEC, ...spec };
@@ -91,7 +96,11 @@ export class MemoryTensorStore implements TensorStore {
         throw new RangeError(`MemoryTensorStore: ${name} must be a positive integer, got ${value}`);
       }
     }
-    return { table: SlotTable.create(full), channel: `tensorcomm-store-${randomUUID()}` };
+    return {
+      table: SlotTable.create(full),
+      channel: `tensorcomm-store-${randomUUID()}`,
+      regions: createArena(),
+    };
   }
 
   constructor(
@@ -103,6 +112,21 @@ export class MemoryTensorStore implements TensorStore {
     this.#registry = new SharedBufferRegistry(shared.channel, this.rank);
     this.#abort = options.abort;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#regions = shared.regions;
+  }
+
+  sharedRegion(key: string, bytes: number): SharedRegion | undefined {
+    if (!this.#regions) return undefined;
+    const t = this.#table;
+    const keyBytes = t.keyBytes(key, () => `sharedRegion(${JSON.stringify(key)})`);
+    t.lock(this.#abort);
+    let region: SharedRegion | undefined;
+    try {
+      region = regionOf(this.#regions, keyBytes, t.bucketOf(keyBytes).hash, bytes);
+    } finally {
+      t.unlock();
+    }
+    return region && { ...region, abort: this.#abort };
   }
 
   /** Number of peer buffers this rank still maps (for leak checks). */

@@ -7,6 +7,7 @@
  * reusable once finished.
  */
 import type { Tensor } from '../tensor/tensor.ts';
+import type { AbortWord } from './abort-word.ts';
 
 export interface StoreWaitOptions {
   /** How long to wait (default: the store's); 0 looks once, so a get of a value not yet set claims nothing. */
@@ -87,6 +88,22 @@ export interface TensorStore {
    * reduces within each node first).
    */
   nodeOf?(rank: number): string;
+  /**
+   * Optional, where every rank maps the same memory (MemoryTensorStore): the
+   * zero-filled bytes shared by every caller of `key` (at least `bytes` of
+   * them), the same region for each; undefined when the store has no room
+   * left, then for every caller of `key` alike.
+   */
+  sharedRegion?(key: string, bytes: number): SharedRegion | undefined;
   /** Releases what this rank holds in the store (channels, pooled buffers). */
   close(): void;
+}
+
+/** Bytes of shared memory that several ranks of one process map (TensorStore.sharedRegion). */
+export interface SharedRegion {
+  buffer: SharedArrayBuffer;
+  byteOffset: number;
+  byteLength: number;
+  /** The job's abort flag, which every wait on the region must end with. */
+  abort?: AbortWord;
 }

@@ -14,12 +14,19 @@
  * each reads the other's signature first, and any disagreement (op, root,
  * shapes, dtypes, order) fails every rank at once.
  */
-import { formatDuration, formatEntries } from '../../debug/call-record.ts';
-import { hangReportHeading } from '../../debug/hang-report.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
 import type { StoreEntry, StoreWaitOptions, TensorStore } from '../../runtime/tensor-store.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import { type CallInfo, CallMismatchError, type GroupView } from '../backend.ts';
+import {
+  abandonedError,
+  callWhere,
+  departedError,
+  mismatchError,
+  peerFailureError,
+  ranksText,
+  timeoutError,
+} from './call-failure.ts';
 
 /** Signature prefix of a value published in place of data by a rank whose call failed locally. */
 export const ABANDONED = '!abandoned:';
@@ -28,7 +35,6 @@ const WITHDRAW_TIMEOUT_MS = 200;
 const PEER_CHECK_MS = 100;
 /** The value a rank without data for everyone publishes in phase 0: only its tag (the signature) counts. */
 export const FINGERPRINT = Tensor.empty([0], 'uint8');
-const RECORDER_LINES_IN_REPORT = 8;
 
 /** What a consumer is handed, with the producer's signature (a StoreEntry or a StoreViewsEntry). */
 interface Tagged {
@@ -204,11 +210,8 @@ export class Exchange {
     }
   }
 
-  /** Group ranks as messages name them: `group ranks 1, 2 (global ranks 3, 4)`. */
   #ranksText(groupRanks: readonly number[]): string {
-    const plural = groupRanks.length === 1 ? '' : 's';
-    const global = this.globalRanks(groupRanks);
-    return `group rank${plural} ${groupRanks.join(', ')} (global rank${plural} ${global.join(', ')})`;
+    return ranksText(this.#group, groupRanks);
   }
 
   /** A peer's value for (phase, producer[, consumer]), checked against this rank's own signature. */
@@ -261,17 +264,9 @@ export class Exchange {
     this.#got.add(key);
     const expected = signature ?? this.#call.signature;
     if (entry.tag.startsWith(ABANDONED)) {
-      throw new Error(
-        `${this.where()}: group rank ${producer} failed this call: ${entry.tag.slice(ABANDONED.length)}`,
-      );
+      throw abandonedError(this.#group, this.#call, producer, entry.tag.slice(ABANDONED.length));
     }
-    if (entry.tag !== expected) {
-      throw new CallMismatchError(
-        `rank ${this.#group.ranks[this.rank]} called ${expected} as call #${this.#call.seq} on group ` +
-          `"${this.#group.name}", but rank ${this.#group.ranks[producer]} called ${entry.tag} as call #${this.#call.seq}`,
-        this.#group.ranks[producer],
-      );
-    }
+    if (entry.tag !== expected) throw mismatchError(this.#group, this.#call, expected, producer, entry.tag);
     return entry;
   }
 
@@ -306,25 +301,14 @@ export class Exchange {
       }
       debug.monitor.waiting(debug.record, waitingFor());
       // A producer that failed this call withdraws its values: its error is the answer, not a timeout.
-      const failure =
-        this.#call.seq >= 0
-          ? debug.monitor.peerFailure(globalProducer, debug.focus.groupId, this.#call.seq)
-          : undefined;
-      if (failure) {
-        const text = `${this.where()}: rank ${globalProducer} failed this call: ${failure.message}`;
-        if (failure.name === 'CollectiveMismatchError') throw new CallMismatchError(text, globalProducer);
-        throw new RankFailedError(text, globalProducer);
-      }
+      const failure = peerFailureError(this.#group, this.#call, debug, globalProducer);
+      if (failure) throw failure;
       const departure = debug.monitor.departure(globalProducer);
       if (departure !== undefined) {
         // It may have published just before it left.
         const last = await take(key, { timeoutMs: 1 }).catch(() => undefined);
         if (last) return last;
-        throw new RankFailedError(
-          `${this.where()}: rank ${this.#group.ranks[this.rank]} waited for ${debug.monitor.label(globalProducer)}, which will ` +
-            `never make this call: ${departure}`,
-          globalProducer,
-        );
+        throw departedError(this.#group, this.#call, debug, globalProducer, departure);
       }
     }
   }
@@ -367,11 +351,7 @@ export class Exchange {
 
   /** The call as messages name it, e.g. `barrier() call #3 on group "world"` or `recv(float32[4], src=1, tag=0) on …`. */
   where(): string {
-    // Point-to-point calls are matched per stream, not numbered in the group's collective order;
-    // their signature is only `p2p`, their label says what they are.
-    const numbered = this.#call.seq >= 0 ? ` call #${this.#call.seq}` : '';
-    const call = this.#call.debug?.record.call ?? this.#call.signature;
-    return `${call}${numbered} on group "${this.#group.name}"`;
+    return callWhere(this.#call, this.#group);
   }
 
   #explain(error: unknown, what: string): unknown {
@@ -383,27 +363,7 @@ export class Exchange {
       );
     }
     if (!(error instanceof CommTimeoutError)) return error;
-    return new CommTimeoutError(
-      `${this.where()}: rank ${this.#group.ranks[this.rank]} timed out after ${this.#call.timeoutMs} ms ` +
-        `${what}${this.#hangReport()}`,
-    );
-  }
-
-  /** Where every rank is, and this rank's recent calls: appended to timeouts of monitored calls. */
-  #hangReport(): string {
-    const debug = this.#call.debug;
-    if (!debug) return '';
-    const { monitor, focus } = debug;
-    const recent = monitor.flightRecorder().slice(-RECORDER_LINES_IN_REPORT);
-    const waited = formatDuration(this.#call.timeoutMs * 1000);
-    const report =
-      `${hangReportHeading(monitor.rank, waited)}\n${monitor.describeRanks(focus)}` +
-      `\nflight recorder of rank ${monitor.rank} (last ${recent.length} of ${monitor.recorder.recorded} calls):\n` +
-      formatEntries(recent)
-        .map((line) => `  ${line}`)
-        .join('\n');
-    const file = monitor.saveHangReport(report);
-    return `\n${report}${file ? `\n(hang report written to ${file})` : ''}`;
+    return timeoutError(this.#group, this.#call, what);
   }
 }
 

@@ -19,8 +19,10 @@ import { isPremulSum, type Reduction } from '../reduction.ts';
 import { arrivals, tellPeers } from './abandon.ts';
 import { allReduce, ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
 import { allReduceAcrossNodes, nodesOf, worthTwoLevels } from './all-reduce-nodes.ts';
+import { allReduceInRegion, fitsRegion } from './all-reduce-region.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
-import { Exchange, runExchange } from './exchange.ts';
+import { CallRegion, regionBytes } from './call-region.ts';
+import { Exchange, FINGERPRINT, runExchange } from './exchange.ts';
 import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './gather-scatter.ts';
 import { monitoredBarrier, verdictTimeoutMs } from './monitored-barrier.ts';
 import { type Candidate, firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
@@ -38,6 +40,8 @@ import {
 
 /** Tag compared between the two ends of a point-to-point message; shapes are checked separately. */
 const P2P_SIGNATURE = 'p2p';
+/** How long a region call that failed waits for the peers in the keyed store to read its fingerprint. */
+const TELL_KEYED_TIMEOUT_MS = 1_000;
 
 export class StoreBackend implements Backend {
   readonly #store: TensorStore;
@@ -50,18 +54,36 @@ export class StoreBackend implements Backend {
    * in the order the receives were made (MPI's rule for any-source receives).
    */
   readonly #choosing = new Map<number, Promise<void>>();
+  /** Where small collectives meet when every member maps the same memory (threads sharing a MemoryTensorStore). */
+  readonly #region: CallRegion | undefined;
 
   constructor(store: TensorStore, group: GroupView) {
     this.#store = store;
     this.#group = group;
+    const shared = group.size > 1 ? store.sharedRegion?.(group.id, regionBytes(group.size)) : undefined;
+    this.#region = shared && new CallRegion(shared, group);
   }
 
   get lendsViews(): boolean {
     return this.#store.srcSetViews !== undefined && this.#store.destGetViews !== undefined;
   }
 
-  #run(call: CallInfo, algorithm: (x: Exchange) => Promise<void>): Promise<void> {
+  async #run(call: CallInfo, algorithm: (x: Exchange) => Promise<void>): Promise<void> {
+    // Every collective takes its place in the region, so a peer that came there for this call fails there.
+    if (this.#region && call.seq >= 0) await this.#region.pass(call);
     return runExchange(new Exchange(this.#store, this.#group, call), algorithm);
+  }
+
+  /** Tells `peers`, waiting in the keyed store for this rank's fingerprint, the signature this rank called. */
+  async #tellKeyed(call: CallInfo, peers: number[]): Promise<void> {
+    // They wait for it already; one that stopped at another rank's fingerprint never reads this one.
+    const bounded = { ...call, timeoutMs: Math.min(call.timeoutMs, TELL_KEYED_TIMEOUT_MS) };
+    const x = new Exchange(this.#store, this.#group, bounded);
+    try {
+      await x.publish(0, FINGERPRINT, peers);
+      // They read it and fail with the mismatch, which they hand back here: this rank knows it already.
+      await x.consumed(0);
+    } catch {}
   }
 
   /** A call whose first data exchange is not every-rank-reads-every-rank: the fingerprints go first. */
@@ -79,6 +101,7 @@ export class StoreBackend implements Backend {
   }
 
   allReduce(call: CallInfo, tensor: Tensor, op: Reduction): Promise<void> {
+    if (this.#region && fitsRegion(tensor)) return this.#allReduceInRegion(this.#region, call, tensor, op);
     return this.#run(call, async (x) => {
       const nodes = nodesOf(x);
       // An average of averages is wrong when nodes hold different numbers of ranks: avg stays flat. So
@@ -92,6 +115,14 @@ export class StoreBackend implements Backend {
       await algorithm(scaled, 'sum');
       copyElements(tensor, 0, scaled);
     });
+  }
+
+  async #allReduceInRegion(region: CallRegion, call: CallInfo, tensor: Tensor, op: Reduction): Promise<void> {
+    const tellKeyed = (peers: number[]) => this.#tellKeyed(call, peers);
+    if (!isPremulSum(op)) return allReduceInRegion(region, call, tensor, op, tellKeyed);
+    const scaled = premultiplied(tensor, op.factor);
+    await allReduceInRegion(region, call, scaled, 'sum', tellKeyed);
+    copyElements(tensor, 0, scaled);
   }
 
   broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void> {
@@ -338,6 +369,8 @@ export class StoreBackend implements Backend {
         : pattern.kind === 'recv'
           ? await this.#nextReceive(call, pattern.peer, pattern.tag)
           : new Exchange(this.#store, this.#group, call);
+    // Peers that came to the region learn the error there, the others from the markers.
+    if (this.#region && call.seq >= 0) await this.#region.abandon(call, error);
     await tellPeers(this.#store, this.#group, x, call, arrivals(pattern, me, x.peers()), error);
   }
 

@@ -1,0 +1,369 @@
+/**
+ * CallRegion: where the thread ranks of one group meet for small collectives,
+ * in one SharedArrayBuffer region (TensorStore.sharedRegion), instead of every
+ * rank reading every peer's value through the keyed store: N arrivals and one
+ * wake-up of all waiters per call, not N² reads and wake-ups (Open MPI's
+ * coll/sm idea).
+ *
+ * Calls take slot seq % SLOTS, so SLOTS calls of one group may be in flight
+ * at once; a slot serves its next call (cycle) once every rank has left the
+ * previous one. Each rank writes a record into the slot: what kind of call it
+ * makes (served here, served by the keyed store, or failed locally), its call
+ * signature, and its data. Every collective on the group takes its slot, even
+ * one the keyed store serves (it only passes through, without waiting), so
+ * slots stay in step on every rank and a rank that takes the region while a
+ * peer takes the store (a mismatch of sizes) is caught here. The last rank to
+ * arrive judges the records, reduces the data in rank order when every rank
+ * made the same region call (so all get identical bits), and bumps the slot's
+ * ready word once, waking every waiter with one Atomics.notify.
+ *
+ * A zero-filled region is a valid empty one, so whichever rank carves it
+ * needs to write nothing first.
+ */
+import type { AbortWord } from '../../runtime/abort-word.ts';
+import { CommTimeoutError } from '../../runtime/errors.ts';
+import { encodeBounded, MAX_TAG_BYTES } from '../../runtime/store-limits.ts';
+import type { SharedRegion } from '../../runtime/tensor-store.ts';
+import { waitForWord } from '../../runtime/wait.ts';
+import { arrayConstructor, type DType, type TypedArray } from '../../tensor/dtype.ts';
+import { reduceArrays } from '../../tensor/reduce-kernels.ts';
+import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+import type { CallInfo, GroupView } from '../backend.ts';
+import {
+  abandonedError,
+  departedError,
+  mismatchError,
+  peerFailureError,
+  ranksText,
+  timeoutError,
+} from './call-failure.ts';
+
+/** Calls of one group that may be in flight at once before the next waits for a slot. */
+export const SLOTS = 4;
+/**
+ * The largest host tensor served here. Above it the keyed store's
+ * reduce-scatter shares the work out; here the last arrival reduces alone.
+ */
+export const REGION_MAX_BYTES = 16 << 10;
+
+/** What a rank's record says it does in its slot's call. */
+export const KIND = { region: 1, keyed: 2, abandoned: 3 } as const;
+type Kind = (typeof KIND)[keyof typeof KIND];
+/** The last arrival's verdict on a slot's call. */
+export const OUTCOME = { reduced: 1, keyed: 2, mismatch: 3, abandoned: 4 } as const;
+
+/** Slot words: the cycle it serves, arrivals, departures, the ready cycle + 1, the outcome. */
+const S = { open: 0, arrived: 1, departed: 2, ready: 3, outcome: 4 } as const;
+const SLOT_HEADER_BYTES = 64;
+/** Record words: the cycle + 1 the rank arrived for, its kind, its text's length. */
+const R = { cycle: 0, kind: 1, textLength: 2 } as const;
+const RECORD_HEADER_BYTES = 16;
+const RECORD_BYTES = RECORD_HEADER_BYTES + MAX_TAG_BYTES + REGION_MAX_BYTES;
+/** A monitored call's slow wait looks at the ranks it waits for this often (as Exchange does). */
+const PEER_CHECK_MS = 100;
+/** Encoded signatures kept per group: a program repeats a handful of calls. */
+const SIGNATURES_KEPT = 64;
+
+/** How many times the call's slot served a call before it. */
+function cycleOf(call: CallInfo, slot: number): number {
+  return (call.seq - slot) / SLOTS;
+}
+
+function slotBytes(size: number): number {
+  return SLOT_HEADER_BYTES + size * RECORD_BYTES + REGION_MAX_BYTES;
+}
+
+/** Bytes of the region a group of `size` ranks needs. */
+export function regionBytes(size: number): number {
+  return SLOTS * slotBytes(size);
+}
+
+/** A slot's reduction operands as typed arrays, kept while calls repeat the same dtype and length. */
+interface Operands {
+  dtype: DType;
+  numel: number;
+  inputs: TypedArray[];
+  out: TypedArray;
+}
+
+export class CallRegion {
+  readonly #group: GroupView;
+  readonly #abort: AbortWord | undefined;
+  readonly #buffer: SharedArrayBuffer;
+  readonly #base: number;
+  readonly #words: Int32Array;
+  readonly #bytes: Uint8Array;
+  readonly #slotBytes: number;
+  readonly #signatures = new Map<string, Uint8Array>();
+  readonly #operands: Array<Operands | undefined> = new Array(SLOTS);
+
+  constructor(region: SharedRegion, group: GroupView) {
+    this.#group = group;
+    this.#abort = region.abort;
+    this.#buffer = region.buffer;
+    this.#base = region.byteOffset;
+    this.#words = new Int32Array(region.buffer, region.byteOffset, region.byteLength >> 2);
+    this.#bytes = new Uint8Array(region.buffer, region.byteOffset, region.byteLength);
+    this.#slotBytes = slotBytes(group.size);
+  }
+
+  /** Byte offset (in the region) of group rank `p`'s data in `slot`. */
+  dataOffset(slot: number, p: number): number {
+    return this.#recordOffset(slot, p) + RECORD_HEADER_BYTES + MAX_TAG_BYTES;
+  }
+
+  /** Byte offset (in the region) of `slot`'s result. */
+  resultOffset(slot: number): number {
+    return this.#slotOffset(slot) + SLOT_HEADER_BYTES + this.#group.size * RECORD_BYTES;
+  }
+
+  /** This rank's group rank. */
+  get rank(): number {
+    return this.#group.rank;
+  }
+
+  get bytes(): Uint8Array {
+    return this.#bytes;
+  }
+
+  /**
+   * Waits until the call's slot is free for it, then writes this rank's
+   * record (its kind, and its signature, or for an abandoned call its error);
+   * the data, if any, goes to dataOffset before `arrive`. Returns the slot.
+   */
+  async enter(call: CallInfo, kind: Kind, text: string): Promise<number> {
+    const slot = call.seq % SLOTS;
+    const cycle = cycleOf(call, slot);
+    const open = this.#slotWord(slot, S.open);
+    if (Atomics.load(this.#words, open) !== cycle) {
+      await this.#wait(open, cycle, call, () =>
+        call.seq >= SLOTS
+          ? `waiting for every rank to finish call #${call.seq - SLOTS}, whose place in the group's region it takes`
+          : 'waiting for the group region',
+      );
+    }
+    this.#write(
+      slot,
+      kind,
+      kind === KIND.abandoned ? encodeBounded(text, MAX_TAG_BYTES) : this.#signature(text),
+    );
+    Atomics.store(this.#words, (this.#recordOffset(slot, this.#group.rank) >> 2) + R.cycle, cycle + 1);
+    return slot;
+  }
+
+  #write(slot: number, kind: Kind, text: Uint8Array): void {
+    const record = this.#recordOffset(slot, this.#group.rank) >> 2;
+    this.#bytes.set(text, (record << 2) + RECORD_HEADER_BYTES);
+    this.#words[record + R.textLength] = text.length;
+    Atomics.store(this.#words, record + R.kind, kind);
+  }
+
+  /** Counts this rank in; true for the last to arrive, which must judge (and maybe reduce) and announce. */
+  arrive(slot: number): boolean {
+    return Atomics.add(this.#words, this.#slotWord(slot, S.arrived), 1) === this.#group.size - 1;
+  }
+
+  /** The last arrival's verdict: a rank that failed locally first, then any disagreement of kind or signature. */
+  judge(slot: number): number {
+    let outcome: number = OUTCOME.reduced;
+    const first = this.#recordOffset(slot, 0) >> 2;
+    for (let p = 0; p < this.#group.size; p++) {
+      const record = this.#recordOffset(slot, p) >> 2;
+      if (this.#words[record + R.kind] === KIND.abandoned) return OUTCOME.abandoned;
+      if (!this.#sameCall(record, first)) outcome = OUTCOME.mismatch;
+    }
+    if (outcome === OUTCOME.reduced && this.#words[first + R.kind] === KIND.keyed) return OUTCOME.keyed;
+    return outcome;
+  }
+
+  /** result = op(every rank's data), in rank order; only when judge said `reduced`. */
+  reduce(slot: number, op: ReduceOp, dtype: DType, numel: number): void {
+    let operands = this.#operands[slot];
+    if (operands?.dtype !== dtype || operands.numel !== numel) {
+      const Typed = arrayConstructor(dtype);
+      // The constructors are typed for ArrayBuffer; a SharedArrayBuffer backs them the same way.
+      const buffer = this.#buffer as unknown as ArrayBuffer;
+      const view = (offset: number) => new Typed(buffer, this.#base + offset, numel) as TypedArray;
+      const inputs: TypedArray[] = [];
+      for (let p = 0; p < this.#group.size; p++) inputs.push(view(this.dataOffset(slot, p)));
+      operands = { dtype, numel, inputs, out: view(this.resultOffset(slot)) };
+      this.#operands[slot] = operands;
+    }
+    reduceArrays(op, dtype, operands.out, operands.inputs);
+  }
+
+  /** Publishes the verdict on `call` and wakes every rank waiting for it at once. */
+  announce(slot: number, call: CallInfo, outcome: number): void {
+    this.#words[this.#slotWord(slot, S.outcome)] = outcome;
+    const ready = this.#slotWord(slot, S.ready);
+    Atomics.store(this.#words, ready, cycleOf(call, slot) + 1);
+    Atomics.notify(this.#words, ready);
+  }
+
+  /** A call the keyed store serves takes its slot too, without waiting for the others (see above). */
+  pass(call: CallInfo): Promise<void> {
+    return this.#passThrough(call, KIND.keyed, call.signature);
+  }
+
+  /**
+   * A call that failed this rank's local checks leaves its error in its slot,
+   * for the peers that came to the region; those in the keyed store are told there.
+   */
+  abandon(call: CallInfo, error: Error): Promise<void> {
+    return this.#passThrough(call, KIND.abandoned, error.message);
+  }
+
+  async #passThrough(call: CallInfo, kind: Kind, text: string): Promise<void> {
+    const slot = await this.enter(call, kind, text);
+    if (this.arrive(slot)) this.announce(slot, call, this.judge(slot));
+    this.depart(slot);
+  }
+
+  /** Waits for the verdict on the call in `slot`; returns it. */
+  async outcome(slot: number, call: CallInfo): Promise<number> {
+    const cycle = cycleOf(call, slot);
+    const ready = this.#slotWord(slot, S.ready);
+    if (Atomics.load(this.#words, ready) !== cycle + 1) {
+      const missing = () => this.#missing(slot, cycle);
+      try {
+        await this.#wait(
+          ready,
+          cycle + 1,
+          call,
+          () => `waiting for ${ranksText(this.#group, missing())}`,
+          missing,
+        );
+      } catch (error) {
+        // A rank still to come must not complete the call without this one: it fails with this rank's error.
+        this.#write(slot, KIND.abandoned, encodeBounded((error as Error).message, MAX_TAG_BYTES));
+        throw error;
+      }
+    }
+    return this.#words[this.#slotWord(slot, S.outcome)];
+  }
+
+  /** Leaves the slot (also after a failure); the last to leave frees it for the call SLOTS later. */
+  depart(slot: number): void {
+    const w = this.#words;
+    if (Atomics.add(w, this.#slotWord(slot, S.departed), 1) !== this.#group.size - 1) return;
+    w[this.#slotWord(slot, S.arrived)] = 0;
+    w[this.#slotWord(slot, S.departed)] = 0;
+    const open = this.#slotWord(slot, S.open);
+    Atomics.add(w, open, 1);
+    Atomics.notify(w, open);
+  }
+
+  /** Group ranks whose record in `slot` says they serve the call through the keyed store. */
+  keyedPeers(slot: number): number[] {
+    const peers: number[] = [];
+    for (let p = 0; p < this.#group.size; p++) {
+      const record = this.#recordOffset(slot, p) >> 2;
+      if (p !== this.#group.rank && this.#words[record + R.kind] === KIND.keyed) peers.push(p);
+    }
+    return peers;
+  }
+
+  /** The error of a call whose verdict was a mismatch or a rank's local failure, in this rank's words. */
+  failure(slot: number, call: CallInfo, outcome: number): Error {
+    const me = this.#recordOffset(slot, this.#group.rank) >> 2;
+    for (let p = 0; p < this.#group.size; p++) {
+      const record = this.#recordOffset(slot, p) >> 2;
+      if (outcome === OUTCOME.abandoned && this.#words[record + R.kind] === KIND.abandoned) {
+        return abandonedError(this.#group, call, p, this.#text(record));
+      }
+      if (outcome === OUTCOME.mismatch && !this.#sameCall(record, me)) {
+        return mismatchError(this.#group, call, call.signature, p, this.#text(record));
+      }
+    }
+    return new Error(`${call.signature}: the group region holds no failure for call #${call.seq}`);
+  }
+
+  #sameCall(a: number, b: number): boolean {
+    const w = this.#words;
+    const length = w[a + R.textLength];
+    if (w[a + R.kind] !== w[b + R.kind] || w[b + R.textLength] !== length) return false;
+    const from = (a << 2) + RECORD_HEADER_BYTES;
+    const to = (b << 2) + RECORD_HEADER_BYTES;
+    for (let i = 0; i < length; i++) if (this.#bytes[from + i] !== this.#bytes[to + i]) return false;
+    return true;
+  }
+
+  #text(record: number): string {
+    const at = (record << 2) + RECORD_HEADER_BYTES;
+    return new TextDecoder().decode(this.#bytes.slice(at, at + this.#words[record + R.textLength]));
+  }
+
+  /** Group ranks that have not arrived for `cycle` of `slot`. */
+  #missing(slot: number, cycle: number): number[] {
+    const missing: number[] = [];
+    for (let p = 0; p < this.#group.size; p++) {
+      const record = this.#recordOffset(slot, p) >> 2;
+      if (Atomics.load(this.#words, record + R.cycle) !== cycle + 1) missing.push(p);
+    }
+    return missing;
+  }
+
+  #signature(signature: string): Uint8Array {
+    let encoded = this.#signatures.get(signature);
+    if (encoded === undefined) {
+      if (this.#signatures.size === SIGNATURES_KEPT) this.#signatures.clear();
+      encoded = encodeBounded(signature, MAX_TAG_BYTES);
+      this.#signatures.set(signature, encoded);
+    }
+    return encoded;
+  }
+
+  /**
+   * Waits until word `index` holds `target`, within the call's timeout, ending
+   * with the job's abort or the CommTimeoutError (with hang report) a keyed
+   * wait ends with. A monitored call waits in slices and, between them, says
+   * whom it waits for and fails at once when one of `waitedFor` failed the
+   * call or left.
+   */
+  async #wait(
+    index: number,
+    target: number,
+    call: CallInfo,
+    what: () => string,
+    waitedFor?: () => number[],
+  ): Promise<void> {
+    const ready = (value: number) => value === target;
+    const deadline = performance.now() + call.timeoutMs;
+    const debug = call.debug;
+    for (;;) {
+      const sliceEnd = debug && waitedFor ? Math.min(deadline, performance.now() + PEER_CHECK_MS) : deadline;
+      try {
+        await waitForWord(this.#words, index, ready, {
+          deadline: sliceEnd,
+          abort: this.#abort,
+          describe: what,
+        });
+        return;
+      } catch (error) {
+        if (!(error instanceof CommTimeoutError)) throw error;
+        if (sliceEnd >= deadline) throw timeoutError(this.#group, call, what());
+      }
+      if (!debug || !waitedFor) continue;
+      debug.monitor.waiting(debug.record, what());
+      for (const p of waitedFor()) {
+        const peer = this.#group.ranks[p];
+        const failure = peerFailureError(this.#group, call, debug, peer);
+        if (failure) throw failure;
+        const departure = debug.monitor.departure(peer);
+        if (departure !== undefined) throw departedError(this.#group, call, debug, peer, departure);
+      }
+    }
+  }
+
+  #slotOffset(slot: number): number {
+    return slot * this.#slotBytes;
+  }
+
+  #slotWord(slot: number, word: number): number {
+    return (this.#slotOffset(slot) >> 2) + word;
+  }
+
+  #recordOffset(slot: number, p: number): number {
+    return this.#slotOffset(slot) + SLOT_HEADER_BYTES + p * RECORD_BYTES;
+  }
+}
