@@ -1,8 +1,10 @@
 /**
- * Locating modules for rank threads. Workers start from a URL; TypeScript
- * sources (entry modules under tests and examples, or this library's own
- * sources under vitest) are loaded through tsx, registered inside the worker
- * because Node 20 ignores `--import` loaders in worker execArgv.
+ * Locating modules for rank threads. Workers start from a URL. spawnThreads'
+ * threads load a bundle (rank-bundle.ts); where there is none, and in pooled
+ * threads (which import test files as they come), TypeScript sources (entry
+ * modules, or this library's own sources under vitest) are loaded through
+ * tsx, registered inside the worker because Node 20 ignores `--import`
+ * loaders in worker execArgv.
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -43,4 +45,10 @@ export function typeScriptBootstrap(bootstrapUrl: string): string {
     register();
     await import(${JSON.stringify(bootstrapUrl)});
   })();`;
+}
+
+/** Code for an eval worker that turns source maps on (before any module loads, so all follow them) and imports `bootstrapUrl`. */
+export function sourceMapsBootstrap(bootstrapUrl: string): string {
+  return `process.setSourceMapsEnabled(true);
+  import(${JSON.stringify(bootstrapUrl)});`;
 }

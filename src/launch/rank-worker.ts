@@ -18,9 +18,15 @@ function report(message: RankWorkerReport): void {
 
 /** Runs one job's rank and reports its outcome exactly once; never rejects. */
 export function runRank(data: RankWorkerData): Promise<void> {
+  // The thread lives until its main settles, even while main only awaits what holds no handle of
+  // the event loop (an Atomics.waitAsync on the user's own memory): else it would exit mid-main.
+  const alive = setInterval(() => {}, 2 ** 30);
   return run(data)
     .catch((error: unknown) => report(errorReport(error)))
-    .finally(() => registerInterruptCheck(undefined));
+    .finally(() => {
+      clearInterval(alive);
+      registerInterruptCheck(undefined);
+    });
 }
 
 async function run(data: RankWorkerData): Promise<void> {
@@ -34,7 +40,7 @@ async function run(data: RankWorkerData): Promise<void> {
     ctx = await setup.createRankContext(data.identity, data.shared, abort, data.job, {
       lost: (how) => report({ kind: 'lost', how }),
     });
-    const entry = (await import(data.entryUrl)) as { default?: unknown };
+    const entry = (await import(data.entryModule)) as { default?: unknown };
     report({ kind: 'loaded' });
     if (typeof entry.default !== 'function') {
       throw new TypeError(`entry module ${data.entryUrl} must export a default function main(ctx, args)`);

@@ -26,7 +26,13 @@ import {
   jobTimeoutMessage,
   type RankFailure,
 } from './job-options.ts';
-import { needsTypeScriptLoader, resolveEntry, typeScriptBootstrap } from './module-url.ts';
+import {
+  needsTypeScriptLoader,
+  resolveEntry,
+  sourceMapsBootstrap,
+  typeScriptBootstrap,
+} from './module-url.ts';
+import { rankBundle } from './rank-bundle.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { type JobOptions, type RankIdentity, type RankSetupModule, rankSetupUrl } from './rank-setup.ts';
 import { packTensors, unpackTensors } from './tensor-transfer.ts';
@@ -68,7 +74,9 @@ const SPAWN_THREADS_KEYS = {
 
 export interface RankWorkerData {
   identity: RankIdentity;
+  /** The entry as the job names it (in messages), and the module the rank imports for it (its bundle's, if bundled). */
   entryUrl: string;
+  entryModule: string;
   setupUrl: string;
   args: unknown;
   abort: SharedArrayBuffer;
@@ -90,25 +98,57 @@ export interface RankThread {
   terminate(): Promise<number>;
 }
 export type StartRankThread = (data: RankWorkerData, bootstrap: RankBootstrap) => RankThread;
-/** The module a rank thread starts from, and whether it needs the TypeScript loader (tsx). */
+/**
+ * The module a rank thread starts from, and whether it needs the TypeScript loader (tsx), or is a
+ * bundle (rank-bundle.ts) whose source maps stack traces should follow.
+ */
 export interface RankBootstrap {
   url: URL;
   typeScript: boolean;
+  bundled?: boolean;
+}
+
+/** Where a job's rank threads load their modules from. */
+export interface RankModules {
+  bootstrap: RankBootstrap;
+  setupUrl: string;
+  entryModule: string;
 }
 
 export function rankWorkerUrl(): URL {
   return new URL(`./rank-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
 }
 
-function startWorker(data: RankWorkerData, { url, typeScript }: RankBootstrap): RankThread {
-  return typeScript
-    ? new Worker(typeScriptBootstrap(url.href), { eval: true, workerData: data })
-    : new Worker(url, { workerData: data });
+function startWorker(data: RankWorkerData, { url, typeScript, bundled }: RankBootstrap): RankThread {
+  if (typeScript) return new Worker(typeScriptBootstrap(url.href), { eval: true, workerData: data });
+  if (bundled) return new Worker(sourceMapsBootstrap(url.href), { eval: true, workerData: data });
+  return new Worker(url, { workerData: data });
+}
+
+/** The job's modules as they are: the rank bootstrap beside this module, tsx when any is TypeScript. */
+export async function unbundledModules(entryUrl: string, setupUrl: string): Promise<RankModules> {
+  const url = rankWorkerUrl();
+  return {
+    bootstrap: { url, typeScript: needsTypeScriptLoader(entryUrl, url.href) },
+    setupUrl,
+    entryModule: entryUrl,
+  };
+}
+
+/** The job's modules bundled once (rank-bundle.ts), or as they are where they cannot be. */
+async function bundledModules(entryUrl: string, setupUrl: string): Promise<RankModules> {
+  const bundle = await rankBundle(rankWorkerUrl().href, setupUrl, entryUrl);
+  if (bundle === undefined) return unbundledModules(entryUrl, setupUrl);
+  return {
+    bootstrap: { url: bundle.worker, typeScript: false, bundled: true },
+    setupUrl: bundle.setupUrl,
+    entryModule: bundle.entryUrl,
+  };
 }
 
 /**
- * Stopping a thread while a native addon initialises (koffi, lz4 and zstd load
- * with the library) aborts the whole process: node-addon-api treats the failed
+ * Stopping a thread while a native addon initialises (koffi loads with the
+ * library, lz4 and zstd when first used) aborts the whole process: node-addon-api treats the failed
  * napi_throw of a terminating thread as fatal. A thread that is still loading
  * is stopped once it has loaded, or after this long at the latest.
  */
@@ -116,15 +156,19 @@ const LOADING_STOP_MS = 10_000;
 
 /** Resolves to the ranks' return values in rank order, or rejects naming every failed rank. */
 export function spawnThreads<R = unknown>(entry: string | URL, options: SpawnThreadsOptions): Promise<R[]> {
-  return runRankThreads<R>(entry, options, startWorker, options.worldSize);
+  return runRankThreads<R>(entry, options, startWorker, options.worldSize, bundledModules);
 }
 
-/** spawnThreads on threads from `start`, which starts `starting` new ones (a pool lends warm ones). */
+/**
+ * spawnThreads on threads from `start`, which starts `starting` new ones (a pool lends warm ones)
+ * loading the modules `locate` says.
+ */
 export async function runRankThreads<R = unknown>(
   entry: string | URL,
   options: SpawnThreadsOptions,
   start: StartRankThread,
   starting: number,
+  locate: (entryUrl: string, setupUrl: string) => Promise<RankModules> = unbundledModules,
 ): Promise<R[]> {
   checkOptionKeys(options, SPAWN_THREADS_KEYS, 'spawnThreads');
   const { worldSize } = options;
@@ -148,10 +192,9 @@ export async function runRankThreads<R = unknown>(
     faults: checkFaults(options.faults, { worldSize, ops: registeredOpNames() }, 'spawnThreads'),
     chaos: checkChaos(options.chaos, 'spawnThreads'),
   };
+  const { bootstrap, setupUrl: rankSetup, entryModule } = await locate(entryUrl, setupUrl);
   const shared = setup.createJobShared(job);
   const abort = new AbortWord();
-  const bootstrapUrl = rankWorkerUrl();
-  const bootstrap = { url: bootstrapUrl, typeScript: needsTypeScriptLoader(entryUrl, bootstrapUrl.href) };
 
   const results: unknown[] = new Array(worldSize);
   const failures: RankFailure[] = [];
@@ -162,7 +205,8 @@ export async function runRankThreads<R = unknown>(
     const data: RankWorkerData = {
       identity: { rank, worldSize, name, device: devices[rank], names, devices },
       entryUrl,
-      setupUrl,
+      entryModule,
+      setupUrl: rankSetup,
       args: packedArgs,
       abort: abort.buffer,
       shared,

@@ -1,0 +1,232 @@
+/**
+ * The modules a job's rank threads load, bundled once by esbuild into a few
+ * JavaScript files: the rank bootstrap, the rank setup and the entry, with
+ * the modules they share in shared chunks, so each is one instance in a
+ * thread (the entry's Tensor is the setup's Tensor). A thread then loads a
+ * handful of files instead of ~150 modules, and a TypeScript entry (or this
+ * library's own sources, under vitest or tsx) is transpiled once here rather
+ * than by a tsx loader thread per rank, which cost seconds per job.
+ *
+ * Packages from node_modules stay out of the bundle, imported by absolute
+ * URL (one instance per thread, loaded lazily where the code says so); every
+ * module keeps its own import.meta.url, and source maps point stack traces
+ * at the original files. Bundles are cached under the temp directory, keyed
+ * by the three modules and stamped by their inputs' sizes and mtimes, so an
+ * edited file is rebuilt and an unchanged one is not, across processes too.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve, sep } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Loader, Plugin } from 'esbuild';
+
+export interface RankBundle {
+  /** The rank bootstrap (rank-worker) to start each thread from. */
+  worker: URL;
+  /** Imported by each rank in place of the rank setup module and of the entry. */
+  setupUrl: string;
+  entryUrl: string;
+}
+
+/** Bumped when what a bundle holds changes, so older cached bundles are not used. */
+const LAYOUT = 1;
+export const BUNDLE_CACHE_DIR = join(tmpdir(), `tensorcomm-bundles-${process.getuid?.() ?? 'user'}`);
+const PACKAGE_DIR = fileURLToPath(new URL('../../', import.meta.url));
+const OWN_DEPENDENCIES = join(PACKAGE_DIR, 'node_modules', sep);
+const NAMES = ['rank-worker', 'setup', 'entry'] as const;
+const RESOLVING = Symbol('resolving');
+/** A process that started before a bundle went stale may still be loading it for this long. */
+const PRUNE_AFTER_MS = 3_600_000;
+
+interface Manifest {
+  inputs: string[];
+  stamp: string;
+}
+
+const sha = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 20);
+
+/** The inputs' sizes and modification times, hashed: a changed (or removed) input changes the stamp. */
+function stampOf(inputs: readonly string[]): string {
+  return sha(
+    inputs
+      .map((path) => {
+        try {
+          const { size, mtimeMs } = statSync(path);
+          return `${path}\0${size}\0${mtimeMs}`;
+        } catch {
+          return `${path}\0missing`;
+        }
+      })
+      .join('\n'),
+  );
+}
+
+function bundleAt(dir: string): RankBundle {
+  const url = (name: string) => pathToFileURL(join(dir, `${name}.mjs`));
+  return { worker: url('rank-worker'), setupUrl: url('setup').href, entryUrl: url('entry').href };
+}
+
+function manifestOf(key: string): Manifest | undefined {
+  try {
+    return JSON.parse(readFileSync(join(BUNDLE_CACHE_DIR, `${key}.json`), 'utf8')) as Manifest;
+  } catch {
+    // No manifest yet, or one another process is replacing.
+    return undefined;
+  }
+}
+
+function cached(key: string): RankBundle | undefined {
+  const manifest = manifestOf(key);
+  if (manifest === undefined || stampOf(manifest.inputs) !== manifest.stamp) return undefined;
+  const dir = join(BUNDLE_CACHE_DIR, `${key}-${manifest.stamp}`);
+  return existsSync(dir) ? bundleAt(dir) : undefined;
+}
+
+/**
+ * After a build, so the cache does not grow with every edit and every
+ * temporary entry: drops the bundles (and unfinished builds) an hour old
+ * that their manifest no longer names, or whose inputs are gone.
+ */
+function prune(): void {
+  const now = Date.now();
+  for (const name of readdirSync(BUNDLE_CACHE_DIR)) {
+    const path = join(BUNDLE_CACHE_DIR, name);
+    const bundle = /^([0-9a-f]{20})-([0-9a-f]{20})$/.exec(name);
+    if (!bundle && !name.endsWith('.tmp')) continue;
+    try {
+      if (now - statSync(path).mtimeMs < PRUNE_AFTER_MS) continue;
+    } catch {
+      continue;
+    }
+    const manifest = bundle ? manifestOf(bundle[1]) : undefined;
+    const named = bundle !== null && manifest?.stamp === bundle[2];
+    if (named && manifest.inputs.every((input) => existsSync(input))) continue;
+    rmSync(path, { recursive: true, force: true });
+    if (named) rmSync(join(BUNDLE_CACHE_DIR, `${bundle[1]}.json`), { force: true });
+  }
+}
+
+function loaderOf(path: string): Loader {
+  return /\.[cm]?tsx?$/.test(path) ? (path.endsWith('x') ? 'tsx' : 'ts') : path.endsWith('x') ? 'jsx' : 'js';
+}
+
+/** Packages stay external, by absolute URL; tensorcomm itself is bundled, wherever it is installed. */
+function externalPackages(): Plugin {
+  return {
+    name: 'tensorcomm-external-packages',
+    setup(build) {
+      build.onResolve({ filter: /^[^./]/ }, async (args) => {
+        if (args.pluginData === RESOLVING) return undefined;
+        const found = await build.resolve(args.path, {
+          kind: args.kind,
+          importer: args.importer,
+          resolveDir: args.resolveDir,
+          pluginData: RESOLVING,
+        });
+        if (found.errors.length > 0 || found.external) return undefined;
+        const inPackage = found.path.startsWith(PACKAGE_DIR) && !found.path.startsWith(OWN_DEPENDENCIES);
+        if (inPackage || !found.path.includes(`${sep}node_modules${sep}`)) return { path: found.path };
+        return { path: pathToFileURL(found.path).href, external: true };
+      });
+    },
+  };
+}
+
+/** Each module's import.meta.url (and filename, dirname) stays its own file's, not the bundle's. */
+function ownImportMeta(transform: typeof import('esbuild').transform): Plugin {
+  return {
+    name: 'tensorcomm-own-import-meta',
+    setup(build) {
+      build.onLoad({ filter: /\.[cm]?[jt]sx?$/ }, async ({ path }) => {
+        const source = await readFile(path, 'utf8');
+        if (!source.includes('import.meta')) return undefined;
+        const { code } = await transform(source, {
+          loader: loaderOf(path),
+          format: 'esm',
+          sourcefile: path,
+          sourcemap: 'inline',
+          define: {
+            'import.meta.url': JSON.stringify(pathToFileURL(path).href),
+            'import.meta.filename': JSON.stringify(path),
+            'import.meta.dirname': JSON.stringify(dirname(path)),
+          },
+        });
+        return { contents: code, loader: 'js', resolveDir: dirname(path) };
+      });
+    },
+  };
+}
+
+async function build(key: string, modules: readonly string[]): Promise<RankBundle> {
+  const esbuild = await import('esbuild');
+  mkdirSync(BUNDLE_CACHE_DIR, { recursive: true });
+  const building = join(BUNDLE_CACHE_DIR, `${key}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  try {
+    const { metafile } = await esbuild.build({
+      entryPoints: Object.fromEntries(NAMES.map((name, i) => [name, fileURLToPath(modules[i])])),
+      absWorkingDir: PACKAGE_DIR,
+      outdir: building,
+      outExtension: { '.js': '.mjs' },
+      bundle: true,
+      splitting: true,
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      // Bundling renames clashing top-level names; error classes must keep theirs.
+      keepNames: true,
+      sourcemap: 'linked',
+      sourcesContent: false,
+      metafile: true,
+      logLevel: 'silent',
+      plugins: [externalPackages(), ownImportMeta(esbuild.transform)],
+    });
+    const inputs = Object.keys(metafile.inputs).map((input) => resolve(PACKAGE_DIR, input));
+    const stamp = stampOf(inputs);
+    const dir = join(BUNDLE_CACHE_DIR, `${key}-${stamp}`);
+    try {
+      renameSync(building, dir);
+    } catch (error) {
+      // Another process built the same inputs first: theirs is as good.
+      if (!existsSync(dir)) throw error;
+    }
+    const manifest = join(BUNDLE_CACHE_DIR, `${key}.json`);
+    writeFileSync(`${building}.json`, JSON.stringify({ inputs, stamp } satisfies Manifest));
+    renameSync(`${building}.json`, manifest);
+    prune();
+    return bundleAt(dir);
+  } finally {
+    rmSync(building, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The bundle of these three modules (file URLs), built or taken from the
+ * cache; undefined when they cannot be bundled (not files, or esbuild fails
+ * on them), and the job then loads them as they are, so a broken entry fails
+ * in its ranks with its own error, as without bundling.
+ */
+export async function rankBundle(
+  workerUrl: string,
+  setupUrl: string,
+  entryUrl: string,
+): Promise<RankBundle | undefined> {
+  const modules = [workerUrl, setupUrl, entryUrl];
+  if (!modules.every((url) => url.startsWith('file:'))) return undefined;
+  const key = sha(JSON.stringify([LAYOUT, ...modules]));
+  try {
+    return cached(key) ?? (await build(key, modules));
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * Rank threads load a job's modules from one esbuild bundle (src/launch/rank-bundle.ts):
+ * a TypeScript entry with relative imports runs without a loader in the thread,
+ * sees the rank's own library instance, its own import.meta.url and source
+ * lines; an edited entry is rebuilt, an unchanged one is not; two jobs share
+ * no module state; an entry that cannot be bundled fails in its ranks as before.
+ */
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { JobFailedError, spawnThreads } from '../src/index.ts';
+import { BUNDLE_CACHE_DIR, rankBundle } from '../src/launch/rank-bundle.ts';
+import { rankSetupUrl } from '../src/launch/rank-setup.ts';
+import { rankWorkerUrl } from '../src/launch/spawn-threads.ts';
+import type { BundledRank } from './fixtures/bundled-entry.ts';
+
+const entry = new URL('./fixtures/bundled-entry.ts', import.meta.url);
+const helper = new URL('./fixtures/bundled-helper.ts', import.meta.url);
+const scratch = mkdtempSync(join(tmpdir(), 'tensorcomm-bundle-test-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function lineOf(url: URL, text: string): number {
+  return (
+    readFileSync(url, 'utf8')
+      .split('\n')
+      .findIndex((line) => line.includes(text)) + 1
+  );
+}
+
+describe('bundled rank threads', () => {
+  it('a TypeScript entry with relative imports shares the rank’s library and keeps its own URLs and lines', async () => {
+    const ranks = await spawnThreads<BundledRank>(entry, { worldSize: 3, args: {} });
+    for (const rank of ranks) {
+      expect(rank.sameLibrary).toBe(true);
+      expect(rank.entryUrl).toBe(entry.href);
+      expect(rank.helper).toEqual({ url: helper.href, line: lineOf(helper, 'new Error().stack') });
+    }
+  });
+
+  it('two jobs share no module state', async () => {
+    const first = await spawnThreads<BundledRank>(entry, { worldSize: 2, args: {} });
+    const second = await spawnThreads<BundledRank>(entry, { worldSize: 2, args: {} });
+    expect([...first, ...second].map((rank) => rank.calls)).toEqual([1, 1, 1, 1]);
+  });
+
+  it('a rank’s error names the entry’s source line', async () => {
+    const error = await spawnThreads(entry, { worldSize: 2, args: { fail: true } }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(JobFailedError);
+    const { failures } = error as JobFailedError;
+    expect(failures[0].error.message).toMatch(/rank \d fails on purpose/);
+    expect(failures[0].error.stack).toContain(`bundled-entry.ts:${lineOf(entry, 'fails on purpose')}:`);
+  });
+
+  it('an edited entry is rebuilt, an unchanged one comes from the cache', async () => {
+    const file = join(scratch, 'edited.mjs');
+    const write = (value: number) =>
+      writeFileSync(file, `export default async function main() { return ${value}; }\n`);
+    write(1);
+    const modules = [rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href] as const;
+    const built = await rankBundle(...modules);
+    expect(built).toBeDefined();
+    const again = await rankBundle(...modules);
+    expect(again?.entryUrl).toBe(built?.entryUrl);
+    expect(statSync(new URL(again!.entryUrl)).mtimeMs).toBe(statSync(new URL(built!.entryUrl)).mtimeMs);
+    expect(await spawnThreads(file, { worldSize: 2 })).toEqual([1, 1]);
+    // A bundle no manifest names: dropped by the next build once it is an hour old, kept while younger.
+    const [stale, young] = ['a', 'c'].map((digit) =>
+      join(BUNDLE_CACHE_DIR, `${digit.repeat(20)}-${'b'.repeat(20)}`),
+    );
+    for (const dir of [stale, young]) mkdirSync(dir, { recursive: true });
+    utimesSync(stale, new Date(Date.now() - 7_200_000), new Date(Date.now() - 7_200_000));
+    write(22);
+    expect((await rankBundle(...modules))?.entryUrl).not.toBe(built?.entryUrl);
+    expect([existsSync(stale), existsSync(young)]).toEqual([false, true]);
+    rmSync(young, { recursive: true });
+    expect(await spawnThreads(file, { worldSize: 2 })).toEqual([22, 22]);
+  });
+
+  it('an entry that cannot be bundled fails in its ranks with its own error', async () => {
+    const file = join(scratch, 'broken.mjs');
+    writeFileSync(file, 'export default async function main( {\n');
+    expect(await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href)).toBeUndefined();
+    const error = await spawnThreads(file, { worldSize: 2 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(JobFailedError);
+    expect((error as JobFailedError).message).toMatch(/rank 0 \(rank-0\): SyntaxError/);
+  });
+});
