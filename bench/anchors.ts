@@ -146,6 +146,35 @@ export async function mpi(dir: string, np = 2, btl?: string): Promise<Anchor> {
   );
 }
 
+/**
+ * mpi_oversubscribed.c: Open MPI's 1 KiB allreduce in µs at each of `nps`
+ * process counts (more ranks than cores: --oversubscribe, so idle ranks
+ * yield), compiled once; `repeats` runs per count, in turn, for medians.
+ */
+export async function mpiOversubscribed(
+  nps: readonly number[],
+  repeats: number,
+): Promise<{ us: Record<number, number[]> } | { skipped: string }> {
+  if (!((await onPath('mpicc')) && (await onPath('mpirun')))) {
+    return { skipped: 'Open MPI not installed; apt-get install -y openmpi-bin libopenmpi-dev' };
+  }
+  return withTempDir('tensorcomm-mpi-ov-', async (tmp) => {
+    const binary = join(tmp, 'mpi_oversubscribed');
+    await exec('mpicc', ['-O2', '-o', binary, join(ANCHORS_DIR, 'mpi_oversubscribed.c')], {
+      timeout: MINUTE_MS,
+    });
+    const us: Record<number, number[]> = {};
+    for (let r = 0; r < repeats; r++) {
+      for (const np of nps) {
+        const args = ['--allow-run-as-root', '--oversubscribe', '-np', String(np), binary];
+        const { stdout } = await exec('mpirun', args, { timeout: 5 * MINUTE_MS });
+        (us[np] ??= []).push((JSON.parse(stdout) as { allreduce_1KiB_us: number }).allreduce_1KiB_us);
+      }
+    }
+    return { us };
+  });
+}
+
 async function withTempDir<T>(prefix: string, use: (dir: string) => Promise<T>): Promise<T> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
   try {

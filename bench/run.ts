@@ -1,7 +1,8 @@
 /**
- * The whole bench: reduction kernels, collectives between rank threads, then
- * the anchors (node primitives, gloo, Open MPI) from the same run, tensorcomm
- * beside them, and the goals as ratios.
+ * The whole bench: reduction kernels, collectives between rank threads, many
+ * thread ranks per core beside Open MPI, then the anchors (node primitives,
+ * gloo, Open MPI) from the same run, tensorcomm beside them, and the goals as
+ * ratios.
  *
  *   npx tsx bench/run.ts [--quick] [--json <file>]
  *
@@ -15,6 +16,8 @@ import { evaluateGoals, printComparison, printGoals } from './compare.ts';
 import { runCompressionBench } from './compression.ts';
 import { runDebugOverhead } from './debug-overhead.ts';
 import { main as runKernels } from './kernels.ts';
+import { runOversubscribedBench } from './oversubscribed.ts';
+import { runStartupBench } from './startup.ts';
 
 export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
   const args = parseBenchArgs(argv, 'bench/run');
@@ -52,9 +55,13 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
       log,
     }),
   );
+  const oversubscribed = await timed('oversubscribed', () =>
+    runOversubscribedBench({ quick: args.quick, log }),
+  );
   const anchors = await timed('anchors', () => runAnchors({ quick: args.quick, log }));
   const compression = await timed('compression', () => runCompressionBench({ quick: args.quick, log }));
   const debugChecks = await timed('debug checks', () => runDebugOverhead({ quick: args.quick, log }));
+  const startup = await timed('start-up', () => runStartupBench({ quick: args.quick, log }));
   printComparison(collectives, anchors, log);
   printComparison(processes, anchors, log, 'processes (FileTensorStore)');
   const goals = evaluateGoals(collectives, anchors, processes);
@@ -68,10 +75,12 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
     kernels,
     collectives,
     processes,
+    oversubscribed,
     anchors,
     goals,
     compression,
     debugChecks,
+    startup,
   };
   if (args.json !== undefined) await writeJson(args.json, report, log);
   return report;
