@@ -138,8 +138,8 @@ export class CallRegion {
     if (Atomics.load(this.#words, open) !== cycle) {
       await this.#wait(open, cycle, call, () =>
         call.seq >= SLOTS
-          ? `waiting for every rank to finish call #${call.seq - SLOTS}, whose place in the group's region it takes`
-          : 'waiting for the group region',
+          ? `every rank to finish call #${call.seq - SLOTS}, whose place in the group's region it takes`
+          : 'the group region',
       );
     }
     this.#write(
@@ -230,7 +230,7 @@ export class CallRegion {
           ready,
           cycle + 1,
           call,
-          () => `waiting for ${ranksText(this.#group, missing())}`,
+          () => ranksText(this.#group, missing()),
           missing,
         );
       } catch (error) {
@@ -317,16 +317,18 @@ export class CallRegion {
    * Waits until word `index` holds `target`, within the call's timeout, ending
    * with the job's abort or the CommTimeoutError (with hang report) a keyed
    * wait ends with. A monitored call waits in slices and, between them, says
-   * whom it waits for and fails at once when one of `waitedFor` failed the
-   * call or left.
+   * whom it waits for (`waitingFor`, as the monitor's reports phrase it:
+   * "group rank 2 (global rank 2)") and fails at once when one of `waitedFor`
+   * failed the call or left.
    */
   async #wait(
     index: number,
     target: number,
     call: CallInfo,
-    what: () => string,
+    waitingFor: () => string,
     waitedFor?: () => number[],
   ): Promise<void> {
+    const what = () => `waiting for ${waitingFor()}`;
     const ready = (value: number) => value === target;
     const deadline = performance.now() + call.timeoutMs;
     const debug = call.debug;
@@ -344,7 +346,7 @@ export class CallRegion {
         if (sliceEnd >= deadline) throw timeoutError(this.#group, call, what());
       }
       if (!debug || !waitedFor) continue;
-      debug.monitor.waiting(debug.record, what());
+      debug.monitor.waiting(debug.record, waitingFor());
       for (const p of waitedFor()) {
         const peer = this.#group.ranks[p];
         const failure = peerFailureError(this.#group, call, debug, peer);
