@@ -226,13 +226,7 @@ export class CallRegion {
     if (Atomics.load(this.#words, ready) !== cycle + 1) {
       const missing = () => this.#missing(slot, cycle);
       try {
-        await this.#wait(
-          ready,
-          cycle + 1,
-          call,
-          () => ranksText(this.#group, missing()),
-          missing,
-        );
+        await this.#wait(ready, cycle + 1, call, () => ranksText(this.#group, missing()), missing);
       } catch (error) {
         // A rank still to come must not complete the call without this one: it fails with this rank's error.
         this.#write(slot, KIND.abandoned, encodeBounded((error as Error).message, MAX_TAG_BYTES));
