@@ -34,7 +34,8 @@ export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
   return new NcclBackend(view, {
     device: devices[view.ranks[view.rank]],
     destroyTimeoutMs: timeoutMs,
-    fallback: new StoreBackend(store, view),
-    bootstrap: new StoreBackend(store, { ...view, id: `${view.id}~nccl` }),
+    // NCCL serves the group's device calls: these see only some of its calls.
+    fallback: new StoreBackend(store, view, { sharedRegion: false }),
+    bootstrap: new StoreBackend(store, { ...view, id: `${view.id}~nccl` }, { sharedRegion: false }),
   });
 }

@@ -57,10 +57,16 @@ export class StoreBackend implements Backend {
   /** Where small collectives meet when every member maps the same memory (threads sharing a MemoryTensorStore). */
   readonly #region: CallRegion | undefined;
 
-  constructor(store: TensorStore, group: GroupView) {
+  /**
+   * `sharedRegion: false` for a backend that serves only some of the group's calls (NcclBackend's
+   * fallback and bootstrap): region slots are taken by call number, and would wait for calls
+   * that go elsewhere.
+   */
+  constructor(store: TensorStore, group: GroupView, options: { sharedRegion?: boolean } = {}) {
     this.#store = store;
     this.#group = group;
-    const shared = group.size > 1 ? store.sharedRegion?.(group.id, regionBytes(group.size)) : undefined;
+    const wanted = group.size > 1 && options.sharedRegion !== false;
+    const shared = wanted ? store.sharedRegion?.(group.id, regionBytes(group.size)) : undefined;
     this.#region = shared && new CallRegion(shared, group);
   }
 
