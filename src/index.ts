@@ -95,6 +95,7 @@ export {
 } from './rendezvous/client.ts';
 export { RendezvousAuthError, RendezvousError, RendezvousTimeoutError } from './rendezvous/errors.ts';
 export { RendezvousServer, type RendezvousServerOptions } from './rendezvous/server.ts';
+export type { ServerLimitOptions, ServerLimits } from './rendezvous/server-limits.ts';
 export { AbortWord } from './runtime/abort-word.ts';
 export type {
   ClusterConfig,
@@ -120,6 +121,7 @@ export {
 } from './runtime/errors.ts';
 export type { ChaosOptions, FaultKind, FaultSpec } from './runtime/faults/options.ts';
 export type {
+  SharedRegion,
   StoreEntry,
   StoreFinishOptions,
   StoreSetOptions,
