@@ -16,7 +16,7 @@ import { describeRanks } from '../src/debug/hang-report.ts';
 import { RankMonitor } from '../src/debug/monitor.ts';
 import { resolveDebugOptions } from '../src/debug/options.ts';
 import { defaultStoreRoot, JobFailedError, launchProcesses } from '../src/index.ts';
-import { alive } from './fixtures/child-run.ts';
+import { alive, type StartedChild, startCollecting } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
 import type { scenarios } from './fixtures/rank-exit.ts';
 import type { Outcome } from './fixtures/scenarios.ts';
@@ -69,26 +69,14 @@ function engineEnv(rank: number, port: number): NodeJS.ProcessEnv {
   };
 }
 
-/** A rank of the fixture started as torchrun would start it; `closed` gives its exit code and output. */
-function startByEngine(rank: number, port: number, name: keyof typeof scenarios) {
-  const child = spawn(process.execPath, ['--import', 'tsx', fixture, scenario(name)], {
+/** A rank of the fixture started as torchrun would start it. */
+function startByEngine(rank: number, port: number, name: keyof typeof scenarios): StartedChild {
+  const child = startCollecting(process.execPath, ['--import', 'tsx', fixture, scenario(name)], {
     cwd: root,
     env: engineEnv(rank, port),
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  const collect = (chunk: Buffer) => {
-    output += chunk;
-  };
-  child.stdout.on('data', collect);
-  child.stderr.on('data', collect);
-  const closed = new Promise<{ code: number | null; output: string }>((resolve) =>
-    child.on('close', (code) => resolve({ code, output })),
-  );
-  if (child.pid === undefined) throw new Error(`rank ${rank}: the fixture did not start`);
-  // Through the handle: a no-op once the child is reaped, so never a signal to a reused pid.
-  const end = () => child.kill('SIGKILL');
-  return { pid: child.pid, closed, end };
+  if (child.pid < 0) throw new Error(`rank ${rank}: the fixture did not start`);
+  return child;
 }
 
 /** `tensorcomm run --nproc 2` of the fixture; its exit code (0 when it succeeded) and output. */
@@ -135,11 +123,11 @@ describe('a process rank that exits with code 0 mid-job', { timeout: 90_000 }, (
     const port = await freePort();
     const ranks = [0, 1].map((rank) => startByEngine(rank, port, 'exitZero'));
     try {
-      const [first, leaver] = await Promise.all(ranks.map((r) => r.closed));
+      const [first, leaver] = await Promise.all(ranks.map((r) => r.ended));
       expect(leaver.code).toBe(0);
       // Rank 0 caught its failure and closed its context: it ends cleanly, without waiting for rank 1 at the end.
-      expect(first.code, first.output).toBe(0);
-      const seen = outcomeIn(first.output);
+      expect(first.code, first.out).toBe(0);
+      const seen = outcomeIn(first.out);
       expect(seen.ok).toBe(false);
       if (seen.ok) return;
       expect(seen.message).toMatch(/rank 1\b.*exited with code 0 before its main finished/);
@@ -149,7 +137,7 @@ describe('a process rank that exits with code 0 mid-job', { timeout: 90_000 }, (
       );
       expect(jobDirectoriesOf(ranks.map((r) => r.pid))).toEqual([]);
     } finally {
-      for (const r of ranks) r.end();
+      for (const r of ranks) r.kill();
     }
   });
 });
@@ -189,7 +177,7 @@ describe.skipIf(!hasPython)(
       });
       const parentClosed = new Promise<void>((resolve) => parent.on('close', () => resolve()));
       try {
-        const { code, output } = await first.closed;
+        const { code, out: output } = await first.ended;
         const [victim] = pidsIn(parentOutput);
         expect(victim, parentOutput).toBeDefined();
         // Still a zombie: only /proc says it is dead.
@@ -204,7 +192,7 @@ describe.skipIf(!hasPython)(
         expect(seen.ms).toBeLessThan(DETECTED_WITHIN_MS);
         expect(jobDirectoriesOf([first.pid])).toEqual([]);
       } finally {
-        first.end();
+        first.kill();
         // Unreaped, the victim's pid is still its own: nothing else can hold it yet.
         endAll(pidsIn(parentOutput));
         parent.stdin.end();
