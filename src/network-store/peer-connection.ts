@@ -7,7 +7,7 @@
  * ends the connection for good; `failure` then says what happened, for every
  * wait on this peer.
  */
-import type net from 'node:net';
+import net from 'node:net';
 import type { FrameDecoder } from '../rendezvous/protocol.ts';
 import { RankFailedError } from '../runtime/errors.ts';
 import type { StoreFinishOptions } from '../runtime/tensor-store.ts';
@@ -54,6 +54,13 @@ interface Payload {
 
 /** Payloads up to this size are copied behind their header and written with it. */
 const COPY_MAX_BYTES = 64 << 10;
+/** Where frames (and whatever follows them in one read) are read into, between payloads. */
+const STAGE_BYTES = 64 << 10;
+
+/** The parts of a net.Socket's TCP handle that taking it over needs (Node's own, not typed). */
+interface SocketHandle {
+  useUserBuffer?: unknown;
+}
 
 export class PeerConnection {
   readonly rank: number;
@@ -62,8 +69,10 @@ export class PeerConnection {
   readonly address: string;
   readonly #localRank: number;
   readonly #localMaxValueBytes: number;
-  readonly #socket: net.Socket;
+  #socket: net.Socket;
   readonly #decoder: FrameDecoder;
+  /** Frames are read into this; payloads straight into their tensors (see #takeOver). */
+  readonly #stage = Buffer.allocUnsafe(STAGE_BYTES);
   readonly #events: PeerEvents;
   #payload: Payload | undefined;
   #failure: RankFailedError | undefined;
@@ -93,7 +102,9 @@ export class PeerConnection {
    * value arrives.
    */
   start(): void {
-    const socket = this.#socket;
+    const handshaken = this.#socket;
+    const socket = this.#takeOver() ?? handshaken;
+    this.#socket = socket;
     socket.on('error', (error) => {
       this.#socketError = error.message;
     });
@@ -106,11 +117,76 @@ export class PeerConnection {
         ),
       );
     socket.on('close', lost);
-    socket.on('data', (chunk: Buffer) => this.#receive(chunk));
+    if (socket === handshaken) socket.on('data', (chunk: Buffer) => this.#receive(chunk));
     this.#receive(Buffer.alloc(0));
     // It may have closed between the handshake and now, before 'close' had a listener.
     if (socket.destroyed) lost();
     else socket.resume();
+  }
+
+  /**
+   * Reads the connection from here on into buffers of its own choosing:
+   * frames into the stage, a payload straight into its tensor, in reads as
+   * large as the kernel has bytes (a socket's 'data' events would allocate
+   * 64 KiB per read and copy each into place). Node offers that (`onread`)
+   * only to sockets it creates with the option, so a new net.Socket takes
+   * over the handshaken one's TCP handle; what the old one had buffered goes
+   * to the decoder first. Undefined, leaving the socket as it is, where the
+   * handle cannot be taken over (or has bytes still to write).
+   */
+  #takeOver(): net.Socket | undefined {
+    const old = this.#socket;
+    const internal = old as unknown as { _handle: SocketHandle | null };
+    const handle = internal._handle;
+    if (!handle || typeof handle.useUserBuffer !== 'function' || old.destroyed || old.writableLength > 0) {
+      return undefined;
+    }
+    for (let chunk = old.read() as Buffer | null; chunk !== null; chunk = old.read() as Buffer | null) {
+      this.#decoder.push(chunk);
+    }
+    internal._handle = null;
+    // Node's own options, untyped: a socket over an existing handle (as net.Server makes for each
+    // connection) and reads into buffers the callback chooses.
+    const options = {
+      handle,
+      readable: true,
+      writable: true,
+      onread: {
+        buffer: () => this.#nextRead(),
+        callback: (nread: number, buffer: Uint8Array) => {
+          this.#read(nread, buffer);
+        },
+      },
+    };
+    const socket = new net.Socket(options as net.SocketConstructorOpts);
+    // The old socket never hears of the handle again; whoever tracks it learns it is done.
+    old.destroy();
+    return socket;
+  }
+
+  /** Where the next read goes: the rest of the payload being received, or the stage. */
+  #nextRead(): Uint8Array {
+    const p = this.#payload;
+    if (p?.into && !this.#failure) return p.into.subarray(p.received);
+    return this.#stage;
+  }
+
+  #read(nread: number, buffer: Uint8Array): void {
+    if (nread <= 0 || this.#failure) return;
+    const p = this.#payload;
+    if (buffer !== this.#stage && p?.into) {
+      // Straight into the payload's tensor.
+      p.received += nread;
+      if (p.received === p.nbytes) {
+        this.#payload = undefined;
+        p.arrived();
+      }
+      return;
+    }
+    this.#receive(this.#stage.subarray(0, nread));
+    // The stage is read into again: what the decoder keeps of it must be its own.
+    const rest = this.#decoder.takeBuffered();
+    if (rest.byteLength > 0) this.#decoder.push(Buffer.from(rest));
   }
 
   /** Why the connection ended, once it did. */
