@@ -15,7 +15,7 @@ const quiet = () => {};
 conformanceSuite(
   'collectives in processes',
   (entry, nproc, args) => launchProcesses(entry, { nproc, args, collectiveTimeoutMs: 60_000, output: quiet }),
-  [2, 4],
+  [2, 3, 4],
 );
 
 /**

@@ -1,11 +1,12 @@
 /**
  * RankContext for ranks that are processes of one machine: the same groups and
- * collectives as thread ranks, over a FileTensorStore in the job's directory.
+ * collectives as thread ranks, over a FileTensorStore in the job's directory
+ * (shared-memory rings between the node's ranks, files for the rest).
  * Ranks find the job through the rendezvous store, served by the launcher
  * (`tensorcomm run`, launchProcesses) or, when the processes were started some
  * other way with torchrun's environment, by rank 0.
  */
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FileStatusBoard } from '../debug/file-status-board.ts';
 import { installProcessMonitor } from '../debug/process-monitor.ts';
@@ -177,7 +178,14 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       const watched = peers.map((r) => ({ rank: r, pid: nodes.pids[r] }));
       watch = watchNodePeers(node.dir, watched, job.names);
     }
-    const near = new FileTensorStore({ dir: node.dir, rank: env.rank, timeoutMs: job.collectiveTimeoutMs });
+    const nodeRanks = nodes.ranksWith(env.rank);
+    const near = new FileTensorStore({
+      dir: node.dir,
+      rank: env.rank,
+      timeoutMs: job.collectiveTimeoutMs,
+      // Spinning on the rings pays only while every rank of the node has a core of its own.
+      rings: { ranks: nodeRanks, spin: nodeRanks.length <= availableParallelism() },
+    });
     store = near;
     let far: NetworkTensorStore | undefined;
     if (nodes.count > 1) {

@@ -13,6 +13,10 @@
  * cached mapping of the arena (arena-views.ts), and the producer frees the
  * region once every consumer finished.
  *
+ * Between the ranks of one node (`nodeRanks`), values whose producer and
+ * consumers name each other go through shared-memory rings instead
+ * (ring-channels.ts); the file handshake stays for the rest.
+ *
  * File operations are synchronous: on tmpfs they take microseconds, fewer
  * than a trip through the libuv thread pool would.
  */
@@ -50,9 +54,11 @@ import { DirectoryWatch } from './directory-watch.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { arenaFile, CLAIMS_DIR, doneDir, KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
 import { readJobAbort } from './job-abort.ts';
+import { canMapFiles } from './mapped-file.ts';
 import { occupiedKeyError } from './occupied-key.ts';
 import { ProducerArenas } from './producer-arenas.ts';
 import { asSpaceError, reserveFileSpace } from './reserve-space.ts';
+import { type RingChannelOptions, RingChannels } from './ring-channels.ts';
 import {
   type ArenaRef,
   encodeValueHeader,
@@ -82,6 +88,13 @@ export interface FileStoreOptions {
   arenaBytes?: number;
   /** The most arena bytes this rank creates; payloads beyond travel in their own files (default 1 GiB, 0: no arenas). */
   maxArenaBytes?: number;
+  /**
+   * The global ranks of this node (this one among them) whose stores are
+   * created before any of them sends: values between them that name their
+   * consumers and producer go through shared-memory rings. Every one of
+   * them must pass the same list (and ring options).
+   */
+  rings?: RingChannelOptions;
 }
 
 const DEFAULT_TIMEOUT_MS = 300_000;
@@ -131,6 +144,7 @@ export class FileTensorStore implements TensorStore {
   readonly #consuming = new Map<string, Held[]>();
   readonly #arenas: ProducerArenas;
   readonly #arenaViews = new ArenaViews();
+  readonly #rings: RingChannels | undefined;
   #counter = 0;
   #abort: RankFailedError | undefined;
   #closed = false;
@@ -179,13 +193,35 @@ export class FileTensorStore implements TensorStore {
     mkdirSync(done, { recursive: true, mode: 0o700 });
     this.#arenas = new ProducerArenas(this.dir, rank, this.#nonce, { arenaBytes, maxArenaBytes });
     this.#watch = new DirectoryWatch([this.dir, done], () => this.#noticeAbort());
+    if (options.rings && options.rings.ranks.length > 1 && canMapFiles()) {
+      try {
+        this.#rings = new RingChannels(
+          {
+            dir: this.dir,
+            rank,
+            nonce: this.#nonce,
+            pollMs,
+            arenas: this.#arenas,
+            arenaViews: this.#arenaViews,
+            assertUsable: (where) => this.#assertUsable(where),
+          },
+          options.rings,
+        );
+      } catch (error) {
+        this.#watch.close();
+        this.#arenas.close();
+        throw error;
+      }
+    }
     this.#noticeAbort();
   }
 
   #noticeAbort(): void {
     if (this.#abort || this.#closed) return;
     this.#abort = readJobAbort(this.dir);
-    if (this.#abort) this.#watch.wakeAll();
+    if (!this.#abort) return;
+    this.#watch.wakeAll();
+    this.#rings?.wakeAll();
   }
 
   #assertUsable(where: () => string): void {
@@ -226,8 +262,29 @@ export class FileTensorStore implements TensorStore {
       throw new RangeError(`${where()}: at most ${MAX_DIMS} dimensions are supported`);
     const files = this.#files(key, where);
     this.#assertUsable(where);
-    if (this.#produced.has(key))
+    if (this.#produced.has(key) || this.#rings?.produces(key))
       throw new Error(`${where()}: key is already set by this rank and not yet finished`);
+    const rings = this.#rings;
+    const to = options.to;
+    if (rings?.servesSet(consumers, to)) {
+      const tag = options.tag ?? '';
+      if (tensor.device === 'cpu' && rings.set(key, tensor, to, tag, where())) return;
+      this.#publishFile(key, files, tensor, consumers, options, where);
+      rings.announceFile(key, tensor, to, tag);
+      return;
+    }
+    this.#publishFile(key, files, tensor, consumers, options, where);
+  }
+
+  /** Publishes the value as a value file (with the payload, or pointing into an arena or GPU memory). */
+  #publishFile(
+    key: string,
+    files: KeyFiles,
+    tensor: Tensor,
+    consumers: number,
+    options: StoreSetOptions,
+    where: () => string,
+  ): void {
     const counter = ++this.#counter;
     // A GPU tensor stays where it is: consumers open its allocation by CUDA IPC.
     const exported = tensor.device === 'cpu' ? undefined : deviceIpc(where()).exportTensor(tensor);
@@ -290,6 +347,7 @@ export class FileTensorStore implements TensorStore {
   }
 
   claimed(key: string): boolean {
+    if (this.#rings?.produces(key)) return this.#rings.claimed(key);
     const p = this.#produced.get(key);
     if (!p) return false;
     for (let slot = 0; slot < p.consumers; slot++) {
@@ -301,9 +359,10 @@ export class FileTensorStore implements TensorStore {
 
   async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
     const where = () => `srcWaitUntilGetFinished(${JSON.stringify(key)})`;
+    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    if (this.#rings?.produces(key)) return this.#rings.waitFinished(key, timeoutMs, where);
     const produced = this.#produced.get(key);
     if (!produced) throw new Error(`${where()}: rank ${this.rank} has not set this key`);
-    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     try {
       await this.#waitUntil(
         produced.files.doneChannel,
@@ -378,7 +437,15 @@ export class FileTensorStore implements TensorStore {
   async destGetEntry(key: string, options: StoreWaitOptions = {}): Promise<StoreEntry> {
     const where = () => `destGet(${JSON.stringify(key)})`;
     const files = this.#files(key, where);
-    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    let timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    if (this.#rings?.servesGet(options.from, options.pull)) {
+      this.#assertUsable(where);
+      const started = performance.now();
+      const got = await this.#rings.get(key, options.from as number, timeoutMs, where);
+      if (got !== 'file') return got;
+      // The producer announced a value file: the rest of the wait goes to the file handshake.
+      timeoutMs = Math.max(0, timeoutMs - (performance.now() - started));
+    }
     let exhausted = false;
     return this.#waitUntil(
       files.valueChannel,
@@ -503,6 +570,11 @@ export class FileTensorStore implements TensorStore {
 
   async destFinishGet(key: string, options: StoreFinishOptions = {}): Promise<void> {
     const where = () => `destFinishGet(${JSON.stringify(key)})`;
+    const ringHeld = this.#rings?.takeHeld(key);
+    if (ringHeld && !ringHeld.inFile) {
+      this.#rings?.finish(ringHeld, options);
+      return;
+    }
     const list = this.#consuming.get(key);
     const held = list?.shift();
     if (!held) throw new Error(`${where()}: rank ${this.rank} has no unfinished destGet of this key`);
@@ -550,6 +622,7 @@ export class FileTensorStore implements TensorStore {
    */
   close(): void {
     if (this.#closed) return;
+    this.#rings?.close();
     this.#closed = true;
     this.#watch.close();
     for (const list of this.#consuming.values()) {

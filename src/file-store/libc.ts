@@ -1,6 +1,7 @@
 /**
  * The few libc functions the file store calls through koffi (Linux with
- * glibc): mapping files, copying into mappings, reserving file space. All are
+ * glibc): mapping files, copying into mappings, reserving file space, making
+ * the pipes that wake a parked rank. All are
  * called synchronously; none blocks for long.
  */
 import koffi from 'koffi';
@@ -13,6 +14,8 @@ export interface Libc {
   memcpy: (target: Uint8Array, source: Uint8Array, length: number) => unknown;
   /** Returns the error number itself (0 on success), unlike most libc calls. */
   posixFallocate: (fd: number, offset: number, length: number) => number;
+  /** Makes a named pipe (a ring store's doorbell); 0 on success, else -1 and errno. */
+  mkfifo: (path: string, mode: number) => number;
 }
 
 export const PROT_READ = 1;
@@ -38,6 +41,7 @@ export function libc(): Libc {
       munmap: lib.func('int munmap(uintptr_t addr, size_t length)'),
       memcpy: lib.func('void *memcpy(void *dest, const void *src, size_t n)'),
       posixFallocate: lib.func('int posix_fallocate(int fd, int64_t offset, int64_t len)'),
+      mkfifo: lib.func('int mkfifo(const char *path, uint32_t mode)'),
     };
   }
   return bound;

@@ -1,0 +1,544 @@
+/**
+ * The FileTensorStore's fast path between the ranks of one node: the
+ * TensorStore handshake as records in shared-memory rings, one ring per
+ * ordered pair of ranks (Open MPI's sm BTL, NCCL's SHM transport), so a small
+ * value costs two copies and, when the consumer sleeps, one doorbell write
+ * instead of a value file, a claim directory, a finish marker and the
+ * directory events that announce them.
+ *
+ * It serves the values whose producer names its consumers (`to`) and whose
+ * consumers name their producer (`from`), as every collective and send does;
+ * the rest (a TensorPromise's, a bare store user's) keep the file handshake.
+ * The producer pushes a value record to each consumer's ring: the payload
+ * inline when small, else a reference to a region of its shared arena (the
+ * consumer gets a view of it, not a copy), or, for a GPU tensor or when the
+ * arenas are full, a note that the value waits in a value file. A consumer
+ * keeps what arrives by (producer, key) until a get takes it, and its finish
+ * goes back as a record; a producer that gives up withdraws its value.
+ *
+ * Waits spin on the rings for a moment when every rank of the node has a
+ * core, then sleep on the rank's doorbell with a bounded poll as a safety net;
+ * the job's abort wakes them through the store.
+ */
+import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
+import { encodeBounded, encodeText, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
+import type { StoreEntry, StoreFinishOptions } from '../runtime/tensor-store.ts';
+import { Tensor } from '../tensor/tensor.ts';
+import type { ArenaViews } from './arena-views.ts';
+import type { ByteRing } from './byte-ring.ts';
+import { Doorbell, DoorbellPush } from './doorbell.ts';
+import { FileStoreCorruptError } from './errors.ts';
+import { arenaFile } from './file-names.ts';
+import type { ProducerArenas } from './producer-arenas.ts';
+import {
+  decodeRecord,
+  finishedRecord,
+  type ValueRecord,
+  valueRecord,
+  withdrawRecord,
+} from './ring-records.ts';
+import { RingSegment } from './ring-segment.ts';
+import type { ArenaRef } from './value-header.ts';
+
+export interface RingChannelOptions {
+  /** The global ranks of this node, this one among them: the ranks with rings between them. */
+  ranks: readonly number[];
+  /** Data bytes of each ring (a power of two; default from the node's size). */
+  ringBytes?: number;
+  /** Whether waits spin before sleeping (only worth it while every rank of the node has a core). */
+  spin?: boolean;
+}
+
+/** What the rings need of their store. */
+export interface RingHost {
+  dir: string;
+  rank: number;
+  nonce: number;
+  pollMs: number;
+  arenas: ProducerArenas;
+  arenaViews: ArenaViews;
+  /** Throws when the store closed or the job was aborted. */
+  assertUsable(where: () => string): void;
+}
+
+/** Every rank's inbound rings together take at most this much shared memory. */
+const INBOX_BUDGET_BYTES = 4 << 20;
+const MIN_RING_BYTES = 64 << 10;
+const MAX_RING_BYTES = 1 << 20;
+/** Values up to this size travel inside their record. */
+const INLINE_MAX_BYTES = 16 << 10;
+/** Inline values received and not yet taken, at most; beyond, rings are left to fill (the producer waits). */
+const BUFFERED_MAX_BYTES = 64 << 20;
+const SPIN_MS = 0.1;
+
+/** The default ring size for a node of `ranks` ranks. */
+export function defaultRingBytes(ranks: number): number {
+  const share = INBOX_BUDGET_BYTES / Math.max(1, ranks - 1);
+  return Math.min(MAX_RING_BYTES, Math.max(MIN_RING_BYTES, 2 ** Math.floor(Math.log2(share))));
+}
+
+interface Outbound {
+  rank: number;
+  segment: RingSegment | undefined;
+  ring: ByteRing | undefined;
+  bell: DoorbellPush;
+  /** Records that found the ring full, in order. */
+  pending: Array<{ parts: Uint8Array[]; bytes: number }>;
+  /** Its store closed (its doorbell has no reader): records for it are dropped. */
+  gone: boolean;
+}
+
+interface Inbound {
+  rank: number;
+  ring: ByteRing;
+  /** Set once the ring held a record that cannot be one: nothing more is read from it. */
+  broken: Error | undefined;
+}
+
+interface Arrival {
+  from: number;
+  id: number;
+  record: ValueRecord;
+  /** An inline value, copied out of the ring. */
+  tensor: Tensor | undefined;
+}
+
+interface Produced {
+  sends: Send[];
+  unfinished: number;
+  region: ArenaRef | undefined;
+  failure: { error: string; mismatch: boolean } | undefined;
+}
+
+interface Send {
+  id: number;
+  to: number;
+  produced: Produced;
+  finished: boolean;
+}
+
+/** A get this rank holds: its finish goes back on the ring, or (a value file's) through the file handshake. */
+export type RingHeld = { from: number; id: number; inFile: false } | { from: number; inFile: true };
+
+export class RingChannels {
+  readonly ranks: ReadonlySet<number>;
+  readonly #host: RingHost;
+  readonly #index: Map<number, number>;
+  readonly #ringBytes: number;
+  readonly #spin: boolean;
+  readonly #inbox: RingSegment;
+  readonly #bell: Doorbell;
+  readonly #inbound: Inbound[];
+  readonly #outbound = new Map<number, Outbound>();
+  readonly #arrivals = new Map<string, Arrival[]>();
+  readonly #produced = new Map<string, Produced>();
+  readonly #sends = new Map<number, Send>();
+  readonly #held = new Map<string, RingHeld[]>();
+  readonly #waiters = new Set<() => void>();
+  #buffered = 0;
+  #nextId = 1;
+  #closed = false;
+
+  constructor(host: RingHost, options: RingChannelOptions) {
+    const ranks = [...new Set(options.ranks)].sort((a, b) => a - b);
+    if (!ranks.includes(host.rank)) {
+      throw new RangeError(`FileTensorStore: rings.ranks [${ranks}] must include this rank (${host.rank})`);
+    }
+    this.#host = host;
+    this.ranks = new Set(ranks);
+    this.#index = new Map(ranks.map((r, i) => [r, i]));
+    this.#ringBytes = options.ringBytes ?? defaultRingBytes(ranks.length);
+    this.#spin = options.spin ?? false;
+    this.#inbox = RingSegment.create(host.dir, host.rank, ranks.length - 1, this.#ringBytes);
+    try {
+      this.#bell = new Doorbell(host.dir, host.rank, () => this.#onRing());
+    } catch (error) {
+      this.#inbox.close();
+      throw error;
+    }
+    this.#inbound = ranks
+      .filter((r) => r !== host.rank)
+      .map((rank) => ({ rank, ring: this.#inbox.rings[this.#slotIn(host.rank, rank)], broken: undefined }));
+  }
+
+  /** The ring of `owner`'s inbox that `sender` writes. */
+  #slotIn(owner: number, sender: number): number {
+    const s = this.#index.get(sender) as number;
+    return s < (this.#index.get(owner) as number) ? s : s - 1;
+  }
+
+  /** Whether a value for `to` goes through the rings. */
+  servesSet(consumers: number, to: readonly number[] | undefined): to is readonly number[] {
+    if (this.#closed || to === undefined || consumers === 0 || to.length !== consumers) return false;
+    return to.every((r) => r !== this.#host.rank && this.ranks.has(r));
+  }
+
+  /** Whether a get from `from` looks in the rings. */
+  servesGet(from: number | undefined, pull: boolean | undefined): boolean {
+    return !this.#closed && !pull && from !== undefined && from !== this.#host.rank && this.ranks.has(from);
+  }
+
+  produces(key: string): boolean {
+    return this.#produced.has(key);
+  }
+
+  claimed(key: string): boolean {
+    return this.#produced.get(key)?.sends.some((s) => s.finished) ?? false;
+  }
+
+  /**
+   * Pushes the value to its consumers; false (nothing sent) when it is too
+   * large for a record and the arenas have no room: the store then puts it in
+   * a value file and announces that with announceFile.
+   */
+  set(key: string, tensor: Tensor, to: readonly number[], tag: string, where: string): boolean {
+    let region: ArenaRef | undefined;
+    if (tensor.nbytes > INLINE_MAX_BYTES) {
+      region = this.#host.arenas.store(tensor.bytes(), where);
+      if (!region) return false;
+    }
+    const payload = region
+      ? { at: 'arena' as const, ref: region, nonce: this.#host.nonce }
+      : { at: 'inline' as const };
+    const produced: Produced = { sends: [], unfinished: to.length, region, failure: undefined };
+    this.#send(key, tensor, to, tag, payload, produced);
+    this.#produced.set(key, produced);
+    return true;
+  }
+
+  /** Tells the consumers that the value under `key` waits in a value file (the file handshake serves it). */
+  announceFile(key: string, tensor: Tensor, to: readonly number[], tag: string): void {
+    this.#send(key, tensor, to, tag, { at: 'file' }, undefined);
+  }
+
+  #send(
+    key: string,
+    tensor: Tensor,
+    to: readonly number[],
+    tag: string,
+    payload: Parameters<typeof valueRecord>[4],
+    produced: Produced | undefined,
+  ): void {
+    const keyBytes = encodeText(key);
+    const tagBytes = encodeBounded(tag, MAX_TAG_BYTES);
+    for (const consumer of to) {
+      const id = this.#nextId++ >>> 0;
+      if (produced) {
+        const send = { id, to: consumer, produced, finished: false };
+        produced.sends.push(send);
+        this.#sends.set(id, send);
+      }
+      this.#write(consumer, valueRecord(id, keyBytes, tagBytes, tensor, payload));
+    }
+  }
+
+  /** Waits until every consumer finished the value (see TensorStore.srcWaitUntilGetFinished). */
+  async waitFinished(key: string, timeoutMs: number, where: () => string): Promise<void> {
+    const produced = this.#produced.get(key) as Produced;
+    try {
+      await this.#waitFor(
+        () => (produced.unfinished === 0 ? true : undefined),
+        timeoutMs,
+        where,
+        () =>
+          `${where()} timed out after ${timeoutMs} ms on rank ${this.#host.rank}: ${this.#progress(produced)}`,
+      );
+    } catch (error) {
+      this.#withdraw(produced);
+      throw error;
+    } finally {
+      this.#produced.delete(key);
+      for (const send of produced.sends) this.#sends.delete(send.id);
+    }
+    if (produced.region) this.#host.arenas.free(produced.region);
+    const failure = produced.failure;
+    if (failure)
+      throw failure.mismatch ? new CollectiveMismatchError(failure.error) : new Error(failure.error);
+  }
+
+  #progress(p: Produced): string {
+    const waiting = p.sends.filter((s) => !s.finished).map((s) => s.to);
+    return (
+      `${p.sends.length - waiting.length} of ${p.sends.length} consumers finished; ` +
+      `waiting for rank${waiting.length === 1 ? '' : 's'} ${waiting.join(', ')}`
+    );
+  }
+
+  /**
+   * Takes unfinished sends back so no consumer takes them for the key's next
+   * value. A consumer may already hold a view of the arena region: then the
+   * region is never reused.
+   */
+  #withdraw(p: Produced): void {
+    for (const send of p.sends) if (!send.finished) this.#write(send.to, [withdrawRecord(send.id)]);
+  }
+
+  /**
+   * The value `from` pushed under `key`, taken for this rank; 'file' when it
+   * waits in a value file (the caller gets it through the file handshake and
+   * finishes it with finishGet, as any other).
+   */
+  async get(key: string, from: number, timeoutMs: number, where: () => string): Promise<StoreEntry | 'file'> {
+    const arrivalKey = `${from}/${key}`;
+    const arrival = await this.#waitFor(
+      () => this.#arrivals.get(arrivalKey)?.[0],
+      timeoutMs,
+      where,
+      () =>
+        `${where()} timed out after ${timeoutMs} ms on rank ${this.#host.rank}: ` +
+        `rank ${from} has not sent a value under this key`,
+      from,
+    );
+    this.#take(arrivalKey, arrival);
+    const { record } = arrival;
+    if (record.payload.at === 'file') {
+      this.#hold(key, { from, inFile: true });
+      return 'file';
+    }
+    let tensor = arrival.tensor;
+    if (record.payload.at === 'arena') {
+      const { ref, nonce } = record.payload;
+      const path = arenaFile(this.#host.dir, from, nonce, ref.index);
+      const describe = `the value of key ${JSON.stringify(key)} from rank ${from}`;
+      let buffer: ArrayBuffer | undefined;
+      try {
+        buffer = this.#host.arenaViews.view(path, ref.offset, record.nbytes, describe);
+        if (!buffer)
+          throw new FileStoreCorruptError(`${describe} is in arena file ${path}, which does not exist`);
+      } catch (error) {
+        this.#write(from, [
+          finishedRecord(arrival.id, { error: `rank ${this.#host.rank}: ${(error as Error).message}` }),
+        ]);
+        throw error;
+      }
+      tensor = Tensor.fromBuffer(buffer, ref.offset, record.shape, record.dtype);
+    }
+    this.#hold(key, { from, id: arrival.id, inFile: false });
+    return { tensor: tensor as Tensor, tag: record.tag, producerRank: from };
+  }
+
+  #take(arrivalKey: string, arrival: Arrival): void {
+    const list = this.#arrivals.get(arrivalKey) as Arrival[];
+    list.shift();
+    if (list.length === 0) this.#arrivals.delete(arrivalKey);
+    if (arrival.tensor) this.#buffered -= arrival.tensor.nbytes;
+  }
+
+  #hold(key: string, held: RingHeld): void {
+    const list = this.#held.get(key);
+    if (list) list.push(held);
+    else this.#held.set(key, [held]);
+  }
+
+  /** The oldest unfinished get of `key` these rings handed out, taken off the list; undefined if none. */
+  takeHeld(key: string): RingHeld | undefined {
+    const list = this.#held.get(key);
+    const held = list?.shift();
+    if (list?.length === 0) this.#held.delete(key);
+    return held;
+  }
+
+  /** Sends a get's finish back to its producer. */
+  finish(held: RingHeld & { inFile: false }, options: StoreFinishOptions): void {
+    this.#write(held.from, [finishedRecord(held.id, options)]);
+  }
+
+  /**
+   * Runs `attempt` until it yields, reading the rings in between: spinning
+   * for a moment if allowed, then asleep on the doorbell or the poll timer.
+   * `from`: the producer waited for, whose broken ring fails the wait.
+   */
+  async #waitFor<T>(
+    attempt: () => T | undefined,
+    timeoutMs: number,
+    where: () => string,
+    describe: () => string,
+    from?: number,
+  ): Promise<T> {
+    const deadline = performance.now() + timeoutMs;
+    for (let spun = false; ; ) {
+      this.#host.assertUsable(where);
+      this.#service();
+      const result = attempt();
+      if (result !== undefined) return result;
+      this.#assertReadable(from, where);
+      const remaining = deadline - performance.now();
+      if (remaining <= 0) throw new CommTimeoutError(describe());
+      if (this.#spin && !spun) {
+        spun = true;
+        if (this.#spinUntilRecord(Math.min(SPIN_MS, remaining))) continue;
+      }
+      this.#inbox.setParked(true);
+      this.#service();
+      const ready = attempt();
+      if (ready !== undefined) return ready;
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          this.#waiters.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, Math.min(remaining, this.#host.pollMs));
+        this.#waiters.add(wake);
+      });
+    }
+  }
+
+  /** Spins until some inbound ring holds a record; false when `ms` passed first. */
+  #spinUntilRecord(ms: number): boolean {
+    const until = performance.now() + ms;
+    do {
+      for (const inbound of this.#inbound) if (inbound.ring.hasRecord()) return true;
+    } while (performance.now() < until);
+    return false;
+  }
+
+  #assertReadable(from: number | undefined, where: () => string): void {
+    const broken = from === undefined ? undefined : this.#inbound.find((i) => i.rank === from)?.broken;
+    if (broken) throw new RankFailedError(`${where()} on rank ${this.#host.rank}: ${broken.message}`, from);
+  }
+
+  #onRing(): void {
+    if (this.#closed) return;
+    this.#inbox.setParked(false);
+    this.#service();
+    this.wakeAll();
+  }
+
+  /** Wakes every wait to look again (a record arrived, the job was aborted, the store closed). */
+  wakeAll(): void {
+    for (const wake of [...this.#waiters]) wake();
+  }
+
+  /** Reads every inbound ring, then writes what waited for room. */
+  #service(): void {
+    for (const inbound of this.#inbound) this.#read(inbound);
+    for (const out of this.#outbound.values()) if (out.pending.length > 0) this.#flush(out);
+  }
+
+  #read(inbound: Inbound): void {
+    const { ring } = inbound;
+    while (!inbound.broken && this.#buffered < BUFFERED_MAX_BYTES) {
+      const body = ring.peek();
+      if (body === undefined) break;
+      try {
+        if (typeof body === 'number') throw new RangeError(`a record declares ${body} bytes`);
+        this.#dispatch(inbound.rank, body);
+      } catch (error) {
+        inbound.broken = new FileStoreCorruptError(
+          `the ring from rank ${inbound.rank} to rank ${this.#host.rank} is corrupt: ${(error as Error).message}`,
+        );
+        break;
+      }
+      ring.release();
+    }
+    // The producer marked that it waits for room: it is told once records were freed.
+    if (ring.takeBlocked()) this.#outboundTo(inbound.rank).bell.ring();
+  }
+
+  #dispatch(from: number, body: Uint8Array): void {
+    const record = decodeRecord(body);
+    if (record.type === 'value') {
+      let tensor: Tensor | undefined;
+      if (record.payload.at === 'inline') {
+        // The ring's bytes are reused once released: an inline value is copied out.
+        tensor = Tensor.fromBuffer(record.payload.bytes.slice().buffer, 0, record.shape, record.dtype);
+        record.payload = { at: 'inline', bytes: new Uint8Array(0) };
+        this.#buffered += tensor.nbytes;
+      }
+      const arrivalKey = `${from}/${record.key}`;
+      const arrival = { from, id: record.id, record, tensor };
+      const list = this.#arrivals.get(arrivalKey);
+      if (list) list.push(arrival);
+      else this.#arrivals.set(arrivalKey, [arrival]);
+    } else if (record.type === 'finished') {
+      const send = this.#sends.get(record.id);
+      if (!send || send.finished || send.to !== from) return;
+      send.finished = true;
+      send.produced.unfinished--;
+      send.produced.failure ??= record.failure;
+    } else {
+      for (const [arrivalKey, list] of this.#arrivals) {
+        const at = list.findIndex((a) => a.from === from && a.id === record.id);
+        if (at < 0) continue;
+        const [gone] = list.splice(at, 1);
+        if (gone.tensor) this.#buffered -= gone.tensor.nbytes;
+        if (list.length === 0) this.#arrivals.delete(arrivalKey);
+        return;
+      }
+    }
+  }
+
+  #outboundTo(rank: number): Outbound {
+    let out = this.#outbound.get(rank);
+    if (!out) {
+      out = {
+        rank,
+        segment: undefined,
+        ring: undefined,
+        bell: new DoorbellPush(this.#host.dir, rank),
+        pending: [],
+        gone: false,
+      };
+      this.#outbound.set(rank, out);
+    }
+    return out;
+  }
+
+  /** Writes a record to `rank`'s ring, or queues it behind records that found no room. */
+  #write(rank: number, parts: Uint8Array[]): void {
+    const out = this.#outboundTo(rank);
+    if (out.gone) return;
+    const bytes = parts.reduce((sum, part) => sum + part.length, 0);
+    out.pending.push({ parts, bytes });
+    this.#flush(out);
+  }
+
+  #flush(out: Outbound): void {
+    if (!out.ring) {
+      out.segment = RingSegment.open(this.#host.dir, out.rank, this.ranks.size - 1, this.#ringBytes);
+      if (!out.segment) {
+        throw new Error(
+          `rank ${this.#host.rank} cannot reach rank ${out.rank} through shared memory: its ring file ` +
+            `does not exist in ${this.#host.dir} (has its store been created, or closed already?)`,
+        );
+      }
+      out.ring = out.segment.rings[this.#slotIn(out.rank, this.#host.rank)];
+    }
+    const ring = out.ring;
+    let wrote = false;
+    while (out.pending.length > 0) {
+      const { parts, bytes } = out.pending[0];
+      if (!ring.tryWrite(parts, bytes)) {
+        ring.markBlocked();
+        // The consumer may have freed room between the failed write and the mark: look once more.
+        if (!ring.tryWrite(parts, bytes)) break;
+      }
+      out.pending.shift();
+      wrote = true;
+    }
+    if (wrote && out.segment?.isParked() && !out.bell.ring()) {
+      out.gone = true;
+      out.pending.length = 0;
+    }
+  }
+
+  /** Withdraws values nobody waited for, wakes every wait (they fail: the store closed) and unmaps. */
+  close(): void {
+    if (this.#closed) return;
+    for (const produced of this.#produced.values()) this.#withdraw(produced);
+    this.#closed = true;
+    this.wakeAll();
+    this.#bell.close();
+    this.#inbox.close();
+    for (const out of this.#outbound.values()) {
+      out.bell.close();
+      out.segment?.close();
+    }
+    this.#outbound.clear();
+    this.#arrivals.clear();
+    this.#produced.clear();
+    this.#sends.clear();
+    this.#held.clear();
+  }
+}

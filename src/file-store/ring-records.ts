@@ -1,0 +1,180 @@
+/**
+ * The records rank pairs exchange through their rings (ring-channels.ts),
+ * little-endian:
+ *   value:    u8 type (1 inline, 2 in the producer's arena, 3 in a value file), u32 id,
+ *             u8 dtype, u8 dims, u16 key bytes, u16 tag bytes, f64 per dim, key, tag, then
+ *               inline: the payload;  arena: u32 arena index, u32 producer nonce, f64 offset
+ *   finished: u8 4, u32 id, u8 outcome (0 ok, 1 error, 2 mismatch), u16 error bytes, error
+ *   withdraw: u8 5, u32 id
+ * Only ranks of one node write them, but into memory any process of the user
+ * can map, so the decoder checks every field against its bound and names
+ * what was wrong.
+ */
+import {
+  encodeBounded,
+  MAX_DIMS,
+  MAX_ERROR_BYTES,
+  MAX_KEY_BYTES,
+  MAX_TAG_BYTES,
+} from '../runtime/store-limits.ts';
+import type { StoreFinishOptions } from '../runtime/tensor-store.ts';
+import { type DType, dtypeCode, dtypeFromCode, itemSize } from '../tensor/dtype.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import type { ArenaRef } from './value-header.ts';
+
+export const RecordType = { inline: 1, arena: 2, file: 3, finished: 4, withdraw: 5 } as const;
+type ValueType = typeof RecordType.inline | typeof RecordType.arena | typeof RecordType.file;
+
+export interface ValueRecord {
+  type: 'value';
+  id: number;
+  key: string;
+  tag: string;
+  dtype: DType;
+  shape: number[];
+  nbytes: number;
+  /** Where the payload is: in the record (a view into the ring), the producer's arena, or a value file. */
+  payload:
+    | { at: 'inline'; bytes: Uint8Array }
+    | { at: 'arena'; ref: ArenaRef; nonce: number }
+    | { at: 'file' };
+}
+
+export interface FinishedRecord {
+  type: 'finished';
+  id: number;
+  failure: { error: string; mismatch: boolean } | undefined;
+}
+
+export type RingRecord = ValueRecord | FinishedRecord | { type: 'withdraw'; id: number };
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+const VALUE_FIXED = 1 + 4 + 1 + 1 + 2 + 2;
+
+/** A value's record, as the parts ByteRing.tryWrite takes (an inline payload is not copied here). */
+export function valueRecord(
+  id: number,
+  key: Uint8Array,
+  tag: Uint8Array,
+  tensor: Tensor,
+  payload: { at: 'inline' } | { at: 'arena'; ref: ArenaRef; nonce: number } | { at: 'file' },
+): Uint8Array[] {
+  const dims = tensor.shape.length;
+  const extra = payload.at === 'arena' ? 16 : 0;
+  const head = new Uint8Array(VALUE_FIXED + 8 * dims + key.length + tag.length + extra);
+  const view = new DataView(head.buffer);
+  const type: ValueType =
+    payload.at === 'inline' ? RecordType.inline : payload.at === 'arena' ? RecordType.arena : RecordType.file;
+  view.setUint8(0, type);
+  view.setUint32(1, id, true);
+  view.setUint8(5, dtypeCode(tensor.dtype));
+  view.setUint8(6, dims);
+  view.setUint16(7, key.length, true);
+  view.setUint16(9, tag.length, true);
+  let at = VALUE_FIXED;
+  for (const d of tensor.shape) {
+    view.setFloat64(at, d, true);
+    at += 8;
+  }
+  head.set(key, at);
+  head.set(tag, at + key.length);
+  at += key.length + tag.length;
+  if (payload.at === 'arena') {
+    view.setUint32(at, payload.ref.index, true);
+    view.setUint32(at + 4, payload.nonce, true);
+    view.setFloat64(at + 8, payload.ref.offset, true);
+  }
+  return payload.at === 'inline' && tensor.nbytes > 0 ? [head, tensor.bytes()] : [head];
+}
+
+export function finishedRecord(id: number, options: StoreFinishOptions): Uint8Array {
+  const text =
+    options.error === undefined ? new Uint8Array(0) : encodeBounded(options.error, MAX_ERROR_BYTES);
+  const record = new Uint8Array(8 + text.length);
+  const view = new DataView(record.buffer);
+  view.setUint8(0, RecordType.finished);
+  view.setUint32(1, id, true);
+  view.setUint8(5, options.error === undefined ? 0 : options.mismatch ? 2 : 1);
+  view.setUint16(6, text.length, true);
+  record.set(text, 8);
+  return record;
+}
+
+export function withdrawRecord(id: number): Uint8Array {
+  const record = new Uint8Array(5);
+  record[0] = RecordType.withdraw;
+  new DataView(record.buffer).setUint32(1, id, true);
+  return record;
+}
+
+/** Reads a record in place (an inline payload stays a view into `body`); throws naming what is malformed. */
+export function decodeRecord(body: Uint8Array): RingRecord {
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const need = (bytes: number, what: string) => {
+    if (body.length < bytes) throw new RangeError(`a ${what} record of ${body.length} bytes is cut short`);
+  };
+  need(5, 'ring');
+  const type = view.getUint8(0);
+  const id = view.getUint32(1, true);
+  if (type === RecordType.withdraw) return { type: 'withdraw', id };
+  if (type === RecordType.finished) {
+    need(8, 'finished');
+    const outcome = view.getUint8(5);
+    const length = view.getUint16(6, true);
+    if (outcome > 2 || length > MAX_ERROR_BYTES || body.length !== 8 + length) {
+      throw new RangeError(
+        `a finished record holds outcome ${outcome} and ${length} error bytes in ${body.length}`,
+      );
+    }
+    const failure =
+      outcome === 0 ? undefined : { error: decoder.decode(body.subarray(8)), mismatch: outcome === 2 };
+    return { type: 'finished', id, failure };
+  }
+  if (type !== RecordType.inline && type !== RecordType.arena && type !== RecordType.file) {
+    throw new RangeError(`unknown record type ${type}`);
+  }
+  need(VALUE_FIXED, 'value');
+  const dtype = dtypeFromCode(view.getUint8(5));
+  const dims = view.getUint8(6);
+  const keyBytes = view.getUint16(7, true);
+  const tagBytes = view.getUint16(9, true);
+  if (dims > MAX_DIMS || keyBytes === 0 || keyBytes > MAX_KEY_BYTES || tagBytes > MAX_TAG_BYTES) {
+    throw new RangeError(
+      `a value record declares ${dims} dims, a key of ${keyBytes} and a tag of ${tagBytes} bytes`,
+    );
+  }
+  let at = VALUE_FIXED;
+  need(at + 8 * dims + keyBytes + tagBytes, 'value');
+  const shape: number[] = [];
+  let numel = 1;
+  for (let d = 0; d < dims; d++, at += 8) {
+    const size = view.getFloat64(at, true);
+    if (!Number.isSafeInteger(size) || size < 0) throw new RangeError(`a value record has dimension ${size}`);
+    shape.push(size);
+    numel *= size;
+  }
+  const key = decoder.decode(body.subarray(at, at + keyBytes));
+  const tag = decoder.decode(body.subarray(at + keyBytes, at + keyBytes + tagBytes));
+  at += keyBytes + tagBytes;
+  const nbytes = numel * itemSize(dtype);
+  if (!Number.isSafeInteger(nbytes)) throw new RangeError(`a value record's shape [${shape}] is too large`);
+  const value = { type: 'value', id, key, tag, dtype, shape, nbytes } as const;
+  if (type === RecordType.inline) {
+    if (body.length !== at + nbytes) {
+      throw new RangeError(`an inline value of ${nbytes} bytes comes with ${body.length - at} payload bytes`);
+    }
+    return { ...value, payload: { at: 'inline', bytes: body.subarray(at) } };
+  }
+  if (type === RecordType.file) {
+    if (body.length !== at) throw new RangeError('a value file record has trailing bytes');
+    return { ...value, payload: { at: 'file' } };
+  }
+  if (body.length !== at + 16)
+    throw new RangeError(`an arena value record is ${body.length} bytes, ${at + 16} expected`);
+  const index = view.getUint32(at, true);
+  const nonce = view.getUint32(at + 4, true);
+  const offset = view.getFloat64(at + 8, true);
+  if (!Number.isSafeInteger(offset) || offset < 0)
+    throw new RangeError(`an arena value record has offset ${offset}`);
+  return { ...value, payload: { at: 'arena', ref: { index, offset }, nonce } };
+}

@@ -1,0 +1,126 @@
+/**
+ * A rank's inbox of rings: one shared-memory file per rank of a node
+ * (tmp/rings.<rank> in the job directory) holding a ByteRing for each other
+ * rank of the node, which writes into it and nobody else does. The owner
+ * creates it with every page reserved (a full /dev/shm is a ShmSpaceError
+ * here, never a SIGBUS later) and reads its rings; a peer maps it to write.
+ *
+ * Layout (little-endian): a 4 KiB header
+ *   u32 magic 'TCRS', u32 version, u32 owner rank, u32 rings, u32 ring data bytes,
+ *   at byte 64 the owner's `parked` word (1 while it sleeps on its doorbell),
+ * then per ring its control block and data (byte-ring.ts).
+ */
+import { closeSync, openSync, unlinkSync } from 'node:fs';
+import { ByteRing, RING_CONTROL_BYTES } from './byte-ring.ts';
+import { FileStoreCorruptError } from './errors.ts';
+import { TMP_DIR } from './file-names.ts';
+import { type Mapping, mapFile } from './mapped-file.ts';
+import { asSpaceError, reserveFileSpace } from './reserve-space.ts';
+
+const MAGIC = 0x53524354; // 'TCRS'
+const VERSION = 1;
+const HEADER_BYTES = 4096;
+const PARKED_WORD = 16;
+
+export function ringSegmentFile(dir: string, rank: number): string {
+  return `${dir}/${TMP_DIR}/rings.${rank}`;
+}
+
+export class RingSegment {
+  readonly rings: ByteRing[];
+  readonly #words: Int32Array;
+  readonly #mapping: Mapping;
+  readonly #path: string | undefined;
+
+  private constructor(mapping: Mapping, rings: number, ringBytes: number, ownedPath: string | undefined) {
+    this.#mapping = mapping;
+    this.#words = new Int32Array(mapping.buffer, 0, HEADER_BYTES / 4);
+    this.rings = Array.from(
+      { length: rings },
+      (_, i) => new ByteRing(mapping.buffer, HEADER_BYTES + i * (RING_CONTROL_BYTES + ringBytes), ringBytes),
+    );
+    this.#path = ownedPath;
+  }
+
+  /** Creates `rank`'s inbox with `rings` rings of `ringBytes` each, all of it reserved. */
+  static create(dir: string, rank: number, rings: number, ringBytes: number): RingSegment {
+    const path = ringSegmentFile(dir, rank);
+    const bytes = segmentBytes(rings, ringBytes);
+    const where = `creating the rings of rank ${rank} (${path})`;
+    let fd: number;
+    try {
+      fd = openSync(path, 'wx+', 0o600);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      throw new Error(`${where}: ${path} exists: another store of rank ${rank} uses this job directory`);
+    }
+    try {
+      reserveFileSpace(fd, 0, bytes, dir, where);
+      const mapping = mapFile(fd, bytes, `ring file ${path}`, true);
+      const header = new DataView(mapping.buffer, 0, HEADER_BYTES);
+      for (const [i, value] of [MAGIC, VERSION, rank, rings, ringBytes].entries()) {
+        header.setUint32(i * 4, value, true);
+      }
+      return new RingSegment(mapping, rings, ringBytes, path);
+    } catch (error) {
+      unlinkSync(path);
+      throw asSpaceError(error, dir, bytes, where);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /** Maps `rank`'s inbox to write into it; undefined when it does not exist (its store is not open). */
+  static open(dir: string, rank: number, rings: number, ringBytes: number): RingSegment | undefined {
+    const path = ringSegmentFile(dir, rank);
+    let fd: number;
+    try {
+      fd = openSync(path, 'r+');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+    try {
+      const mapping = mapFile(fd, segmentBytes(rings, ringBytes), `ring file ${path}`, true);
+      const header = new DataView(mapping.buffer, 0, HEADER_BYTES);
+      const found = [0, 1, 2, 3, 4].map((i) => header.getUint32(i * 4, true));
+      const expected = [MAGIC, VERSION, rank, rings, ringBytes];
+      if (found.some((value, i) => value !== expected[i])) {
+        mapping.release();
+        throw new FileStoreCorruptError(
+          `ring file ${path} is corrupt or from another version: its header holds ` +
+            `[${found.join(', ')}], [${expected.join(', ')}] expected`,
+        );
+      }
+      return new RingSegment(mapping, rings, ringBytes, undefined);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /** Owner: says it is about to sleep (1) or is awake (0); writers ring its doorbell only while it sleeps. */
+  setParked(parked: boolean): void {
+    Atomics.store(this.#words, PARKED_WORD, parked ? 1 : 0);
+  }
+
+  /** Writer: whether the owner sleeps on its doorbell (read after publishing a record). */
+  isParked(): boolean {
+    return Atomics.load(this.#words, PARKED_WORD) === 1;
+  }
+
+  /** Unmaps (a late access reads zeros, see mapped-file.ts) and, for the owner, removes the file. */
+  close(): void {
+    this.#mapping.release();
+    if (this.#path === undefined) return;
+    try {
+      unlinkSync(this.#path);
+    } catch (error) {
+      // The launcher may have removed the job directory already.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+}
+
+function segmentBytes(rings: number, ringBytes: number): number {
+  return HEADER_BYTES + rings * (RING_CONTROL_BYTES + ringBytes);
+}

@@ -1,0 +1,362 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ByteRing, RING_CONTROL_BYTES } from '../src/file-store/byte-ring.ts';
+import {
+  abortJob,
+  createJobDirectory,
+  defaultStoreRoot,
+  FileStoreCorruptError,
+  type FileStoreOptions,
+  FileTensorStore,
+} from '../src/file-store/index.ts';
+import { defaultRingBytes } from '../src/file-store/ring-channels.ts';
+import { RingSegment } from '../src/file-store/ring-segment.ts';
+import {
+  CollectiveMismatchError,
+  CommTimeoutError,
+  type DType,
+  JobFailedError,
+  launchProcesses,
+  RankFailedError,
+  Tensor,
+} from '../src/index.ts';
+import type { scenarios } from './fixtures/file-store-rings.ts';
+import { type Launch, scenarioFixture } from './fixtures/scenarios.ts';
+
+let root: string;
+let jobs = 0;
+const opened: FileTensorStore[] = [];
+
+beforeAll(() => {
+  root = mkdtempSync(join(defaultStoreRoot(), 'tensorcomm-rings-test-'));
+});
+afterEach(() => {
+  for (const store of opened.splice(0)) store.close();
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function newJob(): string {
+  return createJobDirectory({ jobId: `r${jobs++}`, root });
+}
+
+/** `count` stores of one job with rings between all of them. */
+function ringStores(
+  count: number,
+  options: Partial<FileStoreOptions> = {},
+  ringBytes?: number,
+): FileTensorStore[] {
+  const dir = newJob();
+  const ranks = Array.from({ length: count }, (_, r) => r);
+  const made = ranks.map(
+    (rank) => new FileTensorStore({ dir, rank, timeoutMs: 10_000, ...options, rings: { ranks, ringBytes } }),
+  );
+  opened.push(...made);
+  return made;
+}
+
+/** What the job directory holds besides its layout folders and the stores' ring and arena files. */
+function valueFiles(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter(
+    (path) => !/^(tmp|claims|done|done\/\d+|tmp\/(rings|bell)\.\d+|tmp\/arena\..*)$/.test(path),
+  );
+}
+
+async function handOver(p: FileTensorStore, c: FileTensorStore, key: string, t: Tensor): Promise<Tensor> {
+  await p.srcSet(key, t, 1, { to: [c.rank] });
+  const got = await c.destGet(key, { from: p.rank });
+  const copy = got.clone();
+  await c.destFinishGet(key);
+  await p.srcWaitUntilGetFinished(key);
+  return copy;
+}
+
+describe('ByteRing', () => {
+  const ring = (dataBytes: number) =>
+    new ByteRing(new ArrayBuffer(RING_CONTROL_BYTES + dataBytes), 0, dataBytes);
+
+  it('carries records of every length in order across many wrap-arounds', () => {
+    const r = ring(1024);
+    let written = 0;
+    let read = 0;
+    const record = (n: number) => Uint8Array.from({ length: n % 300 }, (_, i) => (n + i) & 0xff);
+    while (read < 2000) {
+      while (written < 2000 && r.tryWrite([record(written)], written % 300)) written++;
+      for (let body = r.peek(); body !== undefined; body = r.peek()) {
+        if (typeof body === 'number') expect.fail(`record ${read} read as a length of ${body}`);
+        expect(Buffer.compare(body, record(read)), `record ${read}`).toBe(0);
+        r.release();
+        read++;
+      }
+    }
+    expect(written).toBe(2000);
+  });
+
+  it('refuses a record when full, and one larger than half the ring at all', () => {
+    const r = ring(1024);
+    expect(r.maxRecordBytes).toBe(500);
+    expect(() => r.tryWrite([new Uint8Array(501)], 501)).toThrow(/exceeds 500/);
+    expect(r.tryWrite([new Uint8Array(500)], 500)).toBe(true);
+    expect(r.tryWrite([new Uint8Array(500)], 500)).toBe(true);
+    expect(r.tryWrite([new Uint8Array(16)], 16)).toBe(false);
+    r.peek();
+    r.release();
+    expect(r.tryWrite([new Uint8Array(16)], 16)).toBe(true);
+    expect(() => new ByteRing(new ArrayBuffer(4096), 0, 1000)).toThrow(/power of two/);
+  });
+
+  it('gives a length no record can have back as a number instead of reading past the ring', () => {
+    const memory = new ArrayBuffer(RING_CONTROL_BYTES + 1024);
+    const r = new ByteRing(memory, 0, 1024);
+    r.tryWrite([new Uint8Array(8)], 8);
+    new DataView(memory, RING_CONTROL_BYTES).setUint32(0, 900, true);
+    expect(r.peek()).toBe(900);
+  });
+});
+
+describe('FileTensorStore rings between the ranks of a node', () => {
+  it('hands a value to several consumers with its tag and producer, no value file, nothing left after', async () => {
+    const [p, c, d] = ringStores(3);
+    const t = Tensor.arange(6, 'float32');
+    await p.srcSet('v', t, 2, { to: [1, 2], tag: 'allReduce#1' });
+    expect(valueFiles(p.dir)).toEqual([]);
+    for (const consumer of [c, d]) {
+      const entry = await consumer.destGetEntry('v', { from: 0 });
+      expect(entry).toMatchObject({ tag: 'allReduce#1', producerRank: 0 });
+      expect(entry.tensor.toArray()).toEqual([0, 1, 2, 3, 4, 5]);
+    }
+    const finished = p.srcWaitUntilGetFinished('v');
+    let done = false;
+    void finished.then(() => (done = true));
+    await c.destFinishGet('v');
+    await new Promise((r) => setTimeout(r, 30));
+    expect(done).toBe(false);
+    await d.destFinishGet('v');
+    await finished;
+    for (const store of opened.splice(0)) store.close();
+    expect(readdirSync(p.dir, { recursive: true })).toEqual(
+      expect.not.arrayContaining([expect.stringMatching(/rings|bell|arena/)]),
+    );
+  });
+
+  it('carries every dtype, empty and 0-d tensors, and sizes on both sides of the inline limit, bit for bit', async () => {
+    const [p, c] = ringStores(2);
+    const dtypes: DType[] = [
+      'float64',
+      'float32',
+      'float16',
+      'bfloat16',
+      'int64',
+      'int32',
+      'int16',
+      'int8',
+      'uint8',
+      'bool',
+    ];
+    for (const dtype of dtypes) {
+      const t = Tensor.arange(12, dtype === 'bool' ? 'uint8' : dtype).reshape([3, 4]);
+      const value = dtype === 'bool' ? Tensor.fromBuffer(t.buffer, 0, [3, 4], 'bool') : t;
+      const got = await handOver(p, c, `dtype:${dtype}`, value);
+      expect(got.dtype).toBe(dtype);
+      expect(got.shape).toEqual([3, 4]);
+      expect(Buffer.from(got.bytes()).equals(Buffer.from(value.bytes()))).toBe(true);
+    }
+    expect((await handOver(p, c, 'empty', Tensor.empty([2, 0, 3], 'int64'))).shape).toEqual([2, 0, 3]);
+    expect((await handOver(p, c, 'scalar', Tensor.full([], 7, 'int32'))).toArray()).toEqual([7]);
+    // 16 KiB is the most a record carries inline; beyond, the payload goes through the producer's arena.
+    for (const bytes of [16380, 16384, 16388, 1 << 20, 16 << 20]) {
+      const t = Tensor.empty([bytes / 4], 'int32');
+      const words = t.data as Int32Array;
+      for (let i = 0; i < words.length; i += 97) words[i] = i ^ bytes;
+      expect((await handOver(p, c, `size:${bytes}`, t)).equal(t), `${bytes} bytes`).toBe(true);
+    }
+    expect(valueFiles(p.dir)).toEqual([]);
+  });
+
+  it('keeps hundreds of values in flight, more than a ring holds, each under its key and in order per key', async () => {
+    const [p, c] = ringStores(2, {}, 64 << 10);
+    const count = 400;
+    // 400 x 4 KiB is 25 times what the ring holds: the producer queues, the consumer frees room as it reads.
+    for (let i = 0; i < count; i++) await p.srcSet(`m${i}`, Tensor.full([1024], i, 'int32'), 1, { to: [1] });
+    for (let i = count - 1; i >= 0; i--) {
+      const got = await c.destGet(`m${i}`, { from: 0 });
+      expect((got.data as Int32Array)[1023]).toBe(i);
+      await c.destFinishGet(`m${i}`);
+    }
+    for (let i = 0; i < count; i++) await p.srcWaitUntilGetFinished(`m${i}`);
+    // One key again and again, large and small values taking turns: each get takes the next value.
+    for (let round = 0; round < 40; round++) {
+      const t = Tensor.full([round % 2 === 0 ? 8 : 64 << 10], round, 'int32');
+      expect((await handOver(p, c, 'again', t)).equal(t)).toBe(true);
+    }
+  });
+
+  it('lets a consumer fail the producer: a local error, or a mismatch as CollectiveMismatchError', async () => {
+    const [p, c] = ringStores(2);
+    for (const [key, bytes] of [
+      ['small', 16],
+      ['large', 1 << 20],
+    ] as const) {
+      await p.srcSet(key, Tensor.zeros([bytes / 4]), 1, { to: [1] });
+      await c.destGet(key, { from: 0 });
+      await c.destFinishGet(key, { error: 'rank 1: out of patience' });
+      await expect(p.srcWaitUntilGetFinished(key)).rejects.toThrow(/^rank 1: out of patience$/);
+      await p.srcSet(key, Tensor.zeros([bytes / 4]), 1, { to: [1] });
+      await c.destGet(key, { from: 0 });
+      await c.destFinishGet(key, { error: 'float32[4] vs int32[4]', mismatch: true });
+      const error = await p.srcWaitUntilGetFinished(key).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(CollectiveMismatchError);
+      expect((error as Error).message).toBe('float32[4] vs int32[4]');
+    }
+  });
+
+  it('times out naming who waits for whom; a withdrawn value is never taken for the next one', async () => {
+    const [p, c, d] = ringStores(3);
+    const never = await c.destGet('never', { from: 0, timeoutMs: 50 }).catch((e: unknown) => e);
+    expect(never).toBeInstanceOf(CommTimeoutError);
+    expect((never as Error).message).toBe(
+      'destGet("never") timed out after 50 ms on rank 1: rank 0 has not sent a value under this key',
+    );
+    await p.srcSet('slow', Tensor.full([2], 1), 2, { to: [1, 2] });
+    await d.destGet('slow', { from: 0 });
+    await d.destFinishGet('slow');
+    const slow = await p.srcWaitUntilGetFinished('slow', { timeoutMs: 50 }).catch((e: unknown) => e);
+    expect(slow).toBeInstanceOf(CommTimeoutError);
+    expect((slow as Error).message).toBe(
+      'srcWaitUntilGetFinished("slow") timed out after 50 ms on rank 0: 1 of 2 consumers finished; waiting for rank 1',
+    );
+    await p.srcSet('slow', Tensor.full([2], 2), 1, { to: [1] });
+    expect((await c.destGet('slow', { from: 0 })).toArray()).toEqual([2, 2]);
+    await c.destFinishGet('slow');
+    await p.srcWaitUntilGetFinished('slow');
+    // A look with timeout 0 takes nothing that is not there yet.
+    await expect(c.destGet('later', { from: 0, timeoutMs: 0 })).rejects.toBeInstanceOf(CommTimeoutError);
+  });
+
+  it('wakes a sleeping consumer and a sleeping producer by doorbell, not by the fallback poll', async () => {
+    const [producer, consumer] = ringStores(2, { pollMs: 60_000 });
+    for (const elements of [1, 1 << 18]) {
+      const pending = consumer.destGet('later', { from: 0 });
+      await new Promise((r) => setTimeout(r, 50));
+      await producer.srcSet('later', Tensor.ones([elements]), 1, { to: [1] });
+      await pending;
+      const finished = producer.srcWaitUntilGetFinished('later');
+      await new Promise((r) => setTimeout(r, 50));
+      await consumer.destFinishGet('later');
+      await finished;
+    }
+  }, 20_000);
+
+  it('keeps the file handshake for values that do not name both ends, side by side with ring values', async () => {
+    const [p, c] = ringStores(2);
+    await p.srcSet('promise', Tensor.full([3], 5, 'int32'), 1);
+    await p.srcSet('ring', Tensor.full([3], 6, 'int32'), 1, { to: [1] });
+    expect(valueFiles(p.dir)).toEqual(['v.promise']);
+    expect((await c.destGet('promise', { from: 0, pull: true })).toArray()).toEqual([5, 5, 5]);
+    expect((await c.destGet('ring', { from: 0 })).toArray()).toEqual([6, 6, 6]);
+    expect(p.claimed('promise')).toBe(true);
+    await c.destFinishGet('promise');
+    await c.destFinishGet('ring');
+    await p.srcWaitUntilGetFinished('promise');
+    await p.srcWaitUntilGetFinished('ring');
+    expect(valueFiles(p.dir)).toEqual([]);
+  });
+
+  it('puts a value the arenas cannot hold in a value file and announces it through the ring', async () => {
+    const [p, c] = ringStores(2, { maxArenaBytes: 0 });
+    const t = Tensor.arange(1 << 18, 'float32');
+    await p.srcSet('big', t, 1, { to: [1] });
+    expect(valueFiles(p.dir)).toEqual(['v.big']);
+    expect((await c.destGet('big', { from: 0 })).equal(t)).toBe(true);
+    await c.destFinishGet('big', { error: 'rank 1: no thanks' });
+    await expect(p.srcWaitUntilGetFinished('big')).rejects.toThrow(/^rank 1: no thanks$/);
+    expect(valueFiles(p.dir)).toEqual([]);
+  });
+
+  it('wakes waits on the rings with RankFailedError when the job is aborted', async () => {
+    const [p, c] = ringStores(2);
+    await p.srcSet('held', Tensor.ones([2]), 1, { to: [1] });
+    const waits = [p.srcWaitUntilGetFinished('held'), c.destGet('never', { from: 0 })].map((w) =>
+      w.catch((e: unknown) => e),
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    abortJob(p.dir, { message: 'rank 0 (rank-0) was killed by SIGKILL', failedRank: 0 });
+    for (const error of await Promise.all(waits)) {
+      expect(error).toBeInstanceOf(RankFailedError);
+      expect(error).toMatchObject({ message: 'rank 0 (rank-0) was killed by SIGKILL', failedRank: 0 });
+    }
+  });
+
+  it('rejects pending waits when closed and withdraws what it published', async () => {
+    const [p, c] = ringStores(2);
+    await p.srcSet('mine', Tensor.ones([3]), 1, { to: [1] });
+    const pending = p.destGet('other', { from: 1 }).catch((e: unknown) => e);
+    p.close();
+    expect(((await pending) as Error).message).toMatch(
+      /destGet\("other"\): the file store of rank 0 is closed/,
+    );
+    await expect(c.destGet('mine', { from: 0, timeoutMs: 100 })).rejects.toThrow(/rank 0 has not sent/);
+  });
+
+  it('fails only the waits on a producer whose ring holds a record that cannot be one, naming both ranks', async () => {
+    const [p, c, d] = ringStores(3);
+    const ringBytes = defaultRingBytes(3);
+    const intruder = RingSegment.open(p.dir, 2, 2, ringBytes) as RingSegment;
+    // Rank 0 writes the first ring of rank 2's inbox.
+    intruder.rings[0].tryWrite([Uint8Array.from([99, 0, 0, 0, 0, 0])], 6);
+    intruder.close();
+    const error = await d.destGet('x', { from: 0 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RankFailedError);
+    expect((error as Error).message).toBe(
+      'destGet("x") on rank 2: the ring from rank 0 to rank 2 is corrupt: unknown record type 99',
+    );
+    // Rank 1's values reach rank 2 as before.
+    expect((await handOver(c, d, 'fine', Tensor.full([1], 3))).toArray()).toEqual([3]);
+    // A peer that counts the node's ranks or sizes rings otherwise is refused by the header.
+    const otherwise = () => RingSegment.open(p.dir, 2, 1, ringBytes * 2);
+    expect(otherwise).toThrow(FileStoreCorruptError);
+    expect(otherwise).toThrow(/rings\.2 is corrupt or from another version: its header holds \[/);
+  });
+
+  it('refuses a ring set that leaves this rank out, and a second store of one rank', () => {
+    const dir = newJob();
+    expect(() => new FileTensorStore({ dir, rank: 3, rings: { ranks: [0, 1] } })).toThrow(
+      /rings\.ranks \[0,1\] must include this rank \(3\)/,
+    );
+    opened.push(new FileTensorStore({ dir, rank: 0, rings: { ranks: [0, 1] } }));
+    expect(() => new FileTensorStore({ dir, rank: 0, rings: { ranks: [0, 1] } })).toThrow(
+      /another store of rank 0 uses this job directory/,
+    );
+  });
+});
+
+describe('FileTensorStore rings between processes', () => {
+  const fixture = scenarioFixture<typeof scenarios>(
+    new URL('./fixtures/file-store-rings.ts', import.meta.url),
+  );
+  const quiet = () => {};
+
+  it('keeps small and large messages interleaved, many in flight, in order and intact', async () => {
+    const launch: Launch = (entry, args) => launchProcesses(entry, { nproc: 2, args, output: quiet });
+    const [sender, receiver] = await fixture.run('interleaved', launch, { messages: 300 });
+    expect(sender).toBe('sent');
+    expect(receiver).toEqual({ received: 300, wrong: [] });
+  });
+
+  it('a rank killed by SIGKILL with half a record in its peer ring fails the peer naming it, nothing read', async () => {
+    const before = readdirSync(defaultStoreRoot()).filter((n) => n.includes(`-${process.pid}-`));
+    const launch: Launch = (entry, args) =>
+      launchProcesses(entry, { nproc: 2, args, collectiveTimeoutMs: 60_000, output: quiet });
+    const error = await fixture.run('killed-mid-record', launch).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(JobFailedError);
+    const { failures } = error as JobFailedError;
+    expect(failures[0]).toMatchObject({ rank: 1 });
+    expect(failures[0].error.message).toMatch(/rank 1 \(rank-1\) was killed by SIGKILL/);
+    // Rank 0 was woken by the abort, naming rank 1: not by a corrupt record, not at the timeout.
+    expect(failures[1].rank).toBe(0);
+    expect(failures[1].error.name).toBe(RankFailedError.name);
+    expect(failures[1].error.message).toContain('rank 1 (rank-1)');
+    expect(failures[1].error.message).not.toMatch(/corrupt/);
+    expect(readdirSync(defaultStoreRoot()).filter((n) => n.includes(`-${process.pid}-`))).toEqual(before);
+  });
+});
