@@ -148,6 +148,34 @@ describe('values', () => {
     expect(sameBytes(got, big)).toBe(true);
   });
 
+  it('land in the tensor the consumer names (landIn), in reads that cross values, and only there', async () => {
+    const [a, b] = await job(2);
+    // Values both sides of the small-value copy and of the read stage, several in flight at once.
+    const sizes = [3, 5000, 16 << 10, 70_000, 1 << 20];
+    const into = sizes.map((n) => Tensor.zeros([n], 'float32'));
+    const sent = sizes.map((n) => randomTensor([n], 'float32'));
+    for (const [i, t] of into.entries()) b.landIn(`land${i}`, t, { from: 0 });
+    for (const [i, t] of sent.entries()) await a.srcSet(`land${i}`, t, 1, { to: [1] });
+    for (const [i, t] of sent.entries()) {
+      const got = await b.destGet(`land${i}`, { from: 0 });
+      expect(got.data.buffer).toBe(into[i].data.buffer);
+      expect(sameBytes(into[i], t)).toBe(true);
+      await b.destFinishGet(`land${i}`);
+      await a.srcWaitUntilGetFinished(`land${i}`);
+    }
+    // A value of another size and a cancelled wish arrive as usual.
+    const other = Tensor.zeros([4], 'float32');
+    b.landIn('other', other, { from: 0 });
+    expect((await pass(a, b, 'other', randomTensor([5], 'float32'))).data.buffer).not.toBe(other.data.buffer);
+    const cancelled = Tensor.zeros([1 << 20], 'float32');
+    b.landIn('cancelled', cancelled, { from: 0 })();
+    expect((await pass(a, b, 'cancelled', sent[4])).data.buffer).not.toBe(cancelled.data.buffer);
+    // The finished landed value's memory was not kept as a spare: the next value of its size is elsewhere.
+    const next = await pass(a, b, 'next', sent[4]);
+    expect(next.data.buffer).not.toBe(into[4].data.buffer);
+    expect(sameBytes(into[4], sent[4])).toBe(true);
+  });
+
   it('keep their order with many in flight, and a key serves again and again', async () => {
     const [a, b] = await job(2);
     const n = 300;

@@ -129,6 +129,11 @@ export class NodeRoutedStore implements TensorStore {
     return entry;
   }
 
+  landIn(key: string, into: Tensor, options: { from: number }): () => void {
+    const store = this.#onThisNode(options.from) ? this.#near : this.#far;
+    return store.landIn?.(key, into, options) ?? (() => {});
+  }
+
   async destFinishGet(key: string, options?: StoreFinishOptions): Promise<void> {
     const store = this.#taken.get(key) ?? this.#near;
     this.#taken.delete(key);

@@ -113,6 +113,10 @@ export class NetworkTensorStore implements TensorStore {
   readonly #asked = new Set<string>();
   readonly #consuming = new Map<string, Held[]>();
   readonly #spare = new SpareBuffers(SPARE_MAX_BYTES);
+  /** Where consumers want values to land (`${from}/${key}`), see landIn. */
+  readonly #landing = new Map<string, Tensor>();
+  /** Values that arrived in a consumer's own tensor: their memory is never a spare buffer. */
+  readonly #landed = new WeakSet<Tensor>();
   /** The peers connect() was given (without this rank). */
   #peers: Map<number, NetworkPeer> | undefined;
   #connected = false;
@@ -304,6 +308,8 @@ export class NetworkTensorStore implements TensorStore {
       `the value of key ${JSON.stringify(header.key)} from rank ${peer.rank} (${header.nbytes} bytes)`;
     let refusal: string;
     if (inbox.reserve(header.nbytes)) {
+      const into = this.#landingFor(peer.rank, header);
+      if (into) return into;
       try {
         // A plain ArrayBuffer: the value stays in this process, and allocating shared memory per value is slow.
         const buffer = this.#spare.take(header.nbytes) ?? new ArrayBuffer(header.nbytes);
@@ -320,6 +326,35 @@ export class NetworkTensorStore implements TensorStore {
     peer.sendFinished(header.id, { error: refusal });
     this.#arrived(peer, header.key, { id: header.id, refusal });
     return undefined;
+  }
+
+  /** The consumer's own memory for a value it asked to land there (landIn), if it fits the value. */
+  #landingFor(from: number, header: ValueHeader): Tensor | undefined {
+    if (this.#landing.size === 0) return undefined;
+    const wish = `${from}/${header.key}`;
+    const into = this.#landing.get(wish);
+    if (!into) return undefined;
+    this.#landing.delete(wish);
+    if (into.nbytes !== header.nbytes || into.dtype !== header.dtype) return undefined;
+    const tensor = Tensor.fromBuffer(into.data.buffer, into.data.byteOffset, header.shape, header.dtype);
+    this.#landed.add(tensor);
+    return tensor;
+  }
+
+  /**
+   * The value of `key` from `options.from` may be written straight into
+   * `into` (a contiguous host tensor) as it arrives, instead of into a buffer
+   * of the store's that the consumer then copies from: the consumer holds
+   * `into` for it until it finishes the value. Returns the function that
+   * forgets the wish if no value came yet.
+   */
+  landIn(key: string, into: Tensor, options: { from: number }): () => void {
+    if (into.device !== 'cpu' || !into.isContiguous() || this.#closed) return () => {};
+    const wish = `${options.from}/${key}`;
+    this.#landing.set(wish, into);
+    return () => {
+      if (this.#landing.get(wish) === into) this.#landing.delete(wish);
+    };
   }
 
   #arrived(peer: PeerConnection, key: string, arrival: Arrival): void {
@@ -497,7 +532,11 @@ export class NetworkTensorStore implements TensorStore {
     if ('refusal' in arrival) throw new Error(`${where()}: ${arrival.refusal}`);
     const { buffer } = arrival.tensor.data;
     const reusable =
-      buffer instanceof ArrayBuffer && buffer.byteLength >= REUSE_MIN_BYTES ? buffer : undefined;
+      buffer instanceof ArrayBuffer &&
+      buffer.byteLength >= REUSE_MIN_BYTES &&
+      !this.#landed.has(arrival.tensor)
+        ? buffer
+        : undefined;
     const held = this.#consuming.get(key);
     if (held) held.push({ link, id: arrival.id, reusable });
     else this.#consuming.set(key, [{ link, id: arrival.id, reusable }]);
@@ -528,6 +567,7 @@ export class NetworkTensorStore implements TensorStore {
     for (const socket of this.#accepted) socket.destroy();
     this.#consuming.clear();
     this.#spare.clear();
+    this.#landing.clear();
     this.#wakers.wakeAll();
     this.#produced.clear();
     this.#sends.clear();

@@ -54,8 +54,8 @@ interface Payload {
 
 /** Payloads up to this size are copied behind their header and written with it. */
 const COPY_MAX_BYTES = 64 << 10;
-/** Where frames (and whatever follows them in one read) are read into, between payloads. */
-const STAGE_BYTES = 64 << 10;
+/** Where frames are read into, between payloads: small, as what follows a header in the same read is copied. */
+const STAGE_BYTES = 16 << 10;
 
 /** The parts of a net.Socket's TCP handle that taking it over needs (Node's own, not typed). */
 interface SocketHandle {

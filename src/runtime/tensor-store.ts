@@ -95,6 +95,16 @@ export interface TensorStore {
    * left, then for every caller of `key` alike.
    */
   sharedRegion?(key: string, bytes: number): SharedRegion | undefined;
+  /**
+   * Optional, where values travel as bytes (NetworkTensorStore): the consumer
+   * will copy the value of `key` from `options.from` into `into`, so the store
+   * may write it there as it arrives (a value of other size, or one already
+   * here, arrives as usual). destGet then hands out a tensor over `into`'s
+   * memory. The consumer keeps `into` for the value until it finishes it (and
+   * promises the producer's causality makes it free by the time the value
+   * comes); the function returned forgets the wish if it is still pending.
+   */
+  landIn?(key: string, into: Tensor, options: { from: number }): () => void;
   /** Releases what this rank holds in the store (channels, pooled buffers). */
   close(): void;
 }

@@ -49,6 +49,8 @@ export class Exchange {
   readonly #prefix: string;
   readonly #published = new Set<string>();
   readonly #got = new Set<string>();
+  /** Forgets this call's wishes that values land in place (landIn) that no value met. */
+  readonly #landings: (() => void)[] = [];
   /** Keys whose consumers are awaited only when the call's algorithm is done (the fingerprint). */
   readonly #deferred: string[] = [];
   /** Added to data phases once the fingerprint took phase 0. */
@@ -139,8 +141,29 @@ export class Exchange {
     }
   }
 
+  /**
+   * Asks the store to write the value of (phase, producer[, consumer]) straight
+   * into `into` as it arrives (TensorStore.landIn), where it can: `get` then
+   * hands out a tensor over `into`'s own memory (see `landed`). The caller
+   * must not touch `into` until then, and the producer's causality must make
+   * it free by the time the value comes.
+   */
+  landIn(phase: number, producer: number, into: Tensor, consumer?: number): void {
+    const cancel = this.#store.landIn?.(this.key(phase, producer, consumer), into, {
+      from: this.globalRank(producer),
+    });
+    if (cancel) this.#landings.push(cancel);
+  }
+
+  /** Forgets the wishes of landIn that no value met. */
+  #forgetLandings(): void {
+    for (const cancel of this.#landings) cancel();
+    this.#landings.length = 0;
+  }
+
   /** Waits for the readers of deferred values; called once the algorithm succeeded. */
   async settle(): Promise<void> {
+    this.#forgetLandings();
     for (const key of this.#deferred) await this.#consumedKey(key, this.peers());
     this.#deferred.length = 0;
   }
@@ -337,6 +360,7 @@ export class Exchange {
 
   /** After a failure: hand the error to producers we read from, and withdraw our own values. */
   async abort(error: unknown): Promise<void> {
+    this.#forgetLandings();
     const message = error instanceof Error ? error.message : String(error);
     const mismatch = error instanceof CollectiveMismatchError;
     for (const key of this.#got) {
@@ -365,6 +389,16 @@ export class Exchange {
     if (!(error instanceof CommTimeoutError)) return error;
     return timeoutError(this.#group, this.#call, what);
   }
+}
+
+/** Whether `value` is `into`'s own memory (a value that landed in place): nothing to copy. */
+export function landed(value: Tensor, into: Tensor): boolean {
+  return (
+    value.device === 'cpu' &&
+    value.data.buffer === into.data.buffer &&
+    value.data.byteOffset === into.data.byteOffset &&
+    value.nbytes === into.nbytes
+  );
 }
 
 /** A store error's text without the store call it names first (`destGet("…") on rank 0: `). */

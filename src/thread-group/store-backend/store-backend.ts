@@ -18,7 +18,15 @@ import {
 import { isPremulSum, type Reduction } from '../reduction.ts';
 import { arrivals, tellPeers } from './abandon.ts';
 import { allReduce, ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
-import { allReduceAcrossNodes, nodesOf, worthTwoLevels } from './all-reduce-nodes.ts';
+import {
+  allReduceAcrossNodes,
+  allReduceAmongNodes,
+  allReduceByRails,
+  evenNodes,
+  nodesOf,
+  oneRankPerNode,
+  worthTwoLevels,
+} from './all-reduce-nodes.ts';
 import { allReduceInRegion, fitsRegion } from './all-reduce-region.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
 import { CallRegion, regionBytes } from './call-region.ts';
@@ -112,10 +120,15 @@ export class StoreBackend implements Backend {
       const nodes = nodesOf(x);
       // An average of averages is wrong when nodes hold different numbers of ranks: avg stays flat. So
       // does a small tensor: its cost is latency, and a hop within a node costs more than one to a peer.
+      // Ranks of one node each (one rank per node, or node leaders) pipeline a large tensor in chunks.
       const algorithm =
         worthTwoLevels(nodes) && op !== 'avg' && tensor.nbytes > ONE_EXCHANGE_MAX_BYTES
-          ? (t: Tensor, o: ReduceOp) => allReduceAcrossNodes(x, t, o, nodes)
-          : (t: Tensor, o: ReduceOp) => allReduce(x, t, o);
+          ? evenNodes(nodes)
+            ? (t: Tensor, o: ReduceOp) => allReduceByRails(x, t, o, nodes)
+            : (t: Tensor, o: ReduceOp) => allReduceAcrossNodes(x, t, o, nodes)
+          : oneRankPerNode(nodes)
+            ? (t: Tensor, o: ReduceOp) => allReduceAmongNodes(x, t, o)
+            : (t: Tensor, o: ReduceOp) => allReduce(x, t, o);
       if (!isPremulSum(op)) return algorithm(tensor, op);
       const scaled = premultiplied(tensor, op.factor);
       await algorithm(scaled, 'sum');
