@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ByteRing, RING_CONTROL_BYTES } from '../src/file-store/byte-ring.ts';
+import { crossMemory } from '../src/file-store/cross-memory.ts';
 import {
   abortJob,
   createJobDirectory,
@@ -10,7 +11,7 @@ import {
   type FileStoreOptions,
   FileTensorStore,
 } from '../src/file-store/index.ts';
-import { defaultRingBytes } from '../src/file-store/ring-channels.ts';
+import { defaultRingBytes, type RingChannelOptions } from '../src/file-store/ring-channels.ts';
 import { RingSegment } from '../src/file-store/ring-segment.ts';
 import {
   CollectiveMismatchError,
@@ -21,6 +22,7 @@ import {
   RankFailedError,
   Tensor,
 } from '../src/index.ts';
+import { dtypeCode } from '../src/tensor/dtype.ts';
 import type { scenarios } from './fixtures/file-store-rings.ts';
 import { type Launch, scenarioFixture } from './fixtures/scenarios.ts';
 
@@ -44,16 +46,20 @@ function newJob(): string {
 function ringStores(
   count: number,
   options: Partial<FileStoreOptions> = {},
-  ringBytes?: number,
+  rings: Partial<RingChannelOptions> = {},
 ): FileTensorStore[] {
   const dir = newJob();
   const ranks = Array.from({ length: count }, (_, r) => r);
   const made = ranks.map(
-    (rank) => new FileTensorStore({ dir, rank, timeoutMs: 10_000, ...options, rings: { ranks, ringBytes } }),
+    (rank) => new FileTensorStore({ dir, rank, timeoutMs: 10_000, ...options, rings: { ranks, ...rings } }),
   );
   opened.push(...made);
   return made;
 }
+
+const arenaFiles = (dir: string) => readdirSync(join(dir, 'tmp')).filter((name) => name.startsWith('arena.'));
+/** Whether this machine lets a process copy out of another's memory (not where seccomp or Yama forbid it). */
+const crossMemoryWorks = crossMemory() !== undefined;
 
 /** What the job directory holds besides its layout folders and the stores' ring and arena files. */
 function valueFiles(dir: string): string[] {
@@ -139,76 +145,137 @@ describe('FileTensorStore rings between the ranks of a node', () => {
     );
   });
 
-  it('carries every dtype, empty and 0-d tensors, and sizes on both sides of the inline limit, bit for bit', async () => {
-    const [p, c] = ringStores(2);
-    const dtypes: DType[] = [
-      'float64',
-      'float32',
-      'float16',
-      'bfloat16',
-      'int64',
-      'int32',
-      'int16',
-      'int8',
-      'uint8',
-      'bool',
-    ];
-    for (const dtype of dtypes) {
-      const t = Tensor.arange(12, dtype === 'bool' ? 'uint8' : dtype).reshape([3, 4]);
-      const value = dtype === 'bool' ? Tensor.fromBuffer(t.buffer, 0, [3, 4], 'bool') : t;
-      const got = await handOver(p, c, `dtype:${dtype}`, value);
-      expect(got.dtype).toBe(dtype);
-      expect(got.shape).toEqual([3, 4]);
-      expect(Buffer.from(got.bytes()).equals(Buffer.from(value.bytes()))).toBe(true);
-    }
-    expect((await handOver(p, c, 'empty', Tensor.empty([2, 0, 3], 'int64'))).shape).toEqual([2, 0, 3]);
-    expect((await handOver(p, c, 'scalar', Tensor.full([], 7, 'int32'))).toArray()).toEqual([7]);
-    // 16 KiB is the most a record carries inline; beyond, the payload goes through the producer's arena.
-    for (const bytes of [16380, 16384, 16388, 1 << 20, 16 << 20]) {
-      const t = Tensor.empty([bytes / 4], 'int32');
-      const words = t.data as Int32Array;
-      for (let i = 0; i < words.length; i += 97) words[i] = i ^ bytes;
-      expect((await handOver(p, c, `size:${bytes}`, t)).equal(t), `${bytes} bytes`).toBe(true);
-    }
-    expect(valueFiles(p.dir)).toEqual([]);
+  // Large values: copied from the producer's memory where the system allows it, else through its arena.
+  describe.each([
+    { large: 'from the producer memory', crossMemory: true },
+    { large: 'through the arena', crossMemory: false },
+  ])('large values $large', ({ crossMemory }) => {
+    it('carries every dtype, empty and 0-d tensors, and sizes on both sides of the inline limit, bit for bit', async () => {
+      const [p, c] = ringStores(2, {}, { crossMemory });
+      const dtypes: DType[] = [
+        'float64',
+        'float32',
+        'float16',
+        'bfloat16',
+        'int64',
+        'int32',
+        'int16',
+        'int8',
+        'uint8',
+        'bool',
+      ];
+      for (const dtype of dtypes) {
+        const t = Tensor.arange(12, dtype === 'bool' ? 'uint8' : dtype).reshape([3, 4]);
+        const value = dtype === 'bool' ? Tensor.fromBuffer(t.buffer, 0, [3, 4], 'bool') : t;
+        const got = await handOver(p, c, `dtype:${dtype}`, value);
+        expect(got.dtype).toBe(dtype);
+        expect(got.shape).toEqual([3, 4]);
+        expect(Buffer.from(got.bytes()).equals(Buffer.from(value.bytes()))).toBe(true);
+      }
+      expect((await handOver(p, c, 'empty', Tensor.empty([2, 0, 3], 'int64'))).shape).toEqual([2, 0, 3]);
+      expect((await handOver(p, c, 'scalar', Tensor.full([], 7, 'int32'))).toArray()).toEqual([7]);
+      // 16 KiB is the most a record carries inline; beyond, the payload goes through the producer's arena.
+      for (const bytes of [16380, 16384, 16388, 1 << 20, 16 << 20]) {
+        const t = Tensor.empty([bytes / 4], 'int32');
+        const words = t.data as Int32Array;
+        for (let i = 0; i < words.length; i += 97) words[i] = i ^ bytes;
+        expect((await handOver(p, c, `size:${bytes}`, t)).equal(t), `${bytes} bytes`).toBe(true);
+      }
+      expect(valueFiles(p.dir)).toEqual([]);
+      // Copied from the producer's memory, a large value never took a region of an arena.
+      expect(arenaFiles(p.dir).length > 0).toBe(!(crossMemory && crossMemoryWorks));
+    });
+
+    it('keeps hundreds of values in flight, more than a ring holds, each under its key and in order per key', async () => {
+      const [p, c] = ringStores(2, {}, { ringBytes: 64 << 10, crossMemory });
+      const count = 400;
+      // 400 x 4 KiB is 25 times what the ring holds: the producer queues, the consumer frees room as it reads.
+      for (let i = 0; i < count; i++)
+        await p.srcSet(`m${i}`, Tensor.full([1024], i, 'int32'), 1, { to: [1] });
+      for (let i = count - 1; i >= 0; i--) {
+        const got = await c.destGet(`m${i}`, { from: 0 });
+        expect((got.data as Int32Array)[1023]).toBe(i);
+        await c.destFinishGet(`m${i}`);
+      }
+      for (let i = 0; i < count; i++) await p.srcWaitUntilGetFinished(`m${i}`);
+      // One key again and again, large and small values taking turns: each get takes the next value.
+      for (let round = 0; round < 40; round++) {
+        const t = Tensor.full([round % 2 === 0 ? 8 : 64 << 10], round, 'int32');
+        expect((await handOver(p, c, 'again', t)).equal(t)).toBe(true);
+      }
+    });
+
+    it('lets a consumer fail the producer: a local error, or a mismatch as CollectiveMismatchError', async () => {
+      const [p, c] = ringStores(2, {}, { crossMemory });
+      for (const [key, bytes] of [
+        ['small', 16],
+        ['large', 1 << 20],
+      ] as const) {
+        await p.srcSet(key, Tensor.zeros([bytes / 4]), 1, { to: [1] });
+        await c.destGet(key, { from: 0 });
+        await c.destFinishGet(key, { error: 'rank 1: out of patience' });
+        await expect(p.srcWaitUntilGetFinished(key)).rejects.toThrow(/^rank 1: out of patience$/);
+        await p.srcSet(key, Tensor.zeros([bytes / 4]), 1, { to: [1] });
+        await c.destGet(key, { from: 0 });
+        await c.destFinishGet(key, { error: 'float32[4] vs int32[4]', mismatch: true });
+        const error = await p.srcWaitUntilGetFinished(key).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(CollectiveMismatchError);
+        expect((error as Error).message).toBe('float32[4] vs int32[4]');
+      }
+    });
   });
 
-  it('keeps hundreds of values in flight, more than a ring holds, each under its key and in order per key', async () => {
-    const [p, c] = ringStores(2, {}, 64 << 10);
-    const count = 400;
-    // 400 x 4 KiB is 25 times what the ring holds: the producer queues, the consumer frees room as it reads.
-    for (let i = 0; i < count; i++) await p.srcSet(`m${i}`, Tensor.full([1024], i, 'int32'), 1, { to: [1] });
-    for (let i = count - 1; i >= 0; i--) {
-      const got = await c.destGet(`m${i}`, { from: 0 });
-      expect((got.data as Int32Array)[1023]).toBe(i);
-      await c.destFinishGet(`m${i}`);
-    }
-    for (let i = 0; i < count; i++) await p.srcWaitUntilGetFinished(`m${i}`);
-    // One key again and again, large and small values taking turns: each get takes the next value.
-    for (let round = 0; round < 40; round++) {
-      const t = Tensor.full([round % 2 === 0 ? 8 : 64 << 10], round, 'int32');
-      expect((await handOver(p, c, 'again', t)).equal(t)).toBe(true);
-    }
-  });
+  it.skipIf(!crossMemoryWorks)(
+    'copies a large value straight into the tensor the consumer lands it in',
+    async () => {
+      const [p, c] = ringStores(2);
+      const sent = Tensor.arange(1 << 16, 'float32');
+      const into = Tensor.zeros([1 << 16], 'float32');
+      c.landIn('landed', into, { from: 0 });
+      // Too small to land, or of another size: taken as usual.
+      c.landIn('small', Tensor.zeros([4]), { from: 0 });
+      await p.srcSet('landed', sent, 1, { to: [1] });
+      const got = await c.destGet('landed', { from: 0 });
+      expect(got.data.buffer).toBe(into.data.buffer);
+      expect(into.equal(sent)).toBe(true);
+      await c.destFinishGet('landed');
+      await p.srcWaitUntilGetFinished('landed');
+      // A wish that no value met is forgotten: the next value under the key goes to a buffer of the store's.
+      const forget = c.landIn('unmet', into, { from: 0 });
+      forget();
+      await p.srcSet('unmet', Tensor.full([1 << 16], 2), 1, { to: [1] });
+      expect((await c.destGet('unmet', { from: 0 })).data.buffer).not.toBe(into.data.buffer);
+      await c.destFinishGet('unmet');
+      await p.srcWaitUntilGetFinished('unmet');
+    },
+  );
 
-  it('lets a consumer fail the producer: a local error, or a mismatch as CollectiveMismatchError', async () => {
-    const [p, c] = ringStores(2);
-    for (const [key, bytes] of [
-      ['small', 16],
-      ['large', 1 << 20],
-    ] as const) {
-      await p.srcSet(key, Tensor.zeros([bytes / 4]), 1, { to: [1] });
-      await c.destGet(key, { from: 0 });
-      await c.destFinishGet(key, { error: 'rank 1: out of patience' });
-      await expect(p.srcWaitUntilGetFinished(key)).rejects.toThrow(/^rank 1: out of patience$/);
-      await p.srcSet(key, Tensor.zeros([bytes / 4]), 1, { to: [1] });
-      await c.destGet(key, { from: 0 });
-      await c.destFinishGet(key, { error: 'float32[4] vs int32[4]', mismatch: true });
-      const error = await p.srcWaitUntilGetFinished(key).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(CollectiveMismatchError);
-      expect((error as Error).message).toBe('float32[4] vs int32[4]');
-    }
-  });
+  it.skipIf(!crossMemoryWorks)(
+    'a value that cannot be copied from its producer fails the get, naming it and the errno',
+    async () => {
+      const [p, c] = ringStores(2);
+      const intruder = RingSegment.open(p.dir, 1, 1, defaultRingBytes(2)) as RingSegment;
+      // A remote value record of a float32[8192] with key "k" at address 8, where nothing is mapped.
+      const record = new Uint8Array(11 + 8 + 1 + 12);
+      const view = new DataView(record.buffer);
+      view.setUint8(0, 6);
+      view.setUint32(1, 77, true);
+      view.setUint8(5, dtypeCode('float32'));
+      view.setUint8(6, 1);
+      view.setUint16(7, 1, true);
+      view.setFloat64(11, 8192, true);
+      record[19] = 'k'.charCodeAt(0);
+      view.setUint32(20, process.pid, true);
+      view.setFloat64(24, 8, true);
+      intruder.rings[0].tryWrite([record], record.length);
+      intruder.close();
+      const error = await c.destGet('k', { from: 0 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RankFailedError);
+      expect((error as Error).message).toMatch(
+        /^rank 1 could not copy the value of key "k" from rank 0: reading 32768 bytes of process \d+ with process_vm_readv failed \(EFAULT\)/,
+      );
+    },
+  );
 
   it('times out naming who waits for whom; a withdrawn value is never taken for the next one', async () => {
     const [p, c, d] = ringStores(3);
@@ -263,7 +330,7 @@ describe('FileTensorStore rings between the ranks of a node', () => {
   });
 
   it('puts a value the arenas cannot hold in a value file and announces it through the ring', async () => {
-    const [p, c] = ringStores(2, { maxArenaBytes: 0 });
+    const [p, c] = ringStores(2, { maxArenaBytes: 0 }, { crossMemory: false });
     const t = Tensor.arange(1 << 18, 'float32');
     await p.srcSet('big', t, 1, { to: [1] });
     expect(valueFiles(p.dir)).toEqual(['v.big']);

@@ -568,6 +568,13 @@ export class FileTensorStore implements TensorStore {
     else this.#consuming.set(key, [held]);
   }
 
+  /** See TensorStore.landIn: a value from a rank of this node's rings may be copied straight into `into`. */
+  landIn(key: string, into: Tensor, options: { from: number }): () => void {
+    return this.#rings?.servesGet(options.from, false)
+      ? this.#rings.landIn(key, into, options.from)
+      : () => {};
+  }
+
   async destFinishGet(key: string, options: StoreFinishOptions = {}): Promise<void> {
     const where = () => `destFinishGet(${JSON.stringify(key)})`;
     const ringHeld = this.#rings?.takeHeld(key);

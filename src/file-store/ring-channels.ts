@@ -10,9 +10,13 @@
  * consumers name their producer (`from`), as every collective and send does;
  * the rest (a TensorPromise's, a bare store user's) keep the file handshake.
  * The producer pushes a value record to each consumer's ring: the payload
- * inline when small, else a reference to a region of its shared arena (the
- * consumer gets a view of it, not a copy), or, for a GPU tensor or when the
- * arenas are full, a note that the value waits in a value file. A consumer
+ * inline when small; else where the tensor lies in the producer's memory,
+ * which the consumer copies straight into the tensor it will receive into
+ * (cross-memory.ts; TensorStore.landIn) or into a reused buffer; else, where
+ * the consumer cannot read other processes, a reference to a region of the
+ * producer's shared arena (the consumer gets a view of it, not a copy); or,
+ * for a GPU tensor or when the arenas are full, a note that the value waits
+ * in a value file. A consumer
  * keeps what arrives by (producer, key) until a get takes it, and its finish
  * goes back as a record; a producer that gives up withdraws its value.
  *
@@ -20,12 +24,16 @@
  * core, then sleep on the rank's doorbell with a bounded poll as a safety net;
  * the job's abort wakes them through the store.
  */
+
+import { SpareBuffers } from '../network-store/spare-buffers.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
 import { encodeBounded, encodeText, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type { StoreEntry, StoreFinishOptions } from '../runtime/tensor-store.ts';
+import { sameShape } from '../tensor/shape.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { ArenaViews } from './arena-views.ts';
 import type { ByteRing } from './byte-ring.ts';
+import { type CrossMemory, crossMemory } from './cross-memory.ts';
 import { Doorbell, DoorbellPush } from './doorbell.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { arenaFile } from './file-names.ts';
@@ -33,6 +41,7 @@ import type { ProducerArenas } from './producer-arenas.ts';
 import {
   decodeRecord,
   finishedRecord,
+  type PayloadAt,
   type ValueRecord,
   valueRecord,
   withdrawRecord,
@@ -47,6 +56,8 @@ export interface RingChannelOptions {
   ringBytes?: number;
   /** Whether waits spin before sleeping (only worth it while every rank of the node has a core). */
   spin?: boolean;
+  /** Whether consumers copy large values straight out of their producers' memory (default: where the system lets them). */
+  crossMemory?: boolean;
 }
 
 /** What the rings need of their store. */
@@ -70,6 +81,8 @@ const INLINE_MAX_BYTES = 16 << 10;
 /** Inline values received and not yet taken, at most; beyond, rings are left to fill (the producer waits). */
 const BUFFERED_MAX_BYTES = 64 << 20;
 const SPIN_MS = 0.1;
+/** Buffers that values copied from a producer's memory went into, kept for the next value of their size. */
+const SPARE_MAX_BYTES = 256 << 20;
 
 /** The default ring size for a node of `ranks` ranks. */
 export function defaultRingBytes(ranks: number): number {
@@ -104,6 +117,8 @@ interface Arrival {
 }
 
 interface Produced {
+  /** Held until every consumer finished: consumers may be copying out of its memory. */
+  tensor: Tensor;
   sends: Send[];
   unfinished: number;
   region: ArenaRef | undefined;
@@ -118,7 +133,9 @@ interface Send {
 }
 
 /** A get this rank holds: its finish goes back on the ring, or (a value file's) through the file handshake. */
-export type RingHeld = { from: number; id: number; inFile: false } | { from: number; inFile: true };
+export type RingHeld =
+  | { from: number; id: number; inFile: false; spare: ArrayBuffer | undefined }
+  | { from: number; inFile: true };
 
 export class RingChannels {
   readonly ranks: ReadonlySet<number>;
@@ -135,6 +152,10 @@ export class RingChannels {
   readonly #sends = new Map<number, Send>();
   readonly #held = new Map<string, RingHeld[]>();
   readonly #waiters = new Set<() => void>();
+  /** Tensors consumers will copy values into (`${from}/${key}`), see landIn. */
+  readonly #landings = new Map<string, Tensor>();
+  readonly #spare = new SpareBuffers(SPARE_MAX_BYTES);
+  readonly #cross: CrossMemory | undefined;
   #buffered = 0;
   #nextId = 1;
   #closed = false;
@@ -149,7 +170,9 @@ export class RingChannels {
     this.#index = new Map(ranks.map((r, i) => [r, i]));
     this.#ringBytes = options.ringBytes ?? defaultRingBytes(ranks.length);
     this.#spin = options.spin ?? false;
+    this.#cross = options.crossMemory === false ? undefined : crossMemory();
     this.#inbox = RingSegment.create(host.dir, host.rank, ranks.length - 1, this.#ringBytes);
+    this.#inbox.setReadsPeers(this.#cross !== undefined);
     try {
       this.#bell = new Doorbell(host.dir, host.rank, () => this.#onRing());
     } catch (error) {
@@ -192,18 +215,45 @@ export class RingChannels {
    * a value file and announces that with announceFile.
    */
   set(key: string, tensor: Tensor, to: readonly number[], tag: string, where: string): boolean {
+    const large = tensor.nbytes > INLINE_MAX_BYTES;
+    const cross = large ? this.#cross : undefined;
+    const remote: PayloadAt | undefined = cross && {
+      at: 'remote',
+      pid: process.pid,
+      address: cross.addressOf(tensor.bytes()),
+    };
+    const readsUs = (consumer: number) =>
+      remote !== undefined && this.#readsPeers(this.#outboundTo(consumer));
     let region: ArenaRef | undefined;
-    if (tensor.nbytes > INLINE_MAX_BYTES) {
+    if (large && !to.every(readsUs)) {
       region = this.#host.arenas.store(tensor.bytes(), where);
       if (!region) return false;
     }
-    const payload = region
-      ? { at: 'arena' as const, ref: region, nonce: this.#host.nonce }
-      : { at: 'inline' as const };
-    const produced: Produced = { sends: [], unfinished: to.length, region, failure: undefined };
-    this.#send(key, tensor, to, tag, payload, produced);
+    const produced: Produced = { tensor, sends: [], unfinished: to.length, region, failure: undefined };
+    for (const consumer of to) {
+      const payload: PayloadAt = !large
+        ? { at: 'inline' }
+        : readsUs(consumer)
+          ? (remote as PayloadAt)
+          : { at: 'arena', ref: region as ArenaRef, nonce: this.#host.nonce };
+      this.#send(key, tensor, [consumer], tag, payload, produced);
+    }
     this.#produced.set(key, produced);
     return true;
+  }
+
+  /**
+   * The consumer will copy the value `from` sends under `key` into `into`: a
+   * value in the producer's memory is then copied there directly, and get
+   * hands out a tensor over `into` (see TensorStore.landIn).
+   */
+  landIn(key: string, into: Tensor, from: number): () => void {
+    const arrivalKey = `${from}/${key}`;
+    if (into.device !== 'cpu' || !into.isContiguous() || into.nbytes <= INLINE_MAX_BYTES) return () => {};
+    this.#landings.set(arrivalKey, into);
+    return () => {
+      if (this.#landings.get(arrivalKey) === into) this.#landings.delete(arrivalKey);
+    };
   }
 
   /** Tells the consumers that the value under `key` waits in a value file (the file handshake serves it). */
@@ -216,7 +266,7 @@ export class RingChannels {
     tensor: Tensor,
     to: readonly number[],
     tag: string,
-    payload: Parameters<typeof valueRecord>[4],
+    payload: PayloadAt,
     produced: Produced | undefined,
   ): void {
     const keyBytes = encodeText(key);
@@ -296,7 +346,28 @@ export class RingChannels {
       return 'file';
     }
     let tensor = arrival.tensor;
-    if (record.payload.at === 'arena') {
+    let spare: ArrayBuffer | undefined;
+    if (record.payload.at === 'remote') {
+      const landing = this.#landings.get(arrivalKey);
+      this.#landings.delete(arrivalKey);
+      let into: Tensor;
+      // Only a value just like the wish lands: one of another kind must leave the receiver's tensor alone.
+      if (landing && landing.dtype === record.dtype && sameShape(landing.shape, record.shape)) into = landing;
+      else {
+        spare = this.#spare.take(record.nbytes) ?? new ArrayBuffer(record.nbytes);
+        into = Tensor.fromBuffer(spare, 0, record.shape, record.dtype);
+      }
+      try {
+        (this.#cross as CrossMemory).read(record.payload.pid, record.payload.address, into.bytes());
+      } catch (error) {
+        const message =
+          `rank ${this.#host.rank} could not copy the value of key ${JSON.stringify(key)} ` +
+          `from rank ${from}: ${(error as Error).message}`;
+        this.#write(from, [finishedRecord(arrival.id, { error: message })]);
+        throw new RankFailedError(message, from);
+      }
+      tensor = into;
+    } else if (record.payload.at === 'arena') {
       const { ref, nonce } = record.payload;
       const path = arenaFile(this.#host.dir, from, nonce, ref.index);
       const describe = `the value of key ${JSON.stringify(key)} from rank ${from}`;
@@ -313,7 +384,7 @@ export class RingChannels {
       }
       tensor = Tensor.fromBuffer(buffer, ref.offset, record.shape, record.dtype);
     }
-    this.#hold(key, { from, id: arrival.id, inFile: false });
+    this.#hold(key, { from, id: arrival.id, inFile: false, spare });
     return { tensor: tensor as Tensor, tag: record.tag, producerRank: from };
   }
 
@@ -341,6 +412,7 @@ export class RingChannels {
   /** Sends a get's finish back to its producer. */
   finish(held: RingHeld & { inFile: false }, options: StoreFinishOptions): void {
     this.#write(held.from, [finishedRecord(held.id, options)]);
+    if (held.spare) this.#spare.give(held.spare);
   }
 
   /**
@@ -469,6 +541,12 @@ export class RingChannels {
     }
   }
 
+  /** Opens the peer's inbox, if not yet, and tells whether it copies from this process's memory. */
+  #readsPeers(out: Outbound): boolean {
+    this.#open(out);
+    return out.segment?.readsPeers() === true;
+  }
+
   #outboundTo(rank: number): Outbound {
     let out = this.#outbound.get(rank);
     if (!out) {
@@ -494,7 +572,7 @@ export class RingChannels {
     this.#flush(out);
   }
 
-  #flush(out: Outbound): void {
+  #open(out: Outbound): void {
     if (!out.ring) {
       out.segment = RingSegment.open(this.#host.dir, out.rank, this.ranks.size - 1, this.#ringBytes);
       if (!out.segment) {
@@ -505,7 +583,11 @@ export class RingChannels {
       }
       out.ring = out.segment.rings[this.#slotIn(out.rank, this.#host.rank)];
     }
-    const ring = out.ring;
+  }
+
+  #flush(out: Outbound): void {
+    this.#open(out);
+    const ring = out.ring as ByteRing;
     let wrote = false;
     while (out.pending.length > 0) {
       const { parts, bytes } = out.pending[0];
@@ -540,5 +622,7 @@ export class RingChannels {
     this.#produced.clear();
     this.#sends.clear();
     this.#held.clear();
+    this.#landings.clear();
+    this.#spare.clear();
   }
 }

@@ -1,9 +1,11 @@
 /**
  * The records rank pairs exchange through their rings (ring-channels.ts),
  * little-endian:
- *   value:    u8 type (1 inline, 2 in the producer's arena, 3 in a value file), u32 id,
- *             u8 dtype, u8 dims, u16 key bytes, u16 tag bytes, f64 per dim, key, tag, then
- *               inline: the payload;  arena: u32 arena index, u32 producer nonce, f64 offset
+ *   value:    u8 type (1 inline, 2 in the producer's arena, 3 in a value file, 6 in the
+ *             producer's own memory), u32 id, u8 dtype, u8 dims, u16 key bytes, u16 tag bytes,
+ *             f64 per dim, key, tag, then
+ *               inline: the payload;  arena: u32 arena index, u32 producer nonce, f64 offset;
+ *               remote: u32 producer pid, f64 address
  *   finished: u8 4, u32 id, u8 outcome (0 ok, 1 error, 2 mismatch), u16 error bytes, error
  *   withdraw: u8 5, u32 id
  * Only ranks of one node write them, but into memory any process of the user
@@ -22,8 +24,20 @@ import { type DType, dtypeCode, dtypeFromCode, itemSize } from '../tensor/dtype.
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ArenaRef } from './value-header.ts';
 
-export const RecordType = { inline: 1, arena: 2, file: 3, finished: 4, withdraw: 5 } as const;
-type ValueType = typeof RecordType.inline | typeof RecordType.arena | typeof RecordType.file;
+export const RecordType = { inline: 1, arena: 2, file: 3, finished: 4, withdraw: 5, remote: 6 } as const;
+const VALUE_TYPES = new Set<number>([
+  RecordType.inline,
+  RecordType.arena,
+  RecordType.file,
+  RecordType.remote,
+]);
+
+/** Where a value's payload is, as its producer sends it. */
+export type PayloadAt =
+  | { at: 'inline' }
+  | { at: 'arena'; ref: ArenaRef; nonce: number }
+  | { at: 'file' }
+  | { at: 'remote'; pid: number; address: number };
 
 export interface ValueRecord {
   type: 'value';
@@ -33,11 +47,8 @@ export interface ValueRecord {
   dtype: DType;
   shape: number[];
   nbytes: number;
-  /** Where the payload is: in the record (a view into the ring), the producer's arena, or a value file. */
-  payload:
-    | { at: 'inline'; bytes: Uint8Array }
-    | { at: 'arena'; ref: ArenaRef; nonce: number }
-    | { at: 'file' };
+  /** Where the payload is: in the record (a view into the ring), the producer's arena or memory, or a value file. */
+  payload: Exclude<PayloadAt, { at: 'inline' }> | { at: 'inline'; bytes: Uint8Array };
 }
 
 export interface FinishedRecord {
@@ -57,15 +68,13 @@ export function valueRecord(
   key: Uint8Array,
   tag: Uint8Array,
   tensor: Tensor,
-  payload: { at: 'inline' } | { at: 'arena'; ref: ArenaRef; nonce: number } | { at: 'file' },
+  payload: PayloadAt,
 ): Uint8Array[] {
   const dims = tensor.shape.length;
-  const extra = payload.at === 'arena' ? 16 : 0;
+  const extra = payload.at === 'arena' ? 16 : payload.at === 'remote' ? 12 : 0;
   const head = new Uint8Array(VALUE_FIXED + 8 * dims + key.length + tag.length + extra);
   const view = new DataView(head.buffer);
-  const type: ValueType =
-    payload.at === 'inline' ? RecordType.inline : payload.at === 'arena' ? RecordType.arena : RecordType.file;
-  view.setUint8(0, type);
+  view.setUint8(0, RecordType[payload.at]);
   view.setUint32(1, id, true);
   view.setUint8(5, dtypeCode(tensor.dtype));
   view.setUint8(6, dims);
@@ -83,6 +92,9 @@ export function valueRecord(
     view.setUint32(at, payload.ref.index, true);
     view.setUint32(at + 4, payload.nonce, true);
     view.setFloat64(at + 8, payload.ref.offset, true);
+  } else if (payload.at === 'remote') {
+    view.setUint32(at, payload.pid, true);
+    view.setFloat64(at + 4, payload.address, true);
   }
   return payload.at === 'inline' && tensor.nbytes > 0 ? [head, tensor.bytes()] : [head];
 }
@@ -130,9 +142,7 @@ export function decodeRecord(body: Uint8Array): RingRecord {
       outcome === 0 ? undefined : { error: decoder.decode(body.subarray(8)), mismatch: outcome === 2 };
     return { type: 'finished', id, failure };
   }
-  if (type !== RecordType.inline && type !== RecordType.arena && type !== RecordType.file) {
-    throw new RangeError(`unknown record type ${type}`);
-  }
+  if (!VALUE_TYPES.has(type)) throw new RangeError(`unknown record type ${type}`);
   need(VALUE_FIXED, 'value');
   const dtype = dtypeFromCode(view.getUint8(5));
   const dims = view.getUint8(6);
@@ -169,8 +179,19 @@ export function decodeRecord(body: Uint8Array): RingRecord {
     if (body.length !== at) throw new RangeError('a value file record has trailing bytes');
     return { ...value, payload: { at: 'file' } };
   }
-  if (body.length !== at + 16)
+  if (type === RecordType.remote) {
+    if (body.length !== at + 12) {
+      throw new RangeError(`a remote value record is ${body.length} bytes, ${at + 12} expected`);
+    }
+    const address = view.getFloat64(at + 4, true);
+    if (!Number.isSafeInteger(address) || address <= 0) {
+      throw new RangeError(`a remote value record has address ${address}`);
+    }
+    return { ...value, payload: { at: 'remote', pid: view.getUint32(at, true), address } };
+  }
+  if (body.length !== at + 16) {
     throw new RangeError(`an arena value record is ${body.length} bytes, ${at + 16} expected`);
+  }
   const index = view.getUint32(at, true);
   const nonce = view.getUint32(at + 4, true);
   const offset = view.getFloat64(at + 8, true);

@@ -8,6 +8,7 @@
  * Layout (little-endian): a 4 KiB header
  *   u32 magic 'TCRS', u32 version, u32 owner rank, u32 rings, u32 ring data bytes,
  *   at byte 64 the owner's `parked` word (1 while it sleeps on its doorbell),
+ *   at byte 128 its `reads peers` word (1 when it can copy from peers' memory: cross-memory.ts),
  * then per ring its control block and data (byte-ring.ts).
  */
 import { closeSync, openSync, unlinkSync } from 'node:fs';
@@ -21,6 +22,7 @@ const MAGIC = 0x53524354; // 'TCRS'
 const VERSION = 1;
 const HEADER_BYTES = 4096;
 const PARKED_WORD = 16;
+const READS_PEERS_WORD = 32;
 
 export function ringSegmentFile(dir: string, rank: number): string {
   return `${dir}/${TMP_DIR}/rings.${rank}`;
@@ -106,6 +108,16 @@ export class RingSegment {
   /** Writer: whether the owner sleeps on its doorbell (read after publishing a record). */
   isParked(): boolean {
     return Atomics.load(this.#words, PARKED_WORD) === 1;
+  }
+
+  /** Owner: says whether it copies large values straight out of its producers' memory. */
+  setReadsPeers(reads: boolean): void {
+    Atomics.store(this.#words, READS_PEERS_WORD, reads ? 1 : 0);
+  }
+
+  /** Writer: whether the owner can take a large value from this process's memory (else: an arena). */
+  readsPeers(): boolean {
+    return Atomics.load(this.#words, READS_PEERS_WORD) === 1;
   }
 
   /** Unmaps (a late access reads zeros, see mapped-file.ts) and, for the owner, removes the file. */

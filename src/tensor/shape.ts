@@ -14,6 +14,10 @@ export function describeLayout(dtype: DType, shape: readonly number[]): string {
   return `${dtype}[${shape.join(',')}]`;
 }
 
+export function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((size, d) => size === b[d]);
+}
+
 export function numelOf(shape: readonly number[]): number {
   let n = 1;
   for (const size of shape) n *= size;

@@ -31,6 +31,7 @@ import {
   numelOf,
   offsetOf,
   type ShapeLike,
+  sameShape,
   spanOf,
 } from './shape.ts';
 import { copyStrided, type RawArray } from './strided.ts';
@@ -705,10 +706,6 @@ function requireContiguous(tensor: Tensor, where: string): void {
       `${where}: ${tensor.describe()} with strides [${tensor.strides.join(',')}] is not contiguous; call .contiguous() first`,
     );
   }
-}
-
-function sameShape(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((size, d) => size === b[d]);
 }
 
 /** Typed array whose index 0 is element [0,...,0], long enough for every addressed element. */

@@ -7,7 +7,7 @@
 import { CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { CallInfo } from '../backend.ts';
-import type { Exchange } from './exchange.ts';
+import { type Exchange, landed } from './exchange.ts';
 import { copyElements } from './slices.ts';
 
 /** The longest recvFromAny sleeps between looks at its peers' streams (it starts at 1 ms and doubles). */
@@ -19,14 +19,16 @@ export async function send(x: Exchange, tensor: Tensor, dst: number): Promise<vo
 }
 
 export async function recv(x: Exchange, tensor: Tensor, src: number): Promise<void> {
+  // Where the store can, the message is written straight into the receiver's tensor (one copy, not two).
+  if (tensor.device === 'cpu' && tensor.isContiguous()) x.landIn(0, src, tensor);
   const value = await x.get(0, src);
   await receive(x, value, tensor, src);
 }
 
-/** Checks and copies a message taken from `src`, and finishes it. */
+/** Checks and copies a message taken from `src` (unless it landed in place), and finishes it. */
 export async function receive(x: Exchange, value: Tensor, tensor: Tensor, src: number): Promise<void> {
   x.expectLike(value, tensor, src);
-  copyElements(tensor, 0, value);
+  if (!landed(value, tensor)) copyElements(tensor, 0, value);
   await x.finish(0, src);
 }
 
