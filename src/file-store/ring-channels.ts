@@ -81,6 +81,9 @@ const INLINE_MAX_BYTES = 16 << 10;
 /** Inline values received and not yet taken, at most; beyond, rings are left to fill (the producer waits). */
 const BUFFERED_MAX_BYTES = 64 << 20;
 const SPIN_MS = 0.1;
+/** Spins in a row that caught nothing before waits stop spinning, and how often one spins then. */
+const SPIN_MISSES_TOLERATED = 4;
+const SPIN_RETRY_EVERY = 64;
 /** Buffers that values copied from a producer's memory went into, kept for the next value of their size. */
 const SPARE_MAX_BYTES = 256 << 20;
 
@@ -156,6 +159,11 @@ export class RingChannels {
   readonly #landings = new Map<string, Tensor>();
   readonly #spare = new SpareBuffers(SPARE_MAX_BYTES);
   readonly #cross: CrossMemory | undefined;
+  /** Peers written to since their doorbells were last rung (see #ringDue). */
+  readonly #due = new Set<Outbound>();
+  #ringScheduled = false;
+  #spinMisses = 0;
+  #waitsSinceSpin = 0;
   #buffered = 0;
   #nextId = 1;
   #closed = false;
@@ -436,9 +444,13 @@ export class RingChannels {
       this.#assertReadable(from, where);
       const remaining = deadline - performance.now();
       if (remaining <= 0) throw new CommTimeoutError(describe());
-      if (this.#spin && !spun) {
+      // The peers this burst wrote to are woken before this rank spins or sleeps.
+      this.#ringDue();
+      if (!spun && this.#spinPays()) {
         spun = true;
-        if (this.#spinUntilRecord(Math.min(SPIN_MS, remaining))) continue;
+        const caught = this.#spinUntilRecord(Math.min(SPIN_MS, remaining));
+        this.#spinMisses = caught ? 0 : this.#spinMisses + 1;
+        if (caught) continue;
       }
       this.#inbox.setParked(true);
       this.#service();
@@ -454,6 +466,17 @@ export class RingChannels {
         this.#waiters.add(wake);
       });
     }
+  }
+
+  /**
+   * Whether to spin before sleeping: while spins catch records the peers are
+   * running and answer within one; after a few spins that caught nothing (a
+   * loaded machine, a peer busy computing) only now and then, to notice when
+   * spinning pays again.
+   */
+  #spinPays(): boolean {
+    if (!this.#spin) return false;
+    return this.#spinMisses < SPIN_MISSES_TOLERATED || ++this.#waitsSinceSpin % SPIN_RETRY_EVERY === 0;
   }
 
   /** Spins until some inbound ring holds a record; false when `ms` passed first. */
@@ -504,7 +527,8 @@ export class RingChannels {
       }
       ring.release();
     }
-    // The producer marked that it waits for room: it is told once records were freed.
+    // The producer marked that it waits for room: it is told once records were freed,
+    // rung whether it sleeps or not: it has records queued, not a wait that would look at the rings.
     if (ring.takeBlocked()) this.#outboundTo(inbound.rank).bell.ring();
   }
 
@@ -599,10 +623,32 @@ export class RingChannels {
       out.pending.shift();
       wrote = true;
     }
-    if (wrote && out.segment?.isParked() && !out.bell.ring()) {
-      out.gone = true;
-      out.pending.length = 0;
+    if (wrote) this.#scheduleBell(out);
+  }
+
+  /**
+   * Rings the peer's doorbell once the current burst of calls is over: a
+   * finish and the next value, written one after the other, then wake the
+   * peer once. Ringing at each record would wake it for the first, and the
+   * scheduler often hands it the core before the second is written.
+   */
+  #scheduleBell(out: Outbound): void {
+    this.#due.add(out);
+    if (this.#ringScheduled) return;
+    this.#ringScheduled = true;
+    process.nextTick(() => this.#ringDue());
+  }
+
+  /** Rings the doorbells of the peers written to that sleep; a peer without a reader closed its store. */
+  #ringDue(): void {
+    this.#ringScheduled = false;
+    for (const out of this.#due) {
+      if (out.segment?.isParked() && !out.bell.ring()) {
+        out.gone = true;
+        out.pending.length = 0;
+      }
     }
+    this.#due.clear();
   }
 
   /** Withdraws values nobody waited for, wakes every wait (they fail: the store closed) and unmaps. */
