@@ -176,6 +176,29 @@ describe('values', () => {
     expect(sameBytes(into[4], sent[4])).toBe(true);
   });
 
+  it('a small value can be let go of at once (srcRelease); its consumer still takes it, and the key serves again', async () => {
+    const [a, b] = await job(2);
+    const small = Tensor.fromArray([1, 2, 3], [3], 'int32');
+    await a.srcSet('rel', small, 1, { to: [1] });
+    expect(a.srcRelease('rel')).toBe(true);
+    // Released, not withdrawn: the consumer takes it, and its finish finds nobody.
+    expect((await b.destGet('rel', { from: 0 })).toArray()).toEqual([1, 2, 3]);
+    await b.destFinishGet('rel', { error: 'heard by nobody' });
+    // The key can be set again at once, and this time the producer waits as usual.
+    await a.srcSet('rel', Tensor.fromArray([4], [1], 'int32'), 1, { to: [1] });
+    expect((await b.destGet('rel', { from: 0 })).toArray()).toEqual([4]);
+    await b.destFinishGet('rel');
+    await a.srcWaitUntilGetFinished('rel');
+    // A large value is read from the producer's tensor as it is sent: it must be waited for.
+    const big = randomTensor([1 << 16], 'float32');
+    await a.srcSet('big', big, 1, { to: [1] });
+    expect(a.srcRelease('big')).toBe(false);
+    expect(sameBytes(await b.destGet('big', { from: 0 }), big)).toBe(true);
+    await b.destFinishGet('big');
+    await a.srcWaitUntilGetFinished('big');
+    expect(a.srcRelease('never-set')).toBe(false);
+  });
+
   it('keep their order with many in flight, and a key serves again and again', async () => {
     const [a, b] = await job(2);
     const n = 300;

@@ -129,6 +129,18 @@ export class NodeRoutedStore implements TensorStore {
     return entry;
   }
 
+  /** Lets go of the network store's part of a value where it copied it; true when nothing is left to wait for. */
+  srcRelease(key: string): boolean {
+    const stores = this.#published.get(key);
+    if (!stores || this.#either.has(key) || !stores.includes(this.#far) || !this.#far.srcRelease?.(key)) {
+      return false;
+    }
+    const left = stores.filter((store) => store !== this.#far);
+    if (left.length > 0) this.#published.set(key, left);
+    else this.#published.delete(key);
+    return left.length === 0;
+  }
+
   landIn(key: string, into: Tensor, options: { from: number }): () => void {
     const store = this.#onThisNode(options.from) ? this.#near : this.#far;
     return store.landIn?.(key, into, options) ?? (() => {});

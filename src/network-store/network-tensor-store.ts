@@ -40,7 +40,7 @@ import {
   type NetworkStoreOptions,
   type Settings,
 } from './options.ts';
-import { PeerConnection, type PeerEvents } from './peer-connection.ts';
+import { COPY_MAX_BYTES, PeerConnection, type PeerEvents } from './peer-connection.ts';
 import { SpareBuffers } from './spare-buffers.ts';
 import { Wakers, waitUntil } from './wait-until.ts';
 import { Wants } from './wants.ts';
@@ -78,7 +78,11 @@ interface Send {
   finished: boolean;
   /** Whether its bytes left for the network (for timeout messages). */
   sent: boolean;
+  /** Whether its bytes were copied when it was sent, so the producer's tensor is free at once. */
+  copied: boolean;
 }
+
+const copiedAtSend = (send: Send) => send.copied;
 
 /** A get this rank made and has not finished. */
 interface Held {
@@ -86,6 +90,8 @@ interface Held {
   id: number;
   /** Its buffer, to reuse once finished (large values only). */
   reusable: ArrayBuffer | undefined;
+  /** Whether it was copied when it was sent: its producer may not wait for the finish, which can wait a little. */
+  small: boolean;
 }
 
 /** Values at least this large arrive in reused buffers. */
@@ -427,7 +433,14 @@ export class NetworkTensorStore implements TensorStore {
   }
 
   #send(produced: Produced, link: Link, tensor: Tensor, tag: Uint8Array): void {
-    const send: Send = { id: this.#nextId, link, produced, finished: false, sent: false };
+    const send: Send = {
+      id: this.#nextId,
+      link,
+      produced,
+      finished: false,
+      sent: false,
+      copied: tensor.nbytes <= COPY_MAX_BYTES,
+    };
     this.#nextId = (this.#nextId + 1) >>> 0;
     this.#sends.set(send.id, send);
     produced.sends.push(send);
@@ -484,6 +497,20 @@ export class NetworkTensorStore implements TensorStore {
     if (produced.error) throw produced.error;
   }
 
+  /**
+   * Lets go of a value whose bytes were copied when it was set (small ones:
+   * PeerConnection's COPY_MAX_BYTES) without waiting for its consumers: they
+   * take it as usual, and their finishes find nobody. Not withdrawn: a
+   * consumer that has not taken it yet still will.
+   */
+  srcRelease(key: string): boolean {
+    const produced = this.#produced.get(key);
+    if (!produced || produced.offer || produced.sends.some((send) => !copiedAtSend(send))) return false;
+    this.#produced.delete(key);
+    for (const send of produced.sends) this.#sends.delete(send.id);
+    return true;
+  }
+
   /** Forgets a value (also after a timeout, so the key can be set again). */
   #release(produced: Produced): void {
     this.#produced.delete(produced.key);
@@ -537,9 +564,10 @@ export class NetworkTensorStore implements TensorStore {
       !this.#landed.has(arrival.tensor)
         ? buffer
         : undefined;
+    const entry = { link, id: arrival.id, reusable, small: arrival.tensor.nbytes <= COPY_MAX_BYTES };
     const held = this.#consuming.get(key);
-    if (held) held.push({ link, id: arrival.id, reusable });
-    else this.#consuming.set(key, [{ link, id: arrival.id, reusable }]);
+    if (held) held.push(entry);
+    else this.#consuming.set(key, [entry]);
     return { tensor: arrival.tensor, tag: arrival.tag, producerRank: from };
   }
 
@@ -550,7 +578,7 @@ export class NetworkTensorStore implements TensorStore {
     if (!held) throw new Error(`${where()}: rank ${this.rank} has no unfinished destGet of this key`);
     if (list?.length === 0) this.#consuming.delete(key);
     // A producer whose connection ended hears nothing; one that gave up on the value ignores it.
-    held.link.conn.sendFinished(held.id, options);
+    held.link.conn.sendFinished(held.id, options, held.small);
     if (held.reusable) this.#spare.give(held.reusable);
   }
 

@@ -53,7 +53,7 @@ interface Payload {
 }
 
 /** Payloads up to this size are copied behind their header and written with it. */
-const COPY_MAX_BYTES = 64 << 10;
+export const COPY_MAX_BYTES = 64 << 10;
 /** Where frames are read into, between payloads: small, as what follows a header in the same read is copied. */
 const STAGE_BYTES = 16 << 10;
 
@@ -75,6 +75,9 @@ export class PeerConnection {
   readonly #stage = Buffer.allocUnsafe(STAGE_BYTES);
   readonly #events: PeerEvents;
   #payload: Payload | undefined;
+  /** Finishes of small values not written yet (sendFinished). */
+  #deferred: Buffer[] = [];
+  #flushing = false;
   #failure: RankFailedError | undefined;
   #socketError = '';
 
@@ -210,30 +213,68 @@ export class PeerConnection {
     if (this.#failure) return;
     const socket = this.#socket;
     const header = valueHeaderFrame(id, key, tag, tensor);
+    const before = this.#takeDeferred();
     if (tensor.nbytes <= COPY_MAX_BYTES) {
-      socket.write(tensor.nbytes === 0 ? header : Buffer.concat([header, tensor.bytes()]), sent);
+      const parts = tensor.nbytes === 0 ? [header] : [header, tensor.bytes()];
+      socket.write(before ? Buffer.concat([before, ...parts]) : Buffer.concat(parts), sent);
       return;
     }
     socket.cork();
+    if (before) socket.write(before);
     socket.write(header);
     socket.write(tensor.bytes(), sent);
     socket.uncork();
   }
 
-  sendFinished(id: number, options: StoreFinishOptions): void {
-    if (!this.#failure) this.#socket.write(finishedFrame(id, options));
+  /**
+   * Tells the peer this rank finished its value. A small value's finish
+   * (`defer`) waits for the end of this turn of the event loop, to go out in
+   * one write with whatever this rank sends the peer next in the meantime
+   * (in a loop of collectives, its next value): producers of small values
+   * often do not wait for it (NetworkTensorStore.srcRelease), and a write
+   * costs a system call and a wake-up on each side.
+   */
+  sendFinished(id: number, options: StoreFinishOptions, defer = false): void {
+    if (this.#failure) return;
+    const frame = finishedFrame(id, options);
+    if (!defer) {
+      this.#write(frame);
+      return;
+    }
+    this.#deferred.push(frame);
+    if (this.#flushing) return;
+    this.#flushing = true;
+    setImmediate(() => {
+      this.#flushing = false;
+      const frames = this.#takeDeferred();
+      if (frames && !this.#failure) this.#socket.write(frames);
+    });
   }
 
   sendStatus(row: Uint8Array): void {
-    if (!this.#failure) this.#socket.write(Buffer.concat([statusHeaderFrame(row.byteLength), row]));
+    if (!this.#failure) this.#write(Buffer.concat([statusHeaderFrame(row.byteLength), row]));
   }
 
   sendWant(key: string): void {
-    if (!this.#failure) this.#socket.write(wantFrame(key));
+    if (!this.#failure) this.#write(wantFrame(key));
   }
 
   sendWithdraw(id: number): void {
-    if (!this.#failure) this.#socket.write(withdrawFrame(id));
+    if (!this.#failure) this.#write(withdrawFrame(id));
+  }
+
+  /** Writes `frame` after the deferred finishes, so frames keep the order they were sent in. */
+  #write(frame: Buffer): void {
+    const before = this.#takeDeferred();
+    this.#socket.write(before ? Buffer.concat([before, frame]) : frame);
+  }
+
+  /** The deferred finishes as one buffer, forgotten here; undefined when there are none. */
+  #takeDeferred(): Buffer | undefined {
+    const frames = this.#deferred;
+    if (frames.length === 0) return undefined;
+    this.#deferred = [];
+    return frames.length === 1 ? frames[0] : Buffer.concat(frames);
   }
 
   /**

@@ -105,6 +105,15 @@ export interface TensorStore {
    * comes); the function returned forgets the wish if it is still pending.
    */
   landIn?(key: string, into: Tensor, options: { from: number }): () => void;
+  /**
+   * Optional, where a store copies small values when they are set
+   * (NetworkTensorStore): lets go of this rank's value of `key` without
+   * waiting for its consumers, whose finishes (and errors) are then not
+   * heard. For exchanges in which every consumer checks what it reads
+   * itself. True when nothing is left to wait for; false when the producer
+   * must still call srcWaitUntilGetFinished (for what the store did not copy).
+   */
+  srcRelease?(key: string): boolean;
   /** Releases what this rank holds in the store (channels, pooled buffers). */
   close(): void;
 }

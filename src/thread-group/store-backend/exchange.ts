@@ -224,6 +224,20 @@ export class Exchange {
     await this.#consumedKey(this.key(phase, this.rank, consumer), readers);
   }
 
+  /**
+   * Lets go of this rank's value of `phase` (for every peer) without waiting
+   * for its readers where the store copied it when it was set
+   * (TensorStore.srcRelease), else waits for them as `consumed` does. Only for
+   * exchanges in which every reader compares the signature of what it reads
+   * itself and this rank read every reader's value: a disagreement fails
+   * both sides without the readers' finishes.
+   */
+  async released(phase: number): Promise<void> {
+    const key = this.key(phase, this.rank);
+    if (this.#store.srcRelease?.(key)) this.#published.delete(key);
+    else await this.consumed(phase);
+  }
+
   async #consumedKey(key: string, readers: number[]): Promise<void> {
     this.#published.delete(key);
     try {
