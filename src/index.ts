@@ -52,6 +52,7 @@ export {
   type JobDirectoryInfo,
   type JobDirectoryOptions,
   jobDirectoryInfo,
+  type RingChannelOptions,
   removeJobDirectory,
   ShmSpaceError,
 } from './file-store/index.ts';

@@ -11,4 +11,5 @@ export {
   jobDirectoryInfo,
   removeJobDirectory,
 } from './job-directory.ts';
+export type { RingChannelOptions } from './ring-channels.ts';
 export { PayloadKind } from './value-header.ts';
