@@ -277,6 +277,33 @@ describe('FileTensorStore rings between the ranks of a node', () => {
     },
   );
 
+  it('lets go of a value it carried inside its records without waiting for the finishes (srcRelease)', async () => {
+    const [p, c, d] = ringStores(3);
+    await p.srcSet('small', Tensor.full([4], 1), 2, { to: [1, 2] });
+    expect(p.srcRelease('small')).toBe(true);
+    // Released, the key takes its next value at once; consumers take both in order.
+    await p.srcSet('small', Tensor.full([4], 2), 2, { to: [1, 2] });
+    expect(p.srcRelease('small')).toBe(true);
+    for (const consumer of [c, d]) {
+      for (const expected of [1, 2]) {
+        expect((await consumer.destGet('small', { from: 0 })).toArray()).toEqual([
+          expected,
+          expected,
+          expected,
+          expected,
+        ]);
+        await consumer.destFinishGet('small', { error: 'nobody hears this' });
+      }
+    }
+    // A value its consumers read from the producer's memory or arena is waited for as usual.
+    await p.srcSet('large', Tensor.zeros([1 << 16]), 1, { to: [1] });
+    expect(p.srcRelease('large')).toBe(false);
+    await c.destGet('large', { from: 0 });
+    await c.destFinishGet('large');
+    await p.srcWaitUntilGetFinished('large');
+    expect(p.srcRelease('unknown')).toBe(false);
+  });
+
   it('times out naming who waits for whom; a withdrawn value is never taken for the next one', async () => {
     const [p, c, d] = ringStores(3);
     const never = await c.destGet('never', { from: 0, timeoutMs: 50 }).catch((e: unknown) => e);

@@ -129,13 +129,11 @@ export class NodeRoutedStore implements TensorStore {
     return entry;
   }
 
-  /** Lets go of the network store's part of a value where it copied it; true when nothing is left to wait for. */
+  /** Lets go of each store's part of a value where that store copied it; true when nothing is left to wait for. */
   srcRelease(key: string): boolean {
     const stores = this.#published.get(key);
-    if (!stores || this.#either.has(key) || !stores.includes(this.#far) || !this.#far.srcRelease?.(key)) {
-      return false;
-    }
-    const left = stores.filter((store) => store !== this.#far);
+    if (!stores || this.#either.has(key)) return false;
+    const left = stores.filter((store) => !store.srcRelease?.(key));
     if (left.length > 0) this.#published.set(key, left);
     else this.#published.delete(key);
     return left.length === 0;

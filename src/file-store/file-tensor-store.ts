@@ -568,6 +568,11 @@ export class FileTensorStore implements TensorStore {
     else this.#consuming.set(key, [held]);
   }
 
+  /** See TensorStore.srcRelease: a value the rings carried inside its records needs no finishes. */
+  srcRelease(key: string): boolean {
+    return this.#rings?.release(key) ?? false;
+  }
+
   /** See TensorStore.landIn: a value from a rank of this node's rings may be copied straight into `into`. */
   landIn(key: string, into: Tensor, options: { from: number }): () => void {
     return this.#rings?.servesGet(options.from, false)

@@ -290,6 +290,19 @@ export class RingChannels {
     }
   }
 
+  /**
+   * Lets go of a value that travelled inside its records, without waiting for
+   * its consumers (TensorStore.srcRelease): they take it as usual, and their
+   * finishes find nobody. False for a value they read from this rank's memory.
+   */
+  release(key: string): boolean {
+    const produced = this.#produced.get(key);
+    if (!produced || produced.tensor.nbytes > INLINE_MAX_BYTES) return false;
+    this.#produced.delete(key);
+    for (const send of produced.sends) this.#sends.delete(send.id);
+    return true;
+  }
+
   /** Waits until every consumer finished the value (see TensorStore.srcWaitUntilGetFinished). */
   async waitFinished(key: string, timeoutMs: number, where: () => string): Promise<void> {
     const produced = this.#produced.get(key) as Produced;
