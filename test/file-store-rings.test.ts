@@ -277,6 +277,22 @@ describe('FileTensorStore rings between the ranks of a node', () => {
     },
   );
 
+  it('keeps at most maxBufferedBytes of values not taken, reading more as they are taken', async () => {
+    const [p, c] = ringStores(2, {}, { maxBufferedBytes: 64 << 10, ringBytes: 64 << 10 });
+    // 200 values of 1 KiB: three times what the consumer keeps, and more than the ring holds.
+    for (let i = 0; i < 200; i++) await p.srcSet(`v${i}`, Tensor.full([256], i, 'int32'), 1, { to: [1] });
+    const last = await c.destGet('v199', { from: 0, timeoutMs: 50 }).catch((e: unknown) => e);
+    expect(last).toBeInstanceOf(CommTimeoutError);
+    expect((last as Error).message).toMatch(
+      /rank 0 has not sent a value under this key that this rank read: it holds \d+ values not taken yet \(\d+ bytes, its limit of maxBufferedBytes\)/,
+    );
+    for (let i = 0; i < 200; i++) {
+      expect((await c.destGet(`v${i}`, { from: 0 })).toArray()[0]).toBe(i);
+      await c.destFinishGet(`v${i}`);
+    }
+    for (let i = 0; i < 200; i++) await p.srcWaitUntilGetFinished(`v${i}`);
+  });
+
   it('lets go of a value it carried inside its records without waiting for the finishes (srcRelease)', async () => {
     const [p, c, d] = ringStores(3);
     await p.srcSet('small', Tensor.full([4], 1), 2, { to: [1, 2] });

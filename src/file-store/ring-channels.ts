@@ -56,6 +56,12 @@ export interface RingChannelOptions {
   ringBytes?: number;
   /** Whether waits spin before sleeping (only worth it while every rank of the node has a core). */
   spin?: boolean;
+  /**
+   * Bytes of values received and not taken yet that this rank keeps at most
+   * (default 64 MiB); beyond, it leaves them in the rings, whose producers
+   * then wait for room.
+   */
+  maxBufferedBytes?: number;
   /** Whether consumers copy large values straight out of their producers' memory (default: where the system lets them). */
   crossMemory?: boolean;
 }
@@ -78,8 +84,9 @@ const MIN_RING_BYTES = 64 << 10;
 const MAX_RING_BYTES = 1 << 20;
 /** Values up to this size travel inside their record. */
 const INLINE_MAX_BYTES = 16 << 10;
-/** Inline values received and not yet taken, at most; beyond, rings are left to fill (the producer waits). */
-const BUFFERED_MAX_BYTES = 64 << 20;
+const DEFAULT_MAX_BUFFERED_BYTES = 64 << 20;
+/** What a value received counts against that bound at least: its record, key and bookkeeping. */
+const ARRIVAL_MIN_BYTES = 512;
 const SPIN_MS = 0.1;
 /** Spins in a row that caught nothing before waits stop spinning, and how often one spins then. */
 const SPIN_MISSES_TOLERATED = 4;
@@ -164,6 +171,7 @@ export class RingChannels {
   #ringScheduled = false;
   #spinMisses = 0;
   #waitsSinceSpin = 0;
+  readonly #maxBuffered: number;
   #buffered = 0;
   #nextId = 1;
   #closed = false;
@@ -178,6 +186,7 @@ export class RingChannels {
     this.#index = new Map(ranks.map((r, i) => [r, i]));
     this.#ringBytes = options.ringBytes ?? defaultRingBytes(ranks.length);
     this.#spin = options.spin ?? false;
+    this.#maxBuffered = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
     this.#cross = options.crossMemory === false ? undefined : crossMemory();
     this.#inbox = RingSegment.create(host.dir, host.rank, ranks.length - 1, this.#ringBytes);
     this.#inbox.setReadsPeers(this.#cross !== undefined);
@@ -357,7 +366,11 @@ export class RingChannels {
       where,
       () =>
         `${where()} timed out after ${timeoutMs} ms on rank ${this.#host.rank}: ` +
-        `rank ${from} has not sent a value under this key`,
+        `rank ${from} has not sent a value under this key` +
+        (this.#buffered >= this.#maxBuffered
+          ? ` that this rank read: it holds ${this.#arrivalCount()} values not taken yet (${this.#buffered} ` +
+            `bytes, its limit of maxBufferedBytes), and reads no more until some are taken`
+          : ''),
       from,
     );
     this.#take(arrivalKey, arrival);
@@ -409,11 +422,17 @@ export class RingChannels {
     return { tensor: tensor as Tensor, tag: record.tag, producerRank: from };
   }
 
+  #arrivalCount(): number {
+    let count = 0;
+    for (const list of this.#arrivals.values()) count += list.length;
+    return count;
+  }
+
   #take(arrivalKey: string, arrival: Arrival): void {
     const list = this.#arrivals.get(arrivalKey) as Arrival[];
     list.shift();
     if (list.length === 0) this.#arrivals.delete(arrivalKey);
-    if (arrival.tensor) this.#buffered -= arrival.tensor.nbytes;
+    this.#buffered -= arrivalBytes(arrival);
   }
 
   #hold(key: string, held: RingHeld): void {
@@ -526,7 +545,7 @@ export class RingChannels {
 
   #read(inbound: Inbound): void {
     const { ring } = inbound;
-    while (!inbound.broken && this.#buffered < BUFFERED_MAX_BYTES) {
+    while (!inbound.broken && this.#buffered < this.#maxBuffered) {
       const body = ring.peek();
       if (body === undefined) break;
       try {
@@ -553,10 +572,10 @@ export class RingChannels {
         // The ring's bytes are reused once released: an inline value is copied out.
         tensor = Tensor.fromBuffer(record.payload.bytes.slice().buffer, 0, record.shape, record.dtype);
         record.payload = { at: 'inline', bytes: new Uint8Array(0) };
-        this.#buffered += tensor.nbytes;
       }
       const arrivalKey = `${from}/${record.key}`;
       const arrival = { from, id: record.id, record, tensor };
+      this.#buffered += arrivalBytes(arrival);
       const list = this.#arrivals.get(arrivalKey);
       if (list) list.push(arrival);
       else this.#arrivals.set(arrivalKey, [arrival]);
@@ -571,7 +590,7 @@ export class RingChannels {
         const at = list.findIndex((a) => a.from === from && a.id === record.id);
         if (at < 0) continue;
         const [gone] = list.splice(at, 1);
-        if (gone.tensor) this.#buffered -= gone.tensor.nbytes;
+        this.#buffered -= arrivalBytes(gone);
         if (list.length === 0) this.#arrivals.delete(arrivalKey);
         return;
       }
@@ -684,4 +703,9 @@ export class RingChannels {
     this.#landings.clear();
     this.#spare.clear();
   }
+}
+
+/** What a value received and not yet taken holds of this rank's memory. */
+function arrivalBytes(arrival: Arrival): number {
+  return Math.max(ARRIVAL_MIN_BYTES, arrival.tensor?.nbytes ?? 0);
 }
