@@ -8,15 +8,25 @@
 import './cuda/device-backend.ts';
 import './cuda/device-ipc.ts';
 import './p2p/collective.ts';
-import { registerProcessSetup, registerRankSetup } from './launch/rank-setup.ts';
-
-export {
+import {
   abortProcessJob,
   createProcessJob,
   initProcess,
   removeProcessJob,
 } from './context/process-context.ts';
-export { createJobShared, createRankContext, wakeJob } from './context/rank-context.ts';
+import { createJobShared, createRankContext, wakeJob } from './context/rank-context.ts';
+import { registerProcessSetup, registerRankSetup } from './launch/rank-setup.ts';
 
-registerRankSetup(import.meta.url);
-registerProcessSetup(import.meta.url);
+export {
+  abortProcessJob,
+  createJobShared,
+  createProcessJob,
+  createRankContext,
+  initProcess,
+  removeProcessJob,
+  wakeJob,
+};
+
+// The launchers of this process use these, however this module was loaded (a bundle, tsx, dist/).
+registerRankSetup(import.meta.url, { createJobShared, createRankContext, wakeJob });
+registerProcessSetup(import.meta.url, { abortProcessJob, createProcessJob, initProcess, removeProcessJob });

@@ -10,6 +10,7 @@ import { readProcessEnv } from '../src/launch/process-env.ts';
 import { expandSlurmHosts } from '../src/launch/slurm-hosts.ts';
 import { type ChildRun, cleanEnv, runCollecting } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
+import { nodeScript } from './fixtures/node-script.ts';
 
 const HOST = 'this-host';
 
@@ -171,12 +172,14 @@ function storeEntries(pids: readonly number[]): string[] {
   });
 }
 
+const rankScript = await nodeScript('test/fixtures/engine-env.ts');
+
 /** Starts one process per environment, as the engine would, and waits for all of them. */
 function startRanks(envs: Record<string, string>[]): Promise<ChildRun[]> {
   return Promise.all(
     envs.map((vars) =>
       // Only the engine's own variables: none of the test runner's RANK/WORLD_SIZE may leak in.
-      runCollecting(process.execPath, ['--import', 'tsx', 'test/fixtures/engine-env.ts'], {
+      runCollecting(process.execPath, rankScript, {
         cwd: new URL('..', import.meta.url).pathname,
         env: { ...cleanEnv(), ...vars },
       }),

@@ -18,9 +18,10 @@ import {
   Tensor,
 } from '../src/index.ts';
 import type { FaultScenario, scenarios } from './fixtures/file-store-faults.ts';
+import { nodeScript } from './fixtures/node-script.ts';
 
 const repo = new URL('..', import.meta.url).pathname;
-const fixture = new URL('./fixtures/file-store-faults.ts', import.meta.url).pathname;
+const fixture = await nodeScript(new URL('./fixtures/file-store-faults.ts', import.meta.url).pathname);
 const ELEMENTS = 1 << 18;
 const SUM = (ELEMENTS * (ELEMENTS - 1)) / 2;
 
@@ -42,11 +43,10 @@ interface Ended {
 /** Runs one scenario in a child; resolves however it ended, never rejects for its exit. */
 async function runScenario(name: FaultScenario): Promise<Ended> {
   try {
-    const { stdout, stderr } = await promisify(execFile)(
-      process.execPath,
-      ['--import', 'tsx', fixture, name, newJob()],
-      { cwd: repo, timeout: 60_000 },
-    );
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [...fixture, name, newJob()], {
+      cwd: repo,
+      timeout: 60_000,
+    });
     return { code: 0, signal: null, out: stdout + stderr };
   } catch (error) {
     const e = error as { code?: number; signal?: NodeJS.Signals; stdout?: string; stderr?: string };

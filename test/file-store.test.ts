@@ -31,6 +31,7 @@ import {
   Tensor,
 } from '../src/index.ts';
 import type { PeerStep } from './fixtures/file-store.ts';
+import { scriptStart } from './fixtures/node-script.ts';
 
 let root: string;
 let jobs = 0;
@@ -502,14 +503,15 @@ describe('job directories', () => {
 });
 
 describe('FileTensorStore across processes', () => {
-  const peer = new URL('./fixtures/file-store.ts', import.meta.url).pathname;
+  const peer = scriptStart(new URL('./fixtures/file-store.ts', import.meta.url).pathname);
 
   /** Forks one process per rank of the largest world; each runs every step in order. Resolves to each step's results. */
-  function runPeers(steps: PeerStep[]): Promise<unknown[][]> {
+  async function runPeers(steps: PeerStep[]): Promise<unknown[][]> {
     const worldSize = Math.max(...steps.map((s) => s.worldSize));
+    const { path, execArgv } = await peer;
     const ranks = Promise.all(
       Array.from({ length: worldSize }, (_, rank) => {
-        const child = fork(peer, [String(rank), JSON.stringify(steps)], { execArgv: ['--import', 'tsx'] });
+        const child = fork(path, [String(rank), JSON.stringify(steps)], { execArgv });
         return new Promise<unknown[]>((resolve, reject) => {
           let result: unknown[] | undefined;
           child.on('message', (message) => (result = message as unknown[]));

@@ -13,9 +13,11 @@ import { cleanupStaleJobDirectories, defaultStoreRoot } from '../src/index.ts';
 import { alive } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
 import type { Behaviour, EnvLine } from './fixtures/launch-nodes.ts';
+import { nodeScript } from './fixtures/node-script.ts';
 
 const root = new URL('..', import.meta.url).pathname;
 const fixture = 'test/fixtures/launch-nodes.ts';
+const cli = await nodeScript('src/cli/tensorcomm.ts');
 
 interface Exit {
   code: number | null;
@@ -37,11 +39,11 @@ interface Launcher {
 const launchers: Launcher[] = [];
 
 function launch(flags: string[], behaviour: Behaviour, env: Record<string, string> = {}): Launcher {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'src/cli/tensorcomm.ts', 'run', ...flags, fixture, behaviour],
-    { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const child = spawn(process.execPath, [...cli, 'run', ...flags, fixture, behaviour], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let started = Date.now();
   let stdout = '';
   let stderr = '';

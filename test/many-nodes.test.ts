@@ -12,9 +12,10 @@ import { describe, expect, it } from 'vitest';
 import { cleanEnv, runCollecting } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
 import { canMakeNodes, exitCodes, runOnNode } from './fixtures/node-namespace.ts';
+import { nodeScript } from './fixtures/node-script.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
-const RANK_SCRIPT = ['node', '--import', 'tsx', 'test/fixtures/many-nodes.ts'];
+const RANK_SCRIPT = ['node', ...(await nodeScript('test/fixtures/many-nodes.ts'))];
 
 /** What rank r of a job of `worldSize` ranks checks (test/fixtures/many-nodes.ts): some layers only on some ranks. */
 function layersOf(r: number, worldSize: number): string {
@@ -66,7 +67,7 @@ describe.skipIf(!canMakeNodes)('ranks started by another engine on two nodes', {
     const reports = mkdtempSync(join(tmpdir(), 'tensorcomm-many-nodes-'));
     try {
       const runs = await twoNodes(
-        ['node', '--import', 'tsx', 'test/fixtures/many-nodes-hang.ts'],
+        ['node', ...(await nodeScript('test/fixtures/many-nodes-hang.ts'))],
         (n, l, p) => ({
           ...torchrunEnv(n, l, p),
           TENSORCOMM_HANG_REPORT_DIR: reports,
@@ -86,7 +87,7 @@ describe.skipIf(!canMakeNodes)('ranks started by another engine on two nodes', {
   });
 
   it('a rank killed mid-job fails every other rank within seconds, naming it, on both nodes', async () => {
-    const runs = await twoNodes(['node', '--import', 'tsx', 'test/fixtures/many-nodes-lost.ts']);
+    const runs = await twoNodes(['node', ...(await nodeScript('test/fixtures/many-nodes-lost.ts'))]);
     const out = runs.map((r) => r.out).join('\n');
     for (const r of [0, 1, 2]) {
       const line = new RegExp(`^rank ${r} failed after ([\\d.]+) s: RankFailedError: .*rank 3\\b`, 'm').exec(
@@ -169,13 +170,12 @@ describe.skipIf(!canMakeNodes)('two tensorcomm run launchers as two nodes', { ti
     // Each node writes its ranks' trace parts to a private tmpfs here, so only node 0's file can hold them all.
     const traces = mkdtempSync(join(tmpdir(), 'tensorcomm-many-nodes-trace-'));
     const trace = join(traces, 'job.json');
+    const cli = await nodeScript('src/cli/tensorcomm.ts');
     const launcher = (node: number) => ({
       env: { TENSORCOMM_TRACE: trace },
       argv: [
         'node',
-        '--import',
-        'tsx',
-        'src/cli/tensorcomm.ts',
+        ...cli,
         'run',
         '--nnodes',
         '2',

@@ -6,11 +6,16 @@ import { defaultStoreRoot, JobFailedError, launchProcesses, RankFailedError } fr
 import { alive } from './fixtures/child-run.ts';
 import { conformanceSuite } from './fixtures/conformance-suite.ts';
 import { freePort } from './fixtures/free-port.ts';
+import { nodeScript } from './fixtures/node-script.ts';
 
 const run = promisify(execFile);
 const root = new URL('..', import.meta.url).pathname;
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
 const quiet = () => {};
+const [cliStart, scriptRun] = await Promise.all([
+  nodeScript('src/cli/tensorcomm.ts'),
+  nodeScript('test/fixtures/process-script.ts'),
+]);
 
 conformanceSuite(
   'collectives in processes',
@@ -114,7 +119,7 @@ describe('launchProcesses', { timeout: 120_000 }, () => {
 });
 
 describe('tensorcomm run', { timeout: 120_000 }, () => {
-  const cli = ['--import', 'tsx', 'src/cli/tensorcomm.ts', 'run'];
+  const cli = [...cliStart, 'run'];
   const script = 'test/fixtures/process-script.ts';
 
   it('runs a plain script as N processes and prefixes their output with the rank', async () => {
@@ -163,21 +168,17 @@ describe('initProcess without a launcher', { timeout: 120_000 }, () => {
     const before = storeEntries([process.pid]);
     const pids: number[] = [];
     const ranks = [0, 1].map((rank) => {
-      const child = spawn(
-        process.execPath,
-        ['--import', 'tsx', 'test/fixtures/process-script.ts', 'manual'],
-        {
-          cwd: root,
-          env: {
-            ...process.env,
-            RANK: String(rank),
-            WORLD_SIZE: '2',
-            MASTER_ADDR: '127.0.0.1',
-            MASTER_PORT: `${port}`,
-          },
-          stdio: ['ignore', 'pipe', 'inherit'],
+      const child = spawn(process.execPath, [...scriptRun, 'manual'], {
+        cwd: root,
+        env: {
+          ...process.env,
+          RANK: String(rank),
+          WORLD_SIZE: '2',
+          MASTER_ADDR: '127.0.0.1',
+          MASTER_PORT: `${port}`,
         },
-      );
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
       if (child.pid !== undefined) pids.push(child.pid);
       let stdout = '';
       child.stdout.on('data', (chunk) => {

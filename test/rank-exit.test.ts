@@ -18,12 +18,14 @@ import { resolveDebugOptions } from '../src/debug/options.ts';
 import { defaultStoreRoot, JobFailedError, launchProcesses } from '../src/index.ts';
 import { alive, type StartedChild, startCollecting } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
+import { nodeScript } from './fixtures/node-script.ts';
 import type { scenarios } from './fixtures/rank-exit.ts';
 import type { Outcome } from './fixtures/scenarios.ts';
 import '../src/thread-group/ops.ts';
 
 const root = new URL('..', import.meta.url).pathname;
 const fixture = 'test/fixtures/rank-exit.ts';
+const [fixtureRun, cli] = await Promise.all([nodeScript(fixture), nodeScript('src/cli/tensorcomm.ts')]);
 /** Far above any detection time, far below the two-minute collective timeout. */
 const DETECTED_WITHIN_MS = 10_000;
 
@@ -71,7 +73,7 @@ function engineEnv(rank: number, port: number): NodeJS.ProcessEnv {
 
 /** A rank of the fixture started as torchrun would start it. */
 function startByEngine(rank: number, port: number, name: keyof typeof scenarios): StartedChild {
-  const child = startCollecting(process.execPath, ['--import', 'tsx', fixture, scenario(name)], {
+  const child = startCollecting(process.execPath, [...fixtureRun, scenario(name)], {
     cwd: root,
     env: engineEnv(rank, port),
   });
@@ -81,7 +83,7 @@ function startByEngine(rank: number, port: number, name: keyof typeof scenarios)
 
 /** `tensorcomm run --nproc 2` of the fixture; its exit code (0 when it succeeded) and output. */
 async function runUnderLauncher(name: keyof typeof scenarios) {
-  const args = ['--import', 'tsx', 'src/cli/tensorcomm.ts', 'run', '--nproc', '2'];
+  const args = [...cli, 'run', '--nproc', '2'];
   return (await promisify(execFile)(
     process.execPath,
     [...args, '--collective-timeout', '120', fixture, scenario(name)],
@@ -162,15 +164,11 @@ describe.skipIf(!hasPython)(
     it('is seen gone by its peers within seconds, though its pid still answers', async () => {
       const port = await freePort();
       const first = startByEngine(0, port, 'killed');
-      const parent = spawn(
-        'python3',
-        ['-c', LAZY_PARENT, process.execPath, '--import', 'tsx', fixture, 'killed'],
-        {
-          cwd: root,
-          env: engineEnv(1, port),
-          stdio: ['pipe', 'pipe', 'inherit'],
-        },
-      );
+      const parent = spawn('python3', ['-c', LAZY_PARENT, process.execPath, ...fixtureRun, 'killed'], {
+        cwd: root,
+        env: engineEnv(1, port),
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
       let parentOutput = '';
       parent.stdout.on('data', (chunk) => {
         parentOutput += chunk;

@@ -13,6 +13,7 @@ import {
   type RendezvousServerOptions,
 } from '../src/index.ts';
 import { FrameType, FrameWriter, Op } from '../src/rendezvous/protocol.ts';
+import { scriptStart } from './fixtures/node-script.ts';
 import type { ServerReport, ServerScenario } from './fixtures/rendezvous-limits.ts';
 import { type RawPeer, rawPeer, requestHead, until, within } from './fixtures/rendezvous-peer.ts';
 
@@ -50,10 +51,13 @@ async function peer(port: number): Promise<RawPeer> {
   return p;
 }
 
+const serverScript = scriptStart(new URL('./fixtures/rendezvous-limits.ts', import.meta.url).pathname);
+
 /** A rendezvous server in a child process of its own, whose memory is its alone. */
 async function serverProcess(scenario: ServerScenario) {
-  const child = fork(new URL('./fixtures/rendezvous-limits.ts', import.meta.url), [scenario], {
-    execArgv: ['--import', 'tsx'],
+  const { path, execArgv } = await serverScript;
+  const child = fork(path, [scenario], {
+    execArgv,
     env: { ...process.env, TENSORCOMM_RENDEZVOUS_SECRET: '' },
   });
   children.push(child);

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultStoreRoot } from '../src/index.ts';
+import { nodeScript } from './fixtures/node-script.ts';
 import { canMakeNamespaces, runWithSmallShm, tensorcommRun } from './fixtures/shm-space-namespace.ts';
 
 const cwd = new URL('..', import.meta.url).pathname;
@@ -93,7 +94,8 @@ describe.skipIf(!canMakeNamespaces)('an 8 MiB /dev/shm', { timeout: 180_000 }, (
   });
 
   it('on a full file system abortJob records the abort without throwing, and srcSet is a ShmSpaceError', async () => {
-    const node = (scenario: string) => `node --import tsx ${FULL} ${scenario}`;
+    const full = (await nodeScript(FULL)).join(' ');
+    const node = (scenario: string) => `node ${full} ${scenario}`;
     const run = await runWithSmallShm([node('abort'), node('set'), ...report], { cwd, shmSize: '8m' });
     const [abort, sets] = [...run.out.matchAll(/^result (.*)$/gm)].map((m) => JSON.parse(m[1]));
     expect(abort, run.out).toEqual({

@@ -29,8 +29,9 @@ import {
 } from './job-options.ts';
 import { resolveEntry, typeScriptLoaderUrl } from './module-url.ts';
 import { fetchJob, jobSecret, type ProcessJobInfo, processEnvFor, publishJob } from './process-env.ts';
+import { rankBundle } from './rank-bundle.ts';
 import { type OutputSink, RankProcesses } from './rank-processes.ts';
-import { type ProcessSetupModule, processSetupUrl } from './rank-setup.ts';
+import { loadProcessSetup, processSetupUrl } from './rank-setup.ts';
 import { packTensors } from './tensor-transfer.ts';
 
 export type { OutputSink, ProcessMessage } from './rank-processes.ts';
@@ -149,12 +150,16 @@ export async function launchProcesses<R = unknown>(
   const config = options.config === undefined ? undefined : checkClusterConfig(options.config);
   const debug = resolveJobDebug(options.debug, where);
   const setupUrl = processSetupUrl();
-  const setup = (await import(setupUrl)) as ProcessSetupModule;
+  const setup = await loadProcessSetup();
   const bootstrap = new URL(
     `./process-rank${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`,
     import.meta.url,
   );
+  // TypeScript (an entry, or this library's own sources under vitest or tsx) is bundled once, as for
+  // rank threads, rather than transpiled by a tsx loader in every rank process: one file to load, no
+  // loader to start. Where it cannot be bundled the ranks load it through tsx, as they are.
   const loader = typeScriptLoaderUrl(entryUrl, bootstrap.href);
+  const bundle = loader === undefined ? undefined : await rankBundle(bootstrap.href, setupUrl, entryUrl);
   const sink = typeof options.output === 'function' ? options.output : printPrefixed;
   const nproc = options.nproc;
   const localRanks = Array.from({ length: nproc }, (_, local) => nodeRank * nproc + local);
@@ -198,8 +203,8 @@ export async function launchProcesses<R = unknown>(
     // What other nodes read about this node's failures says where they happened.
     const onNode = ` (on node ${nodeRank})`;
     ranks = new RankProcesses({
-      bootstrap,
-      execArgv: loader ? ['--import', loader] : [],
+      bootstrap: bundle?.worker ?? bootstrap,
+      execArgv: bundle ? ['--enable-source-maps'] : loader ? ['--import', loader] : [],
       scriptArgs: options.scriptArgs ?? [],
       ranks: localRanks,
       worldSize,
@@ -217,8 +222,8 @@ export async function launchProcesses<R = unknown>(
           storeDir: dir,
           nodeId,
         }),
-        TENSORCOMM_ENTRY: entryUrl,
-        TENSORCOMM_PROCESS_SETUP: setupUrl,
+        TENSORCOMM_ENTRY: bundle?.entryUrl ?? entryUrl,
+        TENSORCOMM_PROCESS_SETUP: bundle?.setupUrl ?? setupUrl,
       }),
       args: packedArgs,
       sink,

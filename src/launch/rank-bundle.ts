@@ -72,9 +72,14 @@ function stampOf(inputs: readonly string[]): string {
   );
 }
 
+const fileIn = (dir: string, name: string) => pathToFileURL(join(dir, `${name}.mjs`));
+
 function bundleAt(dir: string): RankBundle {
-  const url = (name: string) => pathToFileURL(join(dir, `${name}.mjs`));
-  return { worker: url('rank-worker'), setupUrl: url('setup').href, entryUrl: url('entry').href };
+  return {
+    worker: fileIn(dir, 'rank-worker'),
+    setupUrl: fileIn(dir, 'setup').href,
+    entryUrl: fileIn(dir, 'entry').href,
+  };
 }
 
 function manifestOf(key: string): Manifest | undefined {
@@ -86,11 +91,12 @@ function manifestOf(key: string): Manifest | undefined {
   }
 }
 
-function cached(key: string): RankBundle | undefined {
+/** The directory of the cached bundle of `key`, if its inputs are unchanged. */
+function cached(key: string): string | undefined {
   const manifest = manifestOf(key);
   if (manifest === undefined || stampOf(manifest.inputs) !== manifest.stamp) return undefined;
   const dir = join(BUNDLE_CACHE_DIR, `${key}-${manifest.stamp}`);
-  return existsSync(dir) ? bundleAt(dir) : undefined;
+  return existsSync(dir) ? dir : undefined;
 }
 
 /**
@@ -168,13 +174,17 @@ function ownImportMeta(transform: typeof import('esbuild').transform): Plugin {
   };
 }
 
-async function build(key: string, modules: readonly string[]): Promise<RankBundle> {
+/** Bundles `entries` (output name → file URL) into the cache under `key`; resolves to the bundle's directory. */
+async function build(key: string, entries: Record<string, string>, banner?: string): Promise<string> {
   const esbuild = await import('esbuild');
   mkdirSync(BUNDLE_CACHE_DIR, { recursive: true });
   const building = join(BUNDLE_CACHE_DIR, `${key}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   try {
     const { metafile } = await esbuild.build({
-      entryPoints: Object.fromEntries(NAMES.map((name, i) => [name, fileURLToPath(modules[i])])),
+      entryPoints: Object.fromEntries(
+        Object.entries(entries).map(([name, url]) => [name, fileURLToPath(url)]),
+      ),
+      banner: banner === undefined ? undefined : { js: banner },
       absWorkingDir: PACKAGE_DIR,
       outdir: building,
       outExtension: { '.js': '.mjs' },
@@ -204,7 +214,7 @@ async function build(key: string, modules: readonly string[]): Promise<RankBundl
     writeFileSync(`${building}.json`, JSON.stringify({ inputs, stamp } satisfies Manifest));
     renameSync(`${building}.json`, manifest);
     prune();
-    return bundleAt(dir);
+    return dir;
   } finally {
     rmSync(building, { recursive: true, force: true });
   }
@@ -225,7 +235,27 @@ export async function rankBundle(
   if (!modules.every((url) => url.startsWith('file:'))) return undefined;
   const key = sha(JSON.stringify([LAYOUT, ...modules]));
   try {
-    return cached(key) ?? (await build(key, modules));
+    const dir =
+      cached(key) ?? (await build(key, Object.fromEntries(NAMES.map((name, i) => [name, modules[i]]))));
+    return bundleAt(dir);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A script (file URL) bundled alone, for `node` to run without a TypeScript
+ * loader, as `node --import tsx script.ts` would run it: its process.argv[1]
+ * is set back to the script's own path, so a check whether it is the main
+ * module still holds. Run it with --enable-source-maps for the script's own
+ * lines in stack traces. Undefined where it cannot be bundled.
+ */
+export async function scriptBundle(scriptUrl: string): Promise<URL | undefined> {
+  if (!scriptUrl.startsWith('file:')) return undefined;
+  const key = sha(JSON.stringify([LAYOUT, 'script', scriptUrl]));
+  const banner = `process.argv[1] = ${JSON.stringify(fileURLToPath(scriptUrl))};`;
+  try {
+    return fileIn(cached(key) ?? (await build(key, { script: scriptUrl }, banner)), 'script');
   } catch {
     return undefined;
   }

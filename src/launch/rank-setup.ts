@@ -75,14 +75,27 @@ export interface ProcessSetupModule {
   initProcess(): Promise<ClosableContext>;
 }
 
-const registered: { threads?: string; processes?: string } = {};
+const registered: {
+  threads?: string;
+  processes?: string;
+  threadsModule?: RankSetupModule;
+  processesModule?: ProcessSetupModule;
+} = {};
 
-export function registerRankSetup(moduleUrl: string): void {
+/**
+ * `module`: what the module at `moduleUrl` exports, as this process loaded
+ * it, for the launcher's side (a launcher bundled together with it, as a
+ * bundled script is, could not import its TypeScript sources again without
+ * a loader); without it the launcher imports `moduleUrl`.
+ */
+export function registerRankSetup(moduleUrl: string, module?: RankSetupModule): void {
   registered.threads = moduleUrl;
+  registered.threadsModule = module;
 }
 
-export function registerProcessSetup(moduleUrl: string): void {
+export function registerProcessSetup(moduleUrl: string, module?: ProcessSetupModule): void {
   registered.processes = moduleUrl;
+  registered.processesModule = module;
 }
 
 function registeredUrl(kind: 'threads' | 'processes'): string {
@@ -97,4 +110,16 @@ export function rankSetupUrl(): string {
 
 export function processSetupUrl(): string {
   return registeredUrl('processes');
+}
+
+/** The thread setup module in this process (the launcher's side). */
+export async function loadRankSetup(): Promise<RankSetupModule> {
+  const url = rankSetupUrl();
+  return registered.threadsModule ?? ((await import(url)) as RankSetupModule);
+}
+
+/** The process setup module in this process (the launcher's side). */
+export async function loadProcessSetup(): Promise<ProcessSetupModule> {
+  const url = processSetupUrl();
+  return registered.processesModule ?? ((await import(url)) as ProcessSetupModule);
 }

@@ -34,7 +34,7 @@ import {
 } from './module-url.ts';
 import { rankBundle } from './rank-bundle.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
-import { type JobOptions, type RankIdentity, type RankSetupModule, rankSetupUrl } from './rank-setup.ts';
+import { type JobOptions, loadRankSetup, type RankIdentity, rankSetupUrl } from './rank-setup.ts';
 import { packTensors, unpackTensors } from './tensor-transfer.ts';
 import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES } from './thread-memory.ts';
 
@@ -182,7 +182,7 @@ export async function runRankThreads<R = unknown>(
   const entryUrl = resolveEntry(entry, 'spawnThreads').href;
   const packedArgs = packTensors(options.args);
   const setupUrl = rankSetupUrl();
-  const setup = (await import(setupUrl)) as RankSetupModule;
+  const setup = await loadRankSetup();
   const job: JobOptions = {
     worldSize,
     collectiveTimeoutMs,

@@ -6,6 +6,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { nodeScript } from '../fixtures/node-script.ts';
 import { gpu } from './gpu-mode.ts';
 
 const run = promisify(execFile);
@@ -49,7 +50,7 @@ describe('tensorcomm run --devices', () => {
   it.runIf(gpu.kind !== 'none')(
     'gives each process its device: one list, one for all, or each its own',
     async () => {
-      const cli = ['--import', 'tsx', 'src/cli/tensorcomm.ts', 'run', '--nproc', '2'];
+      const cli = [...(await nodeScript('src/cli/tensorcomm.ts')), 'run', '--nproc', '2'];
       const script = 'test/fixtures/process-script.ts';
       const devicesOf = async (flag: string) => {
         const { stdout } = await run(process.execPath, [...cli, '--devices', flag, script], {
