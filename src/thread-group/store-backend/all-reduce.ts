@@ -12,7 +12,7 @@
 import { deviceScratch } from '../../cuda/device-memory.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
-import type { Exchange } from './exchange.ts';
+import { type Exchange, landed } from './exchange.ts';
 import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
 
 export const ONE_EXCHANGE_MAX_BYTES = 64 << 10;
@@ -52,6 +52,9 @@ async function allReduceScatterGather(x: Exchange, tensor: Tensor, op: ReduceOp)
   // so the call's signatures are compared in an exchange of their own first.
   await x.compareCalls();
   const slice = (p: number) => elements(tensor, ...sliceRange(tensor.numel, x.size, p));
+  // Each peer's reduced slice may land where it goes: the peer sends it only after it read, from that
+  // very place, what this rank sends it below.
+  for (const p of x.peers()) x.landIn(1, p, slice(p));
   for (const p of x.peers()) await x.publish(0, slice(p), [p], p);
   const mine = slice(x.rank);
   const inputs = [];
@@ -62,7 +65,8 @@ async function allReduceScatterGather(x: Exchange, tensor: Tensor, op: ReduceOp)
   for (const p of x.peers()) await x.consumed(0, p);
   await x.publish(1, mine, x.peers());
   for (const p of x.peers()) {
-    copyElements(tensor, sliceRange(tensor.numel, x.size, p)[0], await x.get(1, p));
+    const reduced = await x.get(1, p);
+    if (!landed(reduced, slice(p))) copyElements(tensor, sliceRange(tensor.numel, x.size, p)[0], reduced);
     await x.finish(1, p);
   }
   await x.consumed(1);
