@@ -7,6 +7,11 @@
  *
  *   npx tsx bench/nodes.ts [--quick] [--json <file>]
  *
+ * Each layout runs REPEATS rounds of (tensorcomm, gloo, Open MPI), one after
+ * the other, and every figure is the median of its rounds: on a shared
+ * machine the load changes from one minute to the next, and interleaved
+ * rounds give each system the same mix of it.
+ *
  * Goals (issue "Many nodes"): allReduce busbw at 64 MiB at least 1.5x gloo's,
  * 4 B allReduce latency at most gloo's.
  */
@@ -18,6 +23,8 @@ import { benchMain, isMainModule, type Log } from './cli.ts';
 import { type Column, fixed, formatTable } from './table.ts';
 
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+/** Rounds per layout (one with --quick). */
+const REPEATS = 3;
 const LAYOUTS = [
   { nodes: 2, perNode: 1 },
   { nodes: 2, perNode: 2 },
@@ -110,9 +117,17 @@ export async function runNodesBench(options: { quick?: boolean; log?: Log } = {}
   for (const { nodes, perNode } of LAYOUTS) {
     const layout = `${nodes}x${perNode}`;
     const world = nodes * perNode;
-    const ours = await tensorcommFigures(nodes, perNode, quick);
-    const glooFigures = figuresOf(`gloo ${world} processes`, await gloo(ANCHORS_DIR, quick, world));
-    const mpiFigures = figuresOf(`mpi tcp ${world} processes`, await mpi(ANCHORS_DIR, world, 'tcp,self'));
+    const rounds: { ours: Figures; gloo: Figures; mpi: Figures }[] = [];
+    for (let round = 0; round < (quick ? 1 : REPEATS); round++) {
+      rounds.push({
+        ours: await tensorcommFigures(nodes, perNode, quick),
+        gloo: figuresOf(`gloo ${world} processes`, await gloo(ANCHORS_DIR, quick, world)),
+        mpi: figuresOf(`mpi tcp ${world} processes`, await mpi(ANCHORS_DIR, world, 'tcp,self')),
+      });
+    }
+    const ours = medians(rounds.map((r) => r.ours));
+    const glooFigures = medians(rounds.map((r) => r.gloo));
+    const mpiFigures = medians(rounds.map((r) => r.mpi));
     for (const figure of FIGURES) {
       const key = figure.key(big);
       // The anchors stream p2p only between two processes.
@@ -135,14 +150,31 @@ export async function runNodesBench(options: { quick?: boolean; log?: Log } = {}
     return ratios.length > 0 ? Math.min(...ratios) : undefined;
   };
   const goals = { busbw: ratio(`allreduce ${big >> 20}`, true), latency: ratio('allreduce 4 B', false) };
-  log(`# many nodes over loopback TCP (nodes x ranks per node), anchors from the same run`);
+  log(
+    `# many nodes over loopback TCP (nodes x ranks per node), anchors from the same run: ` +
+      `medians of ${quick ? 1 : REPEATS} interleaved rounds`,
+  );
   for (const line of formatTable(COLUMNS, rows)) log(line);
-  for (const why of skipped) log(`# skipped ${why}`);
+  for (const why of new Set(skipped)) log(`# skipped ${why}`);
   const verdict = (value: number | undefined, goal: number) =>
     value === undefined ? 'not measured' : `${fixed(value)}x (${value >= goal ? 'met' : 'MISSED'})`;
   log(`# goal: allreduce busbw >= 1.5x gloo's: worst layout ${verdict(goals.busbw, 1.5)}`);
   log(`# goal: 4 B allreduce latency <= gloo's: worst layout ${verdict(goals.latency, 1)}`);
   return { rows, goals, skipped };
+}
+
+/** Each figure's median over the rounds that measured it (the upper one of an even count). */
+function medians(rounds: readonly Figures[]): Figures {
+  const keys = new Set(rounds.flatMap((figures) => Object.keys(figures)));
+  const out: Figures = {};
+  for (const key of keys) {
+    const values = rounds
+      .map((figures) => figures[key])
+      .filter((v): v is number => v !== undefined)
+      .sort((a, b) => a - b);
+    out[key] = values[Math.floor(values.length / 2)];
+  }
+  return out;
 }
 
 export const main = benchMain('bench/nodes', runNodesBench);

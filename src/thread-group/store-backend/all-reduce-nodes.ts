@@ -12,7 +12,7 @@ import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { allReduce, ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
 import { allReducePipelined } from './all-reduce-pipelined.ts';
-import { type Exchange, runExchange } from './exchange.ts';
+import { type Exchange, landed, runExchange } from './exchange.ts';
 import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
 
 /** Group ranks by node, nodes in the order of their lowest group rank; undefined unless the store spans nodes. */
@@ -58,11 +58,12 @@ export async function allReduceAcrossNodes(
   const node = nodes.find((ranks) => ranks.includes(x.rank))!;
   const [leader, ...members] = node;
   if (x.rank !== leader) {
+    // The leader reads our tensor before it sends the result, which may then land in it.
+    x.landIn(1, leader, tensor);
     await x.publish(0, tensor, [leader]);
     const result = await x.get(1, leader);
-    // The leader read our tensor before it sent the result: it is ours again.
     await x.consumed(0);
-    copyElements(tensor, 0, result);
+    if (!landed(result, tensor)) copyElements(tensor, 0, result);
     await x.finish(1, leader);
     return;
   }
@@ -110,6 +111,9 @@ export async function allReduceByRails(
   const local = node.filter((p) => p !== x.rank);
   const range = (i: number) => sliceRange(tensor.numel, m, i);
   const slice = (i: number) => elements(tensor, ...range(i));
+  // Each local peer's slice may land where it goes: the peer sends it only after it read, from that
+  // very place, what this rank sends it now.
+  for (let i = 0; i < m; i++) if (i !== j) x.landIn(1, node[i], slice(i));
   for (let i = 0; i < m; i++) if (i !== j) await x.publish(0, slice(i), [node[i]], node[i]);
   const mine = slice(j);
   const inputs: Tensor[] = [];
@@ -124,7 +128,8 @@ export async function allReduceByRails(
   await x.publish(1, mine, local);
   for (let i = 0; i < m; i++) {
     if (i === j) continue;
-    copyElements(tensor, range(i)[0], await x.get(1, node[i]));
+    const reduced = await x.get(1, node[i]);
+    if (!landed(reduced, slice(i))) copyElements(tensor, range(i)[0], reduced);
     await x.finish(1, node[i]);
   }
   await x.consumed(1);
