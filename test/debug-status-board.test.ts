@@ -1,9 +1,10 @@
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FileStatusBoard } from '../src/debug/file-status-board.ts';
 import { describeRanks } from '../src/debug/hang-report.ts';
+import { HEARTBEAT_MS, NOT_RESPONDING_MS, silentFor } from '../src/debug/liveness.ts';
 import { RankMonitor, rankMonitor, setRankMonitor } from '../src/debug/monitor.ts';
 import { resolveDebugOptions } from '../src/debug/options.ts';
 import { installProcessMonitor } from '../src/debug/process-monitor.ts';
@@ -130,5 +131,40 @@ describe('thread status board', () => {
       }),
     ).toThrow('terminated');
     expect(new ThreadStatusBoard(shared).read(0).snapshot).toEqual(snapshot(2));
+  });
+});
+
+describe('rows of ranks on other nodes', () => {
+  it('are shared again on every heartbeat, and count as seen when they last arrived', () => {
+    vi.useFakeTimers();
+    try {
+      const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-status-'));
+      dirs.push(dir);
+      // Rank 0 on one node, rank 1 on another: rows travel through `share` and `accept`.
+      const [near, far] = [
+        new FileStatusBoard(dir, 2, 0),
+        new FileStatusBoard(mkdtempSync(join(tmpdir(), 'tensorcomm-status-')), 2, 1),
+      ];
+      dirs.push(far.dir);
+      const shared: string[] = [];
+      near.share = (row) => {
+        shared.push(new TextDecoder().decode(row));
+        far.accept(0, row);
+      };
+      near.setState(0, 1);
+      near.startHeartbeat();
+      vi.advanceTimersByTime(HEARTBEAT_MS * 4);
+      expect(shared.length).toBe(5);
+      expect(new Set(shared).size).toBe(1);
+      const seen = far.read(0).seen as number;
+      expect(seen).toBe(Date.now());
+      expect(silentFor(far.read(0), Date.now())).toBeUndefined();
+      // A rank that stops (SIGSTOP, a blocked event loop) stops sharing: it turns silent on the other node.
+      near.stopHeartbeat();
+      vi.advanceTimersByTime(NOT_RESPONDING_MS + HEARTBEAT_MS);
+      expect(silentFor(far.read(0), Date.now())).toBe(NOT_RESPONDING_MS + HEARTBEAT_MS);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

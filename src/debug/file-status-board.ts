@@ -14,7 +14,9 @@
  *
  * Between writes a rank touches its row's modification time on a timer
  * (startHeartbeat), so readers can tell a rank that is in a long call from one
- * that stopped answering (liveness.ts); rows of other nodes carry no such time.
+ * that stopped answering (liveness.ts). On the same timer it shares its row
+ * again with the other nodes, and a row of another node counts as seen when
+ * it last arrived.
  */
 import { readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -56,8 +58,10 @@ export class FileStatusBoard implements StatusBoard {
     snapshot: undefined,
   };
 
-  /** The latest rows of ranks on other nodes, as they shared them. */
-  readonly #remote = new Map<number, RowFile>();
+  /** The latest rows of ranks on other nodes, as they shared them, and when each arrived. */
+  readonly #remote = new Map<number, { row: RowFile; seen: number }>();
+  /** This rank's row as last written, which its heartbeat shares again. */
+  #text: Uint8Array | undefined;
   /** Sends this rank's row to the ranks of other nodes, when the job spans nodes. */
   share: ((row: Uint8Array) => void) | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
@@ -72,7 +76,7 @@ export class FileStatusBoard implements StatusBoard {
   accept(rank: number, row: Uint8Array): void {
     if (!Number.isInteger(rank) || rank < 0 || rank >= this.worldSize || rank === this.rank) return;
     try {
-      this.#remote.set(rank, JSON.parse(new TextDecoder().decode(row)) as RowFile);
+      this.#remote.set(rank, { row: JSON.parse(new TextDecoder().decode(row)) as RowFile, seen: Date.now() });
     } catch {}
   }
 
@@ -120,7 +124,9 @@ export class FileStatusBoard implements StatusBoard {
       } catch {
         // The job directory is gone (the job ended): nothing left to keep alive.
         this.stopHeartbeat();
+        return;
       }
+      if (this.#text) this.share?.(this.#text);
     }, HEARTBEAT_MS);
     this.#heartbeat.unref();
   }
@@ -152,14 +158,15 @@ export class FileStatusBoard implements StatusBoard {
       rmSync(temporary, { force: true });
       if (!isOutOfSpace(error)) throw error;
     }
-    this.share?.(new TextEncoder().encode(text));
+    this.#text = new TextEncoder().encode(text);
+    this.share?.(this.#text);
   }
 
   /** A row of this node carries `seen`, its file's modification time: the rank's latest heartbeat or write. */
   read(rank: number): RankStatus {
     if (rank === this.rank) return { rank, ...this.#own, seen: Date.now() };
     const shared = this.#remote.get(rank);
-    if (shared) return { rank, ...shared };
+    if (shared) return { rank, ...shared.row, seen: shared.seen };
     const file = statusFilePath(this.dir, rank);
     let row: RowFile;
     let seen: number;
