@@ -199,6 +199,15 @@ describe('values', () => {
     expect(a.srcRelease('never-set')).toBe(false);
   });
 
+  it("a small value's finish, which waits for the end of the turn, still reaches its producer when the consumer closes at once", async () => {
+    const [a, b] = await job(2);
+    await a.srcSet('last', Tensor.fromArray([7], [1], 'int32'), 1, { to: [1] });
+    expect((await b.destGet('last', { from: 0 })).toArray()).toEqual([7]);
+    await b.destFinishGet('last');
+    b.close();
+    await a.srcWaitUntilGetFinished('last');
+  });
+
   it('keep their order with many in flight, and a key serves again and again', async () => {
     const [a, b] = await job(2);
     const n = 300;

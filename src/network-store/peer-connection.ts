@@ -283,6 +283,9 @@ export class PeerConnection {
    * why when it was refused.
    */
   close(farewellMessage?: string): void {
+    // Finishes still deferred go first: a producer may wait for them (a write to a socket with room is immediate).
+    const deferred = this.#takeDeferred();
+    if (deferred && !this.#failure) this.#socket.write(deferred);
     this.#failure ??= new RankFailedError(
       `rank ${this.#localRank} closed its connection to rank ${this.rank}`,
       undefined,
