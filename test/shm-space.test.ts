@@ -2,7 +2,8 @@
  * A machine whose /dev/shm is too small (Docker's default is 64 MiB): a
  * private mount namespace with an 8 MiB tmpfs there (test/fixtures/
  * shm-space-namespace.ts). Values that do not fit are a ShmSpaceError of the
- * call that wanted the room, never a SIGBUS; the launcher exits 1 with the
+ * call that wanted the room, never a SIGBUS (large values go through /dev/shm
+ * only where ranks cannot copy from each other's memory: TENSORCOMM_CMA=0); the launcher exits 1 with the
  * ranks' errors and removes the job directory, also when the file system is
  * so full that its abort record does not fit; TENSORCOMM_SHM_DIR moves the
  * job directories somewhere roomier.
@@ -11,6 +12,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { crossMemory } from '../src/file-store/cross-memory.ts';
 import { defaultStoreRoot } from '../src/index.ts';
 import { nodeScript } from './fixtures/node-script.ts';
 import { canMakeNamespaces, runWithSmallShm, tensorcommRun } from './fixtures/shm-space-namespace.ts';
@@ -53,11 +55,11 @@ describe.skipIf(!canMakeNamespaces)('an 8 MiB /dev/shm', { timeout: 180_000 }, (
   });
   afterAll(() => rmSync(roomy, { recursive: true, force: true }));
 
-  it('a 64 MiB send fails its ranks with ShmSpaceError; the launcher exits 1 and leaves nothing', async () => {
-    const run = await runWithSmallShm([tensorcommRun(['--nproc', '2', SCRIPT, 'bigSend']), ...report], {
-      cwd,
-      shmSize: '8m',
-    });
+  it('a 64 MiB send through the arenas fails its ranks with ShmSpaceError; the launcher exits 1, leaves nothing', async () => {
+    const run = await runWithSmallShm(
+      [`TENSORCOMM_CMA=0 ${tensorcommRun(['--nproc', '2', SCRIPT, 'bigSend'])}`, ...report],
+      { cwd, shmSize: '8m' },
+    );
     expect(exitOf(run.out), run.out).toBe('1');
     expect(run.out).toMatch(/tensorcomm run: 2 rank\(s\) failed: (0, 1|1, 0)/);
     expect(run.out).toMatch(
@@ -67,9 +69,25 @@ describe.skipIf(!canMakeNamespaces)('an 8 MiB /dev/shm', { timeout: 180_000 }, (
     expect(run.out).toContain('left in /dev/shm: []');
   });
 
+  it.skipIf(crossMemory() === undefined)(
+    'where ranks copy from each other, the same send needs no room in /dev/shm',
+    async () => {
+      const run = await runWithSmallShm([tensorcommRun(['--nproc', '2', SCRIPT, 'bigSend']), ...report], {
+        cwd,
+        shmSize: '8m',
+      });
+      expect(exitOf(run.out), run.out).toBe('0');
+      expect(results(run.out), run.out).toHaveLength(2);
+      expect(run.out).toContain('left in /dev/shm: []');
+    },
+  );
+
   it('with TENSORCOMM_SHM_DIR on a roomier file system the same send works, its job directory there', async () => {
     const run = await runWithSmallShm(
-      [`TENSORCOMM_SHM_DIR='${roomy}' ${tensorcommRun(['--nproc', '2', SCRIPT, 'bigSend'])}`, ...report],
+      [
+        `TENSORCOMM_CMA=0 TENSORCOMM_SHM_DIR='${roomy}' ${tensorcommRun(['--nproc', '2', SCRIPT, 'bigSend'])}`,
+        ...report,
+      ],
       { cwd, shmSize: '8m', roomyDir: roomy },
     );
     expect(exitOf(run.out), run.out).toBe('0');
