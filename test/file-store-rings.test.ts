@@ -186,6 +186,16 @@ describe('FileTensorStore rings between the ranks of a node', () => {
       expect(arenaFiles(p.dir).length > 0).toBe(!(crossMemory && crossMemoryWorks));
     });
 
+    it('in 16 KiB rings (a node of 64 ranks) carries up to 4 KiB inline, larger values beside the ring', async () => {
+      expect(defaultRingBytes(64)).toBe(16 << 10);
+      expect(defaultRingBytes(2)).toBe(256 << 10);
+      const [p, c] = ringStores(2, {}, { ringBytes: 16 << 10, crossMemory });
+      for (const bytes of [4092, 4096, 4100, 8192, 16384, 65536]) {
+        const t = Tensor.arange(bytes / 4, 'int32');
+        expect((await handOver(p, c, `small-ring:${bytes}`, t)).equal(t), `${bytes} bytes`).toBe(true);
+      }
+    });
+
     it('keeps hundreds of values in flight, more than a ring holds, each under its key and in order per key', async () => {
       const [p, c] = ringStores(2, {}, { ringBytes: 64 << 10, crossMemory });
       const count = 400;

@@ -78,11 +78,15 @@ export interface RingHost {
   assertUsable(where: () => string): void;
 }
 
-/** Every rank's inbound rings together take at most this much shared memory. */
-const INBOX_BUDGET_BYTES = 4 << 20;
-const MIN_RING_BYTES = 64 << 10;
-const MAX_RING_BYTES = 1 << 20;
-/** Values up to this size travel inside their record. */
+/**
+ * Every rank's inbound rings together take at most this much shared memory
+ * (at 16 KiB a ring, a node of over 64 ranks takes more): a node's rings
+ * must leave room in a small /dev/shm, as Docker's default of 64 MiB.
+ */
+const INBOX_BUDGET_BYTES = 1 << 20;
+const MIN_RING_BYTES = 16 << 10;
+const MAX_RING_BYTES = 256 << 10;
+/** Values up to this size travel inside their record (less in rings under 64 KiB). */
 const INLINE_MAX_BYTES = 16 << 10;
 const DEFAULT_MAX_BUFFERED_BYTES = 64 << 20;
 /** What a value received counts against that bound at least: its record, key and bookkeeping. */
@@ -172,6 +176,8 @@ export class RingChannels {
   #spinMisses = 0;
   #waitsSinceSpin = 0;
   readonly #maxBuffered: number;
+  /** Values up to this size travel inside their record: a quarter of a ring, at most INLINE_MAX_BYTES. */
+  readonly #inlineMax: number;
   #buffered = 0;
   #nextId = 1;
   #closed = false;
@@ -185,6 +191,7 @@ export class RingChannels {
     this.ranks = new Set(ranks);
     this.#index = new Map(ranks.map((r, i) => [r, i]));
     this.#ringBytes = options.ringBytes ?? defaultRingBytes(ranks.length);
+    this.#inlineMax = Math.min(INLINE_MAX_BYTES, this.#ringBytes / 4);
     this.#spin = options.spin ?? false;
     this.#maxBuffered = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
     this.#cross = options.crossMemory === false ? undefined : crossMemory();
@@ -232,7 +239,7 @@ export class RingChannels {
    * a value file and announces that with announceFile.
    */
   set(key: string, tensor: Tensor, to: readonly number[], tag: string, where: string): boolean {
-    const large = tensor.nbytes > INLINE_MAX_BYTES;
+    const large = tensor.nbytes > this.#inlineMax;
     const cross = large ? this.#cross : undefined;
     const remote: PayloadAt | undefined = cross && {
       at: 'remote',
@@ -266,7 +273,7 @@ export class RingChannels {
    */
   landIn(key: string, into: Tensor, from: number): () => void {
     const arrivalKey = `${from}/${key}`;
-    if (into.device !== 'cpu' || !into.isContiguous() || into.nbytes <= INLINE_MAX_BYTES) return () => {};
+    if (into.device !== 'cpu' || !into.isContiguous() || into.nbytes <= this.#inlineMax) return () => {};
     this.#landings.set(arrivalKey, into);
     return () => {
       if (this.#landings.get(arrivalKey) === into) this.#landings.delete(arrivalKey);
@@ -306,7 +313,7 @@ export class RingChannels {
    */
   release(key: string): boolean {
     const produced = this.#produced.get(key);
-    if (!produced || produced.tensor.nbytes > INLINE_MAX_BYTES) return false;
+    if (!produced || produced.tensor.nbytes > this.#inlineMax) return false;
     this.#produced.delete(key);
     for (const send of produced.sends) this.#sends.delete(send.id);
     return true;
