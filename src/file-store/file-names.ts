@@ -15,7 +15,7 @@
  * long as their store.
  */
 import { createHash } from 'node:crypto';
-import { MAX_KEY_BYTES } from '../runtime/store-limits.ts';
+import { encodeKey } from '../runtime/store-limits.ts';
 
 export const TMP_DIR = 'tmp';
 export const CLAIMS_DIR = 'claims';
@@ -26,10 +26,7 @@ const MAX_TOPIC_CHARS = 160;
 
 /** A filename-safe, dot-free spelling of the key. */
 export function topicOf(key: string, where: () => string): string {
-  const length = Buffer.byteLength(key);
-  if (length === 0 || length > MAX_KEY_BYTES) {
-    throw new RangeError(`${where()}: key must be 1..${MAX_KEY_BYTES} bytes of UTF-8, got ${length}`);
-  }
+  encodeKey(key, where);
   let topic: string;
   try {
     topic = encodeURIComponent(key).replace(/[.!~*'()]/g, (c) => `%${c.charCodeAt(0).toString(16)}`);

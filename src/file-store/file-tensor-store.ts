@@ -37,7 +37,13 @@ import {
 } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
-import { encodeBounded, MAX_DIMS, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
+import {
+  encodeBounded,
+  encodeKey,
+  MAX_DIMS,
+  MAX_ERROR_BYTES,
+  MAX_TAG_BYTES,
+} from '../runtime/store-limits.ts';
 import type {
   StoreEntry,
   StoreFinishOptions,
@@ -260,7 +266,7 @@ export class FileTensorStore implements TensorStore {
     }
     if (tensor.shape.length > MAX_DIMS)
       throw new RangeError(`${where()}: at most ${MAX_DIMS} dimensions are supported`);
-    const files = this.#files(key, where);
+    encodeKey(key, where);
     this.#assertUsable(where);
     if (this.#produced.has(key) || this.#rings?.produces(key))
       throw new Error(`${where()}: key is already set by this rank and not yet finished`);
@@ -269,22 +275,22 @@ export class FileTensorStore implements TensorStore {
     if (rings?.servesSet(consumers, to)) {
       const tag = options.tag ?? '';
       if (tensor.device === 'cpu' && rings.set(key, tensor, to, tag, where())) return;
-      this.#publishFile(key, files, tensor, consumers, options, where);
+      this.#publishFile(key, tensor, consumers, options, where);
       rings.announceFile(key, tensor, to, tag);
       return;
     }
-    this.#publishFile(key, files, tensor, consumers, options, where);
+    this.#publishFile(key, tensor, consumers, options, where);
   }
 
   /** Publishes the value as a value file (with the payload, or pointing into an arena or GPU memory). */
   #publishFile(
     key: string,
-    files: KeyFiles,
     tensor: Tensor,
     consumers: number,
     options: StoreSetOptions,
     where: () => string,
   ): void {
+    const files = this.#files(key, where);
     const counter = ++this.#counter;
     // A GPU tensor stays where it is: consumers open its allocation by CUDA IPC.
     const exported = tensor.device === 'cpu' ? undefined : deviceIpc(where()).exportTensor(tensor);
@@ -436,9 +442,9 @@ export class FileTensorStore implements TensorStore {
 
   async destGetEntry(key: string, options: StoreWaitOptions = {}): Promise<StoreEntry> {
     const where = () => `destGet(${JSON.stringify(key)})`;
-    const files = this.#files(key, where);
     let timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     if (this.#rings?.servesGet(options.from, options.pull)) {
+      encodeKey(key, where);
       this.#assertUsable(where);
       const started = performance.now();
       const got = await this.#rings.get(key, options.from as number, timeoutMs, where);
@@ -446,6 +452,7 @@ export class FileTensorStore implements TensorStore {
       // The producer announced a value file: the rest of the wait goes to the file handshake.
       timeoutMs = Math.max(0, timeoutMs - (performance.now() - started));
     }
+    const files = this.#files(key, where);
     let exhausted = false;
     return this.#waitUntil(
       files.valueChannel,

@@ -6,7 +6,7 @@
  * which every publish into that bucket bumps.
  */
 import type { AbortWord } from '../runtime/abort-word.ts';
-import { encodeText, MAX_ERROR_BYTES, MAX_KEY_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
+import { encodeKey, MAX_ERROR_BYTES, MAX_KEY_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 
 /** Int32 word offsets inside a slot. */
 export const W = {
@@ -132,11 +132,7 @@ export class SlotTable {
   }
 
   keyBytes(key: string, where: () => string): Uint8Array {
-    const bytes = encodeText(key);
-    if (bytes.length === 0 || bytes.length > MAX_KEY_BYTES) {
-      throw new RangeError(`${where()}: key must be 1..${MAX_KEY_BYTES} bytes of UTF-8, got ${bytes.length}`);
-    }
-    return bytes;
+    return encodeKey(key, where);
   }
 
   bucketOf(keyBytes: Uint8Array): { bucket: number; hash: number } {

@@ -10,7 +10,7 @@
 import { FrameReader, FrameWriter, type Limits } from '../rendezvous/protocol.ts';
 import {
   encodeBounded,
-  encodeText,
+  encodeKey,
   MAX_DIMS,
   MAX_ERROR_BYTES,
   MAX_KEY_BYTES,
@@ -63,12 +63,9 @@ export interface Finished {
   failure: { error: string; mismatch: boolean } | undefined;
 }
 
-/** The UTF-8 of a key, refused (naming the call) unless it is 1..MAX_KEY_BYTES long. */
+/** Refuses a key (naming the call) unless its UTF-8 is 1..MAX_KEY_BYTES long. */
 export function checkKey(key: string, where: () => string): void {
-  const length = typeof key === 'string' ? encodeText(key).length : 0;
-  if (length === 0 || length > MAX_KEY_BYTES) {
-    throw new RangeError(`${where()}: key must be 1..${MAX_KEY_BYTES} bytes of UTF-8, got ${length}`);
-  }
+  encodeKey(key, where);
 }
 
 /** The header of a value; `tensor.bytes()` follows it on the connection. */

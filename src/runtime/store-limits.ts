@@ -21,6 +21,24 @@ export function encodeText(text: string): Uint8Array {
   return bytes;
 }
 
+/**
+ * The UTF-8 of a key, refused (naming the call) unless it is 1..MAX_KEY_BYTES
+ * long: the one bound every TensorStore puts on keys.
+ */
+export function encodeKey(key: string, where: () => string): Uint8Array {
+  const bytes = typeof key === 'string' ? encodeText(key) : new Uint8Array(0);
+  if (bytes.length === 0 || bytes.length > MAX_KEY_BYTES) {
+    throw new RangeError(`${where()}: key must be 1..${MAX_KEY_BYTES} bytes of UTF-8, got ${bytes.length}`);
+  }
+  // A lone surrogate has no UTF-8: the encoder would write U+FFFD, and two keys would meet.
+  if (bytes.length !== key.length && LONE_SURROGATE.test(key)) {
+    throw new TypeError(`${where()}: key is not valid Unicode`);
+  }
+  return bytes;
+}
+
+const LONE_SURROGATE = /\p{Cs}/u;
+
 /** UTF-8 of `text`, cut on a character boundary to at most `maxBytes`. */
 export function encodeBounded(text: string, maxBytes: number): Uint8Array {
   const bytes = encodeText(text);
