@@ -438,6 +438,18 @@ describe('FileTensorStore rings between the ranks of a node', () => {
     expect(otherwise).toThrow(/rings\.2 is corrupt or from another version: its header holds \[/);
   });
 
+  it('refuses keys of more than 128 bytes or with a lone surrogate, on both ends, naming the call', async () => {
+    const [p, c] = ringStores(2);
+    const t = Tensor.ones([1]);
+    await expect(p.srcSet('k'.repeat(129), t, 1, { to: [1] })).rejects.toThrow(
+      /^srcSet\("k+"\): key must be 1\.\.128 bytes of UTF-8, got 129$/,
+    );
+    await expect(p.srcSet('a\ud800b', t, 1, { to: [1] })).rejects.toThrow(/key is not valid Unicode/);
+    await expect(c.destGet('a\udc00', { from: 0 })).rejects.toThrow(/key is not valid Unicode/);
+    // A pair of surrogates is one character, and a fine key.
+    expect((await handOver(p, c, 'k😀', t)).toArray()).toEqual([1]);
+  });
+
   it('refuses a ring set that leaves this rank out, and a second store of one rank', () => {
     const dir = newJob();
     expect(() => new FileTensorStore({ dir, rank: 3, rings: { ranks: [0, 1] } })).toThrow(
