@@ -175,7 +175,12 @@ function ownImportMeta(transform: typeof import('esbuild').transform): Plugin {
 }
 
 /** Bundles `entries` (output name → file URL) into the cache under `key`; resolves to the bundle's directory. */
-async function build(key: string, entries: Record<string, string>, banner?: string): Promise<string> {
+async function build(
+  key: string,
+  entries: Record<string, string>,
+  banner?: string,
+  first: Plugin[] = [],
+): Promise<string> {
   const esbuild = await import('esbuild');
   mkdirSync(BUNDLE_CACHE_DIR, { recursive: true });
   const building = join(BUNDLE_CACHE_DIR, `${key}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
@@ -199,7 +204,7 @@ async function build(key: string, entries: Record<string, string>, banner?: stri
       sourcesContent: false,
       metafile: true,
       logLevel: 'silent',
-      plugins: [externalPackages(), ownImportMeta(esbuild.transform)],
+      plugins: [...first, externalPackages(), ownImportMeta(esbuild.transform)],
     });
     const inputs = Object.keys(metafile.inputs).map((input) => resolve(PACKAGE_DIR, input));
     const stamp = stampOf(inputs);
@@ -238,6 +243,59 @@ export async function rankBundle(
     const dir =
       cached(key) ?? (await build(key, Object.fromEntries(NAMES.map((name, i) => [name, modules[i]]))));
     return bundleAt(dir);
+  } catch {
+    return undefined;
+  }
+}
+
+/** What a test file's warm rank threads load (RankThreadPool): the pool bootstrap, setup, entry and the test file. */
+export interface TestFileBundle {
+  worker: URL;
+  setupUrl: string;
+  entryUrl: string;
+  /** The test file, as the bundle holds it: its `vitest` is `standInUrl`, everywhere but in the stand-in. */
+  fileUrl: string;
+}
+
+/** `import … from 'vitest'` resolved to the stand-in, but the stand-in's own (the real vitest, external). */
+function vitestStandIn(standInUrl: string): Plugin {
+  const standIn = fileURLToPath(standInUrl);
+  return {
+    name: 'tensorcomm-vitest-stand-in',
+    setup(build) {
+      build.onResolve({ filter: /^vitest$/ }, (args) =>
+        args.importer === standIn ? undefined : { path: standIn },
+      );
+    },
+  };
+}
+
+/**
+ * The bundle of a rankTest file's warm threads (file URLs): the pool bootstrap,
+ * the setup, the rank-test entry and the test file itself, its `vitest`
+ * pointed at `standInUrl` at build time (what vitest-redirect.ts does with a
+ * resolve hook for a thread that loads the file as it is), so the threads
+ * start without a TypeScript loader. Undefined where they cannot be bundled.
+ */
+export async function testFileBundle(
+  workerUrl: string,
+  setupUrl: string,
+  entryUrl: string,
+  fileUrl: string,
+  standInUrl: string,
+): Promise<TestFileBundle | undefined> {
+  const modules = [workerUrl, setupUrl, entryUrl, fileUrl, standInUrl];
+  if (!modules.every((url) => url.startsWith('file:'))) return undefined;
+  const key = sha(JSON.stringify([LAYOUT, 'test-file', ...modules]));
+  const entries = { 'pool-worker': workerUrl, setup: setupUrl, entry: entryUrl, 'test-file': fileUrl };
+  try {
+    const dir = cached(key) ?? (await build(key, entries, undefined, [vitestStandIn(standInUrl)]));
+    return {
+      worker: fileIn(dir, 'pool-worker'),
+      setupUrl: fileIn(dir, 'setup').href,
+      entryUrl: fileIn(dir, 'entry').href,
+      fileUrl: fileIn(dir, 'test-file').href,
+    };
   } catch {
     return undefined;
   }

@@ -11,7 +11,7 @@
 import { EventEmitter } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { checkJobOptions } from './job-options.ts';
-import { typeScriptBootstrap } from './module-url.ts';
+import { sourceMapsBootstrap, typeScriptBootstrap } from './module-url.ts';
 import type { PoolReport, PoolRequest, PoolWorkerData } from './pool-worker.ts';
 import { reviveError } from './rank-report.ts';
 import { rankSetupUrl } from './rank-setup.ts';
@@ -83,11 +83,13 @@ class PooledThread {
   /** Settles the request in flight (the start, or a prepare): one at a time, the thread answers in order. */
   #answer: ((report: PoolReport | undefined, error?: Error) => void) | undefined;
 
-  constructor(bootstrap: RankBootstrap) {
-    const workerData: PoolWorkerData = { pool: true, setupUrl: rankSetupUrl() };
+  constructor(bootstrap: RankBootstrap, setupUrl: string) {
+    const workerData: PoolWorkerData = { pool: true, setupUrl };
     this.worker = bootstrap.typeScript
       ? new Worker(typeScriptBootstrap(bootstrap.url.href), { eval: true, workerData })
-      : new Worker(bootstrap.url, { workerData });
+      : bootstrap.bundled
+        ? new Worker(sourceMapsBootstrap(bootstrap.url.href), { eval: true, workerData })
+        : new Worker(bootstrap.url, { workerData });
     this.ready = this.#next('ready', () => 'starting a rank thread');
     this.worker.on('message', (message: PoolReport | RankWorkerReport) => {
       if (message.kind === 'ready' || message.kind === 'prepared' || message.kind === 'prepare-failed') {
@@ -147,19 +149,36 @@ class PooledThread {
   }
 }
 
+/** A bundle (rank-bundle.ts) the pool's threads start from: the pool bootstrap, the setup and the jobs' entry. */
+export interface PoolBundle {
+  worker: URL;
+  setupUrl: string;
+  entryUrl: string;
+}
+
 export interface RankThreadPoolOptions {
   /** Start threads with the TypeScript loader (tsx), for entries or prepared modules that are .ts. */
   typeScript?: boolean;
+  /**
+   * Start threads from this bundle instead, without a loader: every job's entry is the bundle's
+   * (`entryUrl`), whatever entry `run` names, and a prepared module must be in the bundle too.
+   */
+  bundle?: PoolBundle;
 }
 
 export class RankThreadPool {
   readonly #bootstrap: RankBootstrap;
+  readonly #bundle: PoolBundle | undefined;
   #idle: PooledThread[] = [];
   #closed = false;
 
   constructor(options: RankThreadPoolOptions = {}) {
-    const url = new URL(`./pool-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
-    this.#bootstrap = { url, typeScript: options.typeScript === true || url.pathname.endsWith('.ts') };
+    this.#bundle = options.bundle;
+    if (this.#bundle) this.#bootstrap = { url: this.#bundle.worker, typeScript: false, bundled: true };
+    else {
+      const url = new URL(`./pool-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+      this.#bootstrap = { url, typeScript: options.typeScript === true || url.pathname.endsWith('.ts') };
+    }
   }
 
   /** Threads alive in the pool and not lent to a job. */
@@ -185,6 +204,10 @@ export class RankThreadPool {
     checkThreadMemory(options.worldSize, perRank, 'RankThreadPool', starting);
     const threads = await this.#acquire(options.worldSize, prepare);
     let next = 0;
+    const bundle = this.#bundle;
+    const locate = bundle
+      ? async () => ({ bootstrap: this.#bootstrap, setupUrl: bundle.setupUrl, entryModule: bundle.entryUrl })
+      : undefined;
     try {
       // Its threads are started (and their memory checked) already: the job only borrows them.
       return await runRankThreads<R>(
@@ -199,6 +222,7 @@ export class RankThreadPool {
           return threads[next++].lend(data);
         },
         0,
+        locate,
       );
     } finally {
       for (const thread of threads) this.#giveBack(thread);
@@ -207,7 +231,8 @@ export class RankThreadPool {
 
   async #acquire(count: number, prepare: PoolPreparation | undefined): Promise<PooledThread[]> {
     this.#idle = this.#idle.filter((t) => t.alive);
-    while (this.#idle.length < count) this.#idle.push(new PooledThread(this.#bootstrap));
+    const setupUrl = this.#bundle?.setupUrl ?? rankSetupUrl();
+    while (this.#idle.length < count) this.#idle.push(new PooledThread(this.#bootstrap, setupUrl));
     const threads = this.#idle.splice(0, count);
     try {
       await Promise.all(threads.map((t) => t.ready));

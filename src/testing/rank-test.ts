@@ -10,6 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, TestRunner, test } from 'vitest';
 import { registeredOpNames } from '../debug/call-record.ts';
 import { DEFAULT_GRACE_MS } from '../launch/job-options.ts';
+import { testFileBundle } from '../launch/rank-bundle.ts';
 import { rankSetupUrl } from '../launch/rank-setup.ts';
 import { RankThreadPool } from '../launch/rank-thread-pool.ts';
 import type { SpawnThreadsOptions } from '../launch/spawn-threads.ts';
@@ -42,17 +43,48 @@ const KNOWN_OPTIONS = [
   'rankThreadBytes',
 ] as const satisfies ReadonlyArray<keyof RankTestOptions>;
 
-const ENTRY = new URL(`./rank-entry${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
+const EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+const ENTRY = new URL(`./rank-entry${EXTENSION}`, import.meta.url).href;
+const STAND_IN = new URL(`./vitest-stand-in${EXTENSION}`, import.meta.url).href;
+const POOL_WORKER = new URL(`../launch/pool-worker${EXTENSION}`, import.meta.url).href;
 
 /** Per test file (vitest may run several in one module instance), how many rank tests of each name came so far. */
 const occurrences = new Map<string, Map<string, number>>();
 /** Warm threads for this file's tests, by whether they load TypeScript. */
 const pools = new Map<boolean, RankThreadPool>();
+interface BundledPool {
+  pool: RankThreadPool;
+  /** The bundle's test file and rank-test entry, which its threads import. */
+  file: string;
+  entry: string;
+}
+/** Per test file: the pool on threads that load one bundle of it (rank-bundle.ts), or undefined where it cannot be bundled. */
+const bundledPools = new Map<string, Promise<BundledPool | undefined>>();
 
 async function closePools(): Promise<void> {
   const all = [...pools.values()];
+  const bundled = [...bundledPools.values()];
   pools.clear();
+  bundledPools.clear();
+  for (const found of await Promise.all(bundled)) if (found) all.push(found.pool);
   await Promise.all(all.map((pool) => pool.close()));
+}
+
+/**
+ * A TypeScript test file's threads load it, with the library, from one
+ * bundle (its `vitest` the stand-in), instead of each thread starting a tsx
+ * loader and transpiling ~150 modules: a fraction of the CPU per thread.
+ */
+function bundledPool(file: string): Promise<BundledPool | undefined> {
+  let found = bundledPools.get(file);
+  if (!found) {
+    found = testFileBundle(POOL_WORKER, rankSetupUrl(), ENTRY, file, STAND_IN).then(
+      (bundle) =>
+        bundle && { pool: new RankThreadPool({ bundle }), file: bundle.fileUrl, entry: bundle.entryUrl },
+    );
+    bundledPools.set(file, found);
+  }
+  return found;
 }
 
 try {
@@ -114,12 +146,22 @@ async function runRankTest(id: RankTestId, options: RankTestOptions & { timeoutM
     );
   }
   const typeScript = /\.[cm]?tsx?$/.test(new URL(id.file).pathname) || ENTRY.endsWith('.ts');
-  let pool = pools.get(typeScript);
+  const bundled = typeScript ? await bundledPool(id.file) : undefined;
+  let pool = bundled?.pool ?? pools.get(typeScript);
   if (!pool) pools.set(typeScript, (pool = new RankThreadPool({ typeScript })));
+  // The threads of a bundled pool import the bundle's copy of the test file.
+  const file = bundled?.file ?? id.file;
   const collectiveTimeoutMs =
     options.collectiveTimeoutMs ?? Math.min(DEFAULT_RANK_TEST_COLLECTIVE_TIMEOUT_MS, options.timeoutMs);
   try {
-    await pool.run(ENTRY, { ...options, collectiveTimeoutMs, args: id }, { module: ENTRY, arg: id.file });
+    await pool.run(
+      ENTRY,
+      { ...options, collectiveTimeoutMs, args: { ...id, file } },
+      {
+        module: bundled?.entry ?? ENTRY,
+        arg: file,
+      },
+    );
   } catch (error) {
     throw rankTestFailure(error);
   }
