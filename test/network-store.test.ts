@@ -641,6 +641,22 @@ describe('failures', () => {
     await r1.srcWaitUntilGetFinished('c');
   });
 
+  it('values that arrived whole are still taken after their producer closed; later ones fail', async () => {
+    const [a, b] = await job(2);
+    // The producer lets go of its last values and closes at once, as a rank does after its last allReduce.
+    await a.srcSet('last', Tensor.fromArray([5], [1], 'int32'), 1, { to: [1] });
+    expect(a.srcRelease('last')).toBe(true);
+    await a.srcSet('big', Tensor.full([1 << 16], 2, 'float32'), 1, { to: [1] });
+    // Values arrive in order: once the later one is here, so is the first.
+    expect((await b.destGet('big', { from: 0 })).toArray()[0]).toBe(2);
+    a.close();
+    // Once the consumer has seen the connection end, a value that never came fails, one that came does not.
+    await expect(b.destGet('never', { from: 0 })).rejects.toThrow(/rank 0 lost its connection/);
+    expect((await b.destGet('last', { from: 0 })).toArray()).toEqual([5]);
+    await b.destFinishGet('last');
+    await b.destFinishGet('big');
+  });
+
   it('close rejects pending waits, and leaves no socket, server or timer behind', async () => {
     const count = () =>
       process

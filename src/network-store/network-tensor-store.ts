@@ -297,7 +297,9 @@ export class NetworkTensorStore implements TensorStore {
     status: (peer, row) => this.onPeerStatus?.(peer.rank, row),
     wanted: (peer, key) => this.#wanted(peer.rank, key),
     lost: (peer) => {
-      this.#linkOf(peer).inbox.clear();
+      // Values that arrived whole stay to be taken (a peer may close right after its last value, which it
+      // did not wait for: srcRelease); the one that was still arriving never will.
+      this.#linkOf(peer).inbox.unreserve(peer.reservedArriving);
       this.#wakers.wakeAll();
     },
   };
@@ -544,8 +546,9 @@ export class NetworkTensorStore implements TensorStore {
     const arrival = await waitUntil(
       () => {
         this.#assertOpen(where);
-        if (link.conn.failure) throw rankFailure(where, this.rank, link.conn.failure);
-        return link.inbox.take(key);
+        const arrival = link.inbox.take(key);
+        if (arrival || !link.conn.failure) return arrival;
+        throw rankFailure(where, this.rank, link.conn.failure);
       },
       this.#wakers,
       getTopic(from, key),

@@ -197,6 +197,12 @@ export class PeerConnection {
     return this.#failure;
   }
 
+  /** The bytes reserved for the value whose payload is being received (0 when none, or one refused). */
+  get reservedArriving(): number {
+    const p = this.#payload;
+    return p?.key !== undefined && p.into ? p.nbytes : 0;
+  }
+
   /** The value whose payload is being received, and how much of it is here. */
   get arriving(): { key: string; received: number; nbytes: number } | undefined {
     const p = this.#payload;
