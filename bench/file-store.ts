@@ -1,10 +1,11 @@
 /**
  * FileTensorStore between two processes, without the collective layers on
  * top: the round trip of a 4-byte value (ping, then pong) with the CPU time
- * both processes spent on it, and the GB/s of a 64 MiB value received into
- * the consumer's own tensor (what recv does), through the producer's shared
- * arena and, for comparison, through a file per value (arenas off), printed
- * beside gloo's p2p figures from the same run. Figures are medians: of blocks
+ * both processes spent on it, through the file handshake and through the
+ * rings, and the GB/s of a 64 MiB value received into the consumer's own
+ * tensor (what recv does), through the producer's shared arena, through a
+ * file per value (arenas off), and through the rings, printed beside gloo's
+ * p2p figures from the same run. Figures are medians: of blocks
  * of round trips, and of single transfers (the machines are shared and noisy).
  *
  *   npx tsx bench/file-store.ts [--quick] [--json <file>]
@@ -15,6 +16,7 @@ import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createJobDirectory, FileTensorStore, removeJobDirectory } from '../src/file-store/index.ts';
 import { Tensor } from '../src/index.ts';
+import type { StoreSetOptions, StoreWaitOptions } from '../src/runtime/tensor-store.ts';
 import { runAnchors } from './anchors.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';
 import { fixed } from './table.ts';
@@ -46,14 +48,20 @@ const QUICK: Plan = {
 };
 
 export interface FileStoreFigures {
+  /** The file handshake: values that name neither end (a TensorPromise's, a bare store user's). */
   roundTripUs: number;
   /** CPU time (user + system) of both processes per round trip. */
   roundTripCpuUs: number;
+  /** The rings: values whose producer and consumer name each other (every collective and send). */
+  ringRoundTripUs: number;
+  ringRoundTripCpuUs: number;
   transferBytes: number;
   /** Through the producer's shared arena. */
   transferGBps: number;
   /** Through a fresh file per value (arenas off): the path large values took before arenas. */
   fileTransferGBps: number;
+  /** Through the rings into the consumer's tensor: copied out of the producer's memory where the system allows it. */
+  ringTransferGBps: number;
   glooRoundTripUs?: number;
   glooGBps?: number;
 }
@@ -61,8 +69,11 @@ export interface FileStoreFigures {
 interface PeerFigures {
   roundTripUs: number;
   roundTripCpuUs: number;
+  ringRoundTripUs: number;
+  ringRoundTripCpuUs: number;
   transferGBps: number;
   fileTransferGBps: number;
+  ringTransferGBps: number;
 }
 
 function median(values: number[]): number {
@@ -71,49 +82,72 @@ function median(values: number[]): number {
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
+/** How one path names the other end: not at all (the file handshake), or both ways (the rings). */
+interface Naming {
+  set: StoreSetOptions;
+  get: StoreWaitOptions;
+}
+
 async function peer(rank: number, dir: string, plan: Plan): Promise<PeerFigures> {
   const store = new FileTensorStore({ dir, rank, timeoutMs: 60_000 });
   // Rank 0 also publishes through a store without arenas; rank 1 reads both kinds with its one store.
   const fileStore =
     rank === 0 ? new FileTensorStore({ dir, rank, timeoutMs: 60_000, maxArenaBytes: 0 }) : store;
+  const ringStore = new FileTensorStore({
+    dir,
+    rank,
+    timeoutMs: 60_000,
+    rings: { ranks: [0, 1], spin: true },
+  });
+  const anonymous: Naming = { set: {}, get: {} };
+  const named: Naming = { set: { to: [1 - rank] }, get: { from: 1 - rank } };
   try {
     const small = Tensor.fromArray(new Int32Array([rank]));
-    const pingPong = async (i: number) => {
-      if (rank === 0) {
-        await store.srcSet(`ping:${i}`, small, 1);
-        await store.destGet(`pong:${i}`);
-        await store.destFinishGet(`pong:${i}`);
-        await store.srcWaitUntilGetFinished(`ping:${i}`);
-      } else {
-        await store.destGet(`ping:${i}`);
-        await store.destFinishGet(`ping:${i}`);
-        await store.srcSet(`pong:${i}`, small, 1);
-        await store.srcWaitUntilGetFinished(`pong:${i}`);
+    const roundTrips = async (on: FileTensorStore, name: string, naming: Naming) => {
+      const pingPong = async (i: number) => {
+        if (rank === 0) {
+          await on.srcSet(`${name}ping:${i}`, small, 1, naming.set);
+          await on.destGet(`${name}pong:${i}`, naming.get);
+          await on.destFinishGet(`${name}pong:${i}`);
+          await on.srcWaitUntilGetFinished(`${name}ping:${i}`);
+        } else {
+          await on.destGet(`${name}ping:${i}`, naming.get);
+          await on.destFinishGet(`${name}ping:${i}`);
+          await on.srcSet(`${name}pong:${i}`, small, 1, naming.set);
+          await on.srcWaitUntilGetFinished(`${name}pong:${i}`);
+        }
+      };
+      for (let i = 0; i < plan.warmupRoundTrips; i++) await pingPong(-1 - i);
+      const perBlock = Math.ceil(plan.roundTrips / plan.blocks);
+      const blockUs: number[] = [];
+      const cpuStart = process.cpuUsage();
+      for (let block = 0, i = 0; block < plan.blocks; block++) {
+        const started = performance.now();
+        for (let end = i + perBlock; i < end; i++) await pingPong(i);
+        blockUs.push(((performance.now() - started) * 1000) / perBlock);
       }
+      const cpu = process.cpuUsage(cpuStart);
+      return { us: median(blockUs), cpuUs: (cpu.user + cpu.system) / (perBlock * plan.blocks) };
     };
-    for (let i = 0; i < plan.warmupRoundTrips; i++) await pingPong(-1 - i);
-    const perBlock = Math.ceil(plan.roundTrips / plan.blocks);
-    const blockUs: number[] = [];
-    const cpuStart = process.cpuUsage();
-    for (let block = 0, i = 0; block < plan.blocks; block++) {
-      const started = performance.now();
-      for (let end = i + perBlock; i < end; i++) await pingPong(i);
-      blockUs.push(((performance.now() - started) * 1000) / perBlock);
-    }
-    const cpu = process.cpuUsage(cpuStart);
+    const files = await roundTrips(store, 'f', anonymous);
+    const rings = await roundTrips(ringStore, 'r', named);
 
     const big = Tensor.full([plan.transferBytes / 4], rank + 1, 'float32');
-    const transfers = async (producer: FileTensorStore, name: string): Promise<number> => {
+    const transfers = async (producer: FileTensorStore, name: string, naming: Naming): Promise<number> => {
+      const consumer = producer === fileStore ? store : producer;
       const seconds: number[] = [];
       for (let i = -1; i < plan.transfers; i++) {
+        const key = `${name}:${i}`;
         const started = performance.now();
         if (rank === 0) {
-          await producer.srcSet(`${name}:${i}`, big, 1);
-          await producer.srcWaitUntilGetFinished(`${name}:${i}`);
+          await producer.srcSet(key, big, 1, naming.set);
+          await producer.srcWaitUntilGetFinished(key);
         } else {
-          const value = await store.destGet(`${name}:${i}`);
-          big.bytes().set(value.bytes());
-          await store.destFinishGet(`${name}:${i}`);
+          // What recv does: the value may land in the receiver's own tensor, else it is copied there.
+          if (naming.get.from !== undefined) consumer.landIn(key, big, { from: naming.get.from });
+          const value = await consumer.destGet(key, naming.get);
+          if (value.data.buffer !== big.data.buffer) big.bytes().set(value.bytes());
+          await consumer.destFinishGet(key);
         }
         // The first one (i = -1) creates and faults in the arena: a warm-up, not timed.
         if (i >= 0) seconds.push((performance.now() - started) / 1000);
@@ -122,17 +156,22 @@ async function peer(rank: number, dir: string, plan: Plan): Promise<PeerFigures>
       big.fill_(rank + 1);
       return plan.transferBytes / median(seconds) / 1e9;
     };
-    const transferGBps = await transfers(store, 'arena');
-    const fileTransferGBps = await transfers(fileStore, 'file');
+    const transferGBps = await transfers(store, 'arena', anonymous);
+    const fileTransferGBps = await transfers(fileStore, 'file', anonymous);
+    const ringTransferGBps = await transfers(ringStore, 'ring', named);
     return {
-      roundTripUs: median(blockUs),
-      roundTripCpuUs: (cpu.user + cpu.system) / (perBlock * plan.blocks),
+      roundTripUs: files.us,
+      roundTripCpuUs: files.cpuUs,
+      ringRoundTripUs: rings.us,
+      ringRoundTripCpuUs: rings.cpuUs,
       transferGBps,
       fileTransferGBps,
+      ringTransferGBps,
     };
   } finally {
     store.close();
     fileStore.close();
+    ringStore.close();
   }
 }
 
@@ -163,9 +202,12 @@ export async function runFileStoreBench(
     figures = {
       roundTripUs: producer.roundTripUs,
       roundTripCpuUs: producer.roundTripCpuUs + consumer.roundTripCpuUs,
+      ringRoundTripUs: producer.ringRoundTripUs,
+      ringRoundTripCpuUs: producer.ringRoundTripCpuUs + consumer.ringRoundTripCpuUs,
       transferBytes: plan.transferBytes,
       transferGBps: producer.transferGBps,
       fileTransferGBps: producer.fileTransferGBps,
+      ringTransferGBps: producer.ringTransferGBps,
     };
   } finally {
     removeJobDirectory(dir);
@@ -177,14 +219,22 @@ export async function runFileStoreBench(
     value === undefined ? `gloo: ${gloo.skipped ?? 'no figure'}` : `gloo ${fixed(value)} ${unit}`;
   log(`# FileTensorStore between two processes in ${dir}${options.quick ? ' (--quick)' : ''}`);
   log(
-    `round trip 4 B            ${fixed(figures.roundTripUs)} us   (${anchor(figures.glooRoundTripUs, 'us')}; ` +
+    `round trip 4 B, files     ${fixed(figures.roundTripUs)} us   (${anchor(figures.glooRoundTripUs, 'us')}; ` +
       `CPU ${fixed(figures.roundTripCpuUs)} us per round trip, both processes)`,
+  );
+  log(
+    `round trip 4 B, rings     ${fixed(figures.ringRoundTripUs)} us   ` +
+      `(CPU ${fixed(figures.ringRoundTripCpuUs)} us per round trip, both processes)`,
   );
   log(
     `transfer ${plan.transferBytes / MiB} MiB, arena   ${fixed(figures.transferGBps, 3)} GB/s (${anchor(figures.glooGBps, 'GB/s')})`,
   );
   log(
     `transfer ${plan.transferBytes / MiB} MiB, files   ${fixed(figures.fileTransferGBps, 3)} GB/s (arenas off)`,
+  );
+  log(
+    `transfer ${plan.transferBytes / MiB} MiB, rings   ${fixed(figures.ringTransferGBps, 3)} GB/s ` +
+      '(landing in the receiver: copied out of the producer where the system allows it)',
   );
   return figures;
 }
