@@ -88,6 +88,7 @@ export class MemoryTensorStore implements TensorStore {
   readonly #consuming = new Map<string, number>();
   readonly #staging = new StagingPool();
   readonly #regions: SharedArrayBuffer | undefined;
+  #closed = false;
 
   static createShared(spec: Partial<SlotTableSpec> = {}): MemoryStoreShared {
     const full = { ...DEFAULT_SPEC, ...spec };
@@ -113,6 +114,7 @@ export class MemoryTensorStore implements TensorStore {
     this.#abort = options.abort;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#regions = shared.regions;
+    storesInThisThread++;
   }
 
   sharedRegion(key: string, bytes: number): SharedRegion | undefined {
@@ -126,7 +128,7 @@ export class MemoryTensorStore implements TensorStore {
     } finally {
       t.unlock();
     }
-    return region && { ...region, abort: this.#abort };
+    return region && { ...region, abort: this.#abort, mayBlock: soleStoreInThread };
   }
 
   /** Number of peer buffers this rank still maps (for leak checks). */
@@ -513,7 +515,17 @@ export class MemoryTensorStore implements TensorStore {
   }
 
   close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    storesInThisThread--;
     this.#registry.close();
     this.#staging.clear();
   }
 }
+
+/**
+ * Stores open in this thread: one per rank thread, but several where ranks
+ * share a thread (simulated in a test), which a blocked wait would stop too.
+ */
+let storesInThisThread = 0;
+const soleStoreInThread = () => storesInThisThread === 1;

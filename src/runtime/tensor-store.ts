@@ -125,4 +125,9 @@ export interface SharedRegion {
   byteLength: number;
   /** The job's abort flag, which every wait on the region must end with. */
   abort?: AbortWord;
+  /**
+   * Whether a wait on the region may block its thread (Atomics.wait): not
+   * while other ranks share the thread, which would stand still with it.
+   */
+  mayBlock?: () => boolean;
 }

@@ -11,6 +11,8 @@ import { CommTimeoutError } from './errors.ts';
 const PARK_CHUNK_MS = 50;
 /** How long a wait spins before parking. Waking from a park takes an event-loop turn (tens of µs or more). */
 let spinMs = 0.2;
+/** Whether ranks outnumber cores: only then do waits that may block (blockMs) block. */
+let oversubscribed = false;
 
 /**
  * Spinning only pays while every waiting thread has a core: with more ranks
@@ -18,6 +20,7 @@ let spinMs = 0.2;
  */
 export function setSpinBudget(threadsPerCore: number): void {
   spinMs = threadsPerCore <= 1 ? 0.2 : 0.005;
+  oversubscribed = threadsPerCore > 1;
 }
 
 let parkedWaiters = 0;
@@ -40,7 +43,19 @@ export interface WaitOptions {
   abort: AbortWord | undefined;
   /** Called only on timeout: who is waiting for whom, and for what. */
   describe: () => string;
+  /**
+   * With more ranks than cores, after the spin, block the thread
+   * (Atomics.wait) for up to this long before parking on the event loop: a
+   * notify then wakes the thread itself, without an event-loop turn, and the
+   * blocked thread leaves its core to the ranks it waits for. Only for waits
+   * in which the rank has nothing else to do (every rank of its group is in
+   * the same collective): its event loop stands still meanwhile.
+   */
+  blockMs?: number;
 }
+
+/** A blocked wait looks at the abort word this often (an abort need not notify the word waited on). */
+const BLOCK_CHUNK_MS = 0.5;
 
 export function deadlineAfter(timeoutMs: number): number {
   return performance.now() + timeoutMs;
@@ -63,6 +78,15 @@ export async function waitForWord(
     for (let i = 0; i < 64 && !ready(value); i++) value = Atomics.load(words, index);
     if (ready(value)) return;
   } while (performance.now() < spinUntil);
+  if (options.blockMs && oversubscribed) {
+    const blockUntil = Math.min(options.deadline, performance.now() + options.blockMs);
+    for (let left = blockUntil - performance.now(); left > 0; left = blockUntil - performance.now()) {
+      options.abort?.throwIfAborted();
+      Atomics.wait(words, index, value, Math.min(left, BLOCK_CHUNK_MS));
+      value = Atomics.load(words, index);
+      if (ready(value)) return;
+    }
+  }
   holdEventLoop();
   try {
     for (;;) {

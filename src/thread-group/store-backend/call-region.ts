@@ -61,6 +61,8 @@ const RECORD_HEADER_BYTES = 16;
 const RECORD_BYTES = RECORD_HEADER_BYTES + MAX_TAG_BYTES + REGION_MAX_BYTES;
 /** A monitored call's slow wait looks at the ranks it waits for this often (as Exchange does). */
 const PEER_CHECK_MS = 100;
+/** How long a wait in the region blocks its thread before it parks on the event loop (see waitForWord). */
+const BLOCK_MS = 2;
 /** Encoded signatures kept per group: a program repeats a handful of calls. */
 const SIGNATURES_KEPT = 64;
 
@@ -89,6 +91,7 @@ interface Operands {
 export class CallRegion {
   readonly #group: GroupView;
   readonly #abort: AbortWord | undefined;
+  readonly #mayBlock: (() => boolean) | undefined;
   readonly #buffer: SharedArrayBuffer;
   readonly #base: number;
   readonly #words: Int32Array;
@@ -100,6 +103,7 @@ export class CallRegion {
   constructor(region: SharedRegion, group: GroupView) {
     this.#group = group;
     this.#abort = region.abort;
+    this.#mayBlock = region.mayBlock;
     this.#buffer = region.buffer;
     this.#base = region.byteOffset;
     this.#words = new Int32Array(region.buffer, region.byteOffset, region.byteLength >> 2);
@@ -333,6 +337,8 @@ export class CallRegion {
           deadline: sliceEnd,
           abort: this.#abort,
           describe: what,
+          // Every rank of the group is in this call: waking the thread itself beats an event-loop turn.
+          blockMs: this.#mayBlock?.() ? BLOCK_MS : undefined,
         });
         return;
       } catch (error) {

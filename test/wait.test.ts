@@ -1,0 +1,123 @@
+import { Worker } from 'node:worker_threads';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AbortWord } from '../src/runtime/abort-word.ts';
+import { CommTimeoutError, RankFailedError } from '../src/runtime/errors.ts';
+import { setSpinBudget, waitForWord } from '../src/runtime/wait.ts';
+
+/** A thread that sets word 0 to `value` and notifies its waiters after `ms`, or raises the abort flag instead. */
+function later(words: Int32Array, ms: number, value: number, abort?: AbortWord): Worker {
+  const code = `
+    const { workerData: { buffer, abort, ms, value } } = require('node:worker_threads');
+    const words = new Int32Array(buffer);
+    setTimeout(() => {
+      if (abort) {
+        // An abort raised the way AbortWord does it, without a notify on the word waited on.
+        const flag = new Int32Array(abort, 0, 2);
+        Atomics.store(flag, 1, 0);
+        Atomics.store(flag, 0, 3);
+      } else {
+        Atomics.store(words, 0, value);
+        Atomics.notify(words, 0);
+      }
+    }, ms);`;
+  return new Worker(code, {
+    eval: true,
+    workerData: { buffer: words.buffer, abort: abort?.buffer, ms, value },
+  });
+}
+
+/** Resolves to whether a timer set just before `wait` fired while the wait was still running. */
+async function timerFiredDuring(wait: () => Promise<unknown>): Promise<boolean> {
+  let fired = false;
+  let settled = false;
+  setTimeout(() => {
+    fired = true;
+  }, 1);
+  const result = wait().finally(() => {
+    settled = true;
+  });
+  const firedBefore = await new Promise<boolean>((resolve) => {
+    const check = setInterval(() => {
+      if (fired || settled) {
+        clearInterval(check);
+        resolve(fired && !settled);
+      }
+    }, 0);
+  });
+  await result.catch(() => {});
+  return firedBefore;
+}
+
+describe('waitForWord', () => {
+  afterEach(() => setSpinBudget(1));
+
+  it('with more ranks than cores, blocks its thread for blockMs: a notify ends the wait without an event-loop turn', async () => {
+    setSpinBudget(2);
+    const words = new Int32Array(new SharedArrayBuffer(4));
+    const worker = later(words, 150, 1);
+    try {
+      const fired = await timerFiredDuring(() =>
+        waitForWord(words, 0, (v) => v === 1, {
+          deadline: performance.now() + 10_000,
+          abort: undefined,
+          describe: () => 'the worker',
+          blockMs: 5_000,
+        }),
+      );
+      expect(fired).toBe(false);
+      expect(Atomics.load(words, 0)).toBe(1);
+    } finally {
+      await worker.terminate();
+    }
+  });
+
+  it('parks on the event loop instead while every rank has a core, or without blockMs', async () => {
+    for (const [threadsPerCore, blockMs] of [
+      [1, 5_000],
+      [2, undefined],
+    ] as const) {
+      setSpinBudget(threadsPerCore);
+      const words = new Int32Array(new SharedArrayBuffer(4));
+      const worker = later(words, 150, 1);
+      try {
+        const fired = await timerFiredDuring(() =>
+          waitForWord(words, 0, (v) => v === 1, {
+            deadline: performance.now() + 10_000,
+            abort: undefined,
+            describe: () => 'the worker',
+            blockMs,
+          }),
+        );
+        expect(fired, `${threadsPerCore} threads per core, blockMs ${blockMs}`).toBe(true);
+      } finally {
+        await worker.terminate();
+      }
+    }
+  });
+
+  it('a blocked wait sees an abort raised without a notify, and its deadline', async () => {
+    setSpinBudget(2);
+    const words = new Int32Array(new SharedArrayBuffer(4));
+    const abort = new AbortWord();
+    const worker = later(words, 100, 1, abort);
+    try {
+      const aborted = await waitForWord(words, 0, (v) => v === 1, {
+        deadline: performance.now() + 10_000,
+        abort,
+        describe: () => 'the worker',
+        blockMs: 5_000,
+      }).catch((e: unknown) => e);
+      expect(aborted).toBeInstanceOf(RankFailedError);
+    } finally {
+      await worker.terminate();
+    }
+    const timedOut = await waitForWord(words, 0, (v) => v === 7, {
+      deadline: performance.now() + 30,
+      abort: undefined,
+      describe: () => 'nobody',
+      blockMs: 5_000,
+    }).catch((e: unknown) => e);
+    expect(timedOut).toBeInstanceOf(CommTimeoutError);
+    expect((timedOut as Error).message).toBe('nobody');
+  });
+});
