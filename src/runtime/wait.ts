@@ -55,7 +55,7 @@ export interface WaitOptions {
 }
 
 /** A blocked wait looks at the abort word this often (an abort need not notify the word waited on). */
-const BLOCK_CHUNK_MS = 0.5;
+const BLOCK_CHUNK_MS = 10;
 
 export function deadlineAfter(timeoutMs: number): number {
   return performance.now() + timeoutMs;

@@ -62,7 +62,7 @@ const RECORD_BYTES = RECORD_HEADER_BYTES + MAX_TAG_BYTES + REGION_MAX_BYTES;
 /** A monitored call's slow wait looks at the ranks it waits for this often (as Exchange does). */
 const PEER_CHECK_MS = 100;
 /** How long a wait in the region blocks its thread before it parks on the event loop (see waitForWord). */
-const BLOCK_MS = 2;
+const BLOCK_MS = 10;
 /** Encoded signatures kept per group: a program repeats a handful of calls. */
 const SIGNATURES_KEPT = 64;
 
