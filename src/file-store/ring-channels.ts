@@ -16,17 +16,18 @@
  * the consumer cannot read other processes, a reference to a region of the
  * producer's shared arena (the consumer gets a view of it, not a copy); or,
  * for a GPU tensor or when the arenas are full, a note that the value waits
- * in a value file. A consumer
- * keeps what arrives by (producer, key) until a get takes it, and its finish
- * goes back as a record; a producer that gives up withdraws its value.
+ * in a value file. A consumer keeps what arrives by (producer, key) until a
+ * get takes it, and its finish goes back as a record; a producer that gives
+ * up withdraws its value. What a rank writes to its peers goes through its
+ * RingOutbox (ring-outbox.ts).
  *
  * Waits spin on the rings for a moment when every rank of the node has a
  * core, then sleep on the rank's doorbell with a bounded poll as a safety net;
  * the job's abort wakes them through the store.
  */
 
-import { SpareBuffers } from '../network-store/spare-buffers.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
+import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { encodeBounded, encodeText, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type { StoreEntry, StoreFinishOptions } from '../runtime/tensor-store.ts';
 import { sameShape } from '../tensor/shape.ts';
@@ -34,10 +35,11 @@ import { Tensor } from '../tensor/tensor.ts';
 import type { ArenaViews } from './arena-views.ts';
 import type { ByteRing } from './byte-ring.ts';
 import { type CrossMemory, crossMemory } from './cross-memory.ts';
-import { Doorbell, DoorbellPush } from './doorbell.ts';
+import { Doorbell } from './doorbell.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { arenaFile } from './file-names.ts';
 import type { ProducerArenas } from './producer-arenas.ts';
+import { RingOutbox } from './ring-outbox.ts';
 import {
   decodeRecord,
   finishedRecord,
@@ -104,17 +106,6 @@ export function defaultRingBytes(ranks: number): number {
   return Math.min(MAX_RING_BYTES, Math.max(MIN_RING_BYTES, 2 ** Math.floor(Math.log2(share))));
 }
 
-interface Outbound {
-  rank: number;
-  segment: RingSegment | undefined;
-  ring: ByteRing | undefined;
-  bell: DoorbellPush;
-  /** Records that found the ring full, in order. */
-  pending: Array<{ parts: Uint8Array[]; bytes: number }>;
-  /** Its store closed (its doorbell has no reader): records for it are dropped. */
-  gone: boolean;
-}
-
 interface Inbound {
   rank: number;
   ring: ByteRing;
@@ -160,7 +151,7 @@ export class RingChannels {
   readonly #inbox: RingSegment;
   readonly #bell: Doorbell;
   readonly #inbound: Inbound[];
-  readonly #outbound = new Map<number, Outbound>();
+  readonly #outbox: RingOutbox;
   readonly #arrivals = new Map<string, Arrival[]>();
   readonly #produced = new Map<string, Produced>();
   readonly #sends = new Map<number, Send>();
@@ -170,9 +161,6 @@ export class RingChannels {
   readonly #landings = new Map<string, Tensor>();
   readonly #spare = new SpareBuffers(SPARE_MAX_BYTES);
   readonly #cross: CrossMemory | undefined;
-  /** Peers written to since their doorbells were last rung (see #ringDue). */
-  readonly #due = new Set<Outbound>();
-  #ringScheduled = false;
   #spinMisses = 0;
   #waitsSinceSpin = 0;
   readonly #maxBuffered: number;
@@ -203,6 +191,9 @@ export class RingChannels {
       this.#inbox.close();
       throw error;
     }
+    this.#outbox = new RingOutbox(host.dir, host.rank, ranks.length - 1, this.#ringBytes, (owner) =>
+      this.#slotIn(owner, host.rank),
+    );
     this.#inbound = ranks
       .filter((r) => r !== host.rank)
       .map((rank) => ({ rank, ring: this.#inbox.rings[this.#slotIn(host.rank, rank)], broken: undefined }));
@@ -246,8 +237,7 @@ export class RingChannels {
       pid: process.pid,
       address: cross.addressOf(tensor.bytes()),
     };
-    const readsUs = (consumer: number) =>
-      remote !== undefined && this.#readsPeers(this.#outboundTo(consumer));
+    const readsUs = (consumer: number) => remote !== undefined && this.#outbox.readsPeers(consumer);
     let region: ArenaRef | undefined;
     if (large && !to.every(readsUs)) {
       region = this.#host.arenas.store(tensor.bytes(), where);
@@ -302,7 +292,7 @@ export class RingChannels {
         produced.sends.push(send);
         this.#sends.set(id, send);
       }
-      this.#write(consumer, valueRecord(id, keyBytes, tagBytes, tensor, payload));
+      this.#outbox.write(consumer, valueRecord(id, keyBytes, tagBytes, tensor, payload));
     }
   }
 
@@ -357,7 +347,7 @@ export class RingChannels {
    * region is never reused.
    */
   #withdraw(p: Produced): void {
-    for (const send of p.sends) if (!send.finished) this.#write(send.to, [withdrawRecord(send.id)]);
+    for (const send of p.sends) if (!send.finished) this.#outbox.write(send.to, [withdrawRecord(send.id)]);
   }
 
   /**
@@ -404,7 +394,7 @@ export class RingChannels {
         const message =
           `rank ${this.#host.rank} could not copy the value of key ${JSON.stringify(key)} ` +
           `from rank ${from}: ${(error as Error).message}`;
-        this.#write(from, [finishedRecord(arrival.id, { error: message })]);
+        this.#outbox.write(from, [finishedRecord(arrival.id, { error: message })]);
         throw new RankFailedError(message, from);
       }
       tensor = into;
@@ -418,7 +408,7 @@ export class RingChannels {
         if (!buffer)
           throw new FileStoreCorruptError(`${describe} is in arena file ${path}, which does not exist`);
       } catch (error) {
-        this.#write(from, [
+        this.#outbox.write(from, [
           finishedRecord(arrival.id, { error: `rank ${this.#host.rank}: ${(error as Error).message}` }),
         ]);
         throw error;
@@ -458,7 +448,7 @@ export class RingChannels {
 
   /** Sends a get's finish back to its producer. */
   finish(held: RingHeld & { inFile: false }, options: StoreFinishOptions): void {
-    this.#write(held.from, [finishedRecord(held.id, options)]);
+    this.#outbox.write(held.from, [finishedRecord(held.id, options)]);
     if (held.spare) this.#spare.give(held.spare);
   }
 
@@ -484,7 +474,7 @@ export class RingChannels {
       const remaining = deadline - performance.now();
       if (remaining <= 0) throw new CommTimeoutError(describe());
       // The peers this burst wrote to are woken before this rank spins or sleeps.
-      this.#ringDue();
+      this.#outbox.ringDue();
       if (!spun && this.#spinPays()) {
         spun = true;
         const caught = this.#spinUntilRecord(Math.min(SPIN_MS, remaining));
@@ -550,7 +540,7 @@ export class RingChannels {
   /** Reads every inbound ring, then writes what waited for room. */
   #service(): void {
     for (const inbound of this.#inbound) this.#read(inbound);
-    for (const out of this.#outbound.values()) if (out.pending.length > 0) this.#flush(out);
+    this.#outbox.flushPending();
   }
 
   #read(inbound: Inbound): void {
@@ -571,7 +561,7 @@ export class RingChannels {
     }
     // The producer marked that it waits for room: it is told once records were freed,
     // rung whether it sleeps or not: it has records queued, not a wait that would look at the rings.
-    if (ring.takeBlocked()) this.#outboundTo(inbound.rank).bell.ring();
+    if (ring.takeBlocked()) this.#outbox.wake(inbound.rank);
   }
 
   #dispatch(from: number, body: Uint8Array): void {
@@ -607,92 +597,6 @@ export class RingChannels {
     }
   }
 
-  /** Opens the peer's inbox, if not yet, and tells whether it copies from this process's memory. */
-  #readsPeers(out: Outbound): boolean {
-    this.#open(out);
-    return out.segment?.readsPeers() === true;
-  }
-
-  #outboundTo(rank: number): Outbound {
-    let out = this.#outbound.get(rank);
-    if (!out) {
-      out = {
-        rank,
-        segment: undefined,
-        ring: undefined,
-        bell: new DoorbellPush(this.#host.dir, rank),
-        pending: [],
-        gone: false,
-      };
-      this.#outbound.set(rank, out);
-    }
-    return out;
-  }
-
-  /** Writes a record to `rank`'s ring, or queues it behind records that found no room. */
-  #write(rank: number, parts: Uint8Array[]): void {
-    const out = this.#outboundTo(rank);
-    if (out.gone) return;
-    const bytes = parts.reduce((sum, part) => sum + part.length, 0);
-    out.pending.push({ parts, bytes });
-    this.#flush(out);
-  }
-
-  #open(out: Outbound): void {
-    if (!out.ring) {
-      out.segment = RingSegment.open(this.#host.dir, out.rank, this.ranks.size - 1, this.#ringBytes);
-      if (!out.segment) {
-        throw new Error(
-          `rank ${this.#host.rank} cannot reach rank ${out.rank} through shared memory: its ring file ` +
-            `does not exist in ${this.#host.dir} (has its store been created, or closed already?)`,
-        );
-      }
-      out.ring = out.segment.rings[this.#slotIn(out.rank, this.#host.rank)];
-    }
-  }
-
-  #flush(out: Outbound): void {
-    this.#open(out);
-    const ring = out.ring as ByteRing;
-    let wrote = false;
-    while (out.pending.length > 0) {
-      const { parts, bytes } = out.pending[0];
-      if (!ring.tryWrite(parts, bytes)) {
-        ring.markBlocked();
-        // The consumer may have freed room between the failed write and the mark: look once more.
-        if (!ring.tryWrite(parts, bytes)) break;
-      }
-      out.pending.shift();
-      wrote = true;
-    }
-    if (wrote) this.#scheduleBell(out);
-  }
-
-  /**
-   * Rings the peer's doorbell once the current burst of calls is over: a
-   * finish and the next value, written one after the other, then wake the
-   * peer once. Ringing at each record would wake it for the first, and the
-   * scheduler often hands it the core before the second is written.
-   */
-  #scheduleBell(out: Outbound): void {
-    this.#due.add(out);
-    if (this.#ringScheduled) return;
-    this.#ringScheduled = true;
-    process.nextTick(() => this.#ringDue());
-  }
-
-  /** Rings the doorbells of the peers written to that sleep; a peer without a reader closed its store. */
-  #ringDue(): void {
-    this.#ringScheduled = false;
-    for (const out of this.#due) {
-      if (out.segment?.isParked() && !out.bell.ring()) {
-        out.gone = true;
-        out.pending.length = 0;
-      }
-    }
-    this.#due.clear();
-  }
-
   /** Withdraws values nobody waited for, wakes every wait (they fail: the store closed) and unmaps. */
   close(): void {
     if (this.#closed) return;
@@ -701,11 +605,7 @@ export class RingChannels {
     this.wakeAll();
     this.#bell.close();
     this.#inbox.close();
-    for (const out of this.#outbound.values()) {
-      out.bell.close();
-      out.segment?.close();
-    }
-    this.#outbound.clear();
+    this.#outbox.close();
     this.#arrivals.clear();
     this.#produced.clear();
     this.#sends.clear();

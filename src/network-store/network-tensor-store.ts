@@ -19,6 +19,7 @@
 import net from 'node:net';
 import { FrameDecoder } from '../rendezvous/protocol.ts';
 import { CollectiveMismatchError, CommTimeoutError, type RankFailedError } from '../runtime/errors.ts';
+import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { encodeBounded, MAX_DIMS, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type {
   StoreEntry,
@@ -41,7 +42,6 @@ import {
   type Settings,
 } from './options.ts';
 import { COPY_MAX_BYTES, PeerConnection, type PeerEvents } from './peer-connection.ts';
-import { SpareBuffers } from './spare-buffers.ts';
 import { Wakers, waitUntil } from './wait-until.ts';
 import { Wants } from './wants.ts';
 import { checkKey, type Finished, FRAME_LIMIT, MAX_STATUS_BYTES, type ValueHeader } from './wire.ts';
