@@ -7,11 +7,16 @@
  *   slice from every peer's, then publishes it for all and copies the others'
  *   reduced slices. Every rank sends, reads and reduces 1/n of the data, in
  *   parallel: bandwidth-optimal, like gloo's ring, in two rounds.
+ *   Where the store copies values rather than lending views of them (between
+ *   processes) and can land them in place, the same two rounds go in chunks
+ *   (all-reduce-pipelined.ts), so copying, reducing and landing overlap:
+ *   64 MiB between two processes took 51-54 ms in one round, 24 ms pipelined.
  */
 
 import { deviceScratch } from '../../cuda/device-memory.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
+import { allReducePipelined } from './all-reduce-pipelined.ts';
 import { type Exchange, landed } from './exchange.ts';
 import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
 
@@ -23,6 +28,7 @@ export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Prom
     return;
   }
   if (tensor.nbytes <= ONE_EXCHANGE_MAX_BYTES) await allReduceOneExchange(x, tensor, op);
+  else if (tensor.device === 'cpu' && x.landsInPlace) await allReducePipelined(x, tensor, op);
   else await allReduceScatterGather(x, tensor, op);
 }
 

@@ -148,6 +148,11 @@ export class Exchange {
    * must not touch `into` until then, and the producer's causality must make
    * it free by the time the value comes.
    */
+  /** Whether the store can write values straight into a tensor of the consumer's (TensorStore.landIn). */
+  get landsInPlace(): boolean {
+    return this.#store.landIn !== undefined;
+  }
+
   landIn(phase: number, producer: number, into: Tensor, consumer?: number): void {
     const cancel = this.#store.landIn?.(this.key(phase, producer, consumer), into, {
       from: this.globalRank(producer),
