@@ -468,11 +468,18 @@ describe('FileTensorStore rings between processes', () => {
   );
   const quiet = () => {};
 
-  it('keeps small and large messages interleaved, many in flight, in order and intact', async () => {
+  it('keeps small and large messages interleaved, many in flight, in order and intact; large allReduces exact', async () => {
     const launch: Launch = (entry, args) => launchProcesses(entry, { nproc: 2, args, output: quiet });
-    const [sender, receiver] = await fixture.run('interleaved', launch, { messages: 300 });
+    const results = await fixture.runSteps(['interleaved', 'large-allreduce'], launch, { messages: 300 });
+    const [sender, receiver] = results.interleaved;
     expect(sender).toBe('sent');
     expect(receiver).toEqual({ received: 300, wrong: [] });
+    expect(results['large-allreduce']).toEqual([[], []]);
+  });
+
+  it('three processes allReduce large tensors exactly', async () => {
+    const launch: Launch = (entry, args) => launchProcesses(entry, { nproc: 3, args, output: quiet });
+    expect(await fixture.run('large-allreduce', launch)).toEqual([[], [], []]);
   });
 
   it('a rank killed by SIGKILL with half a record in its peer ring fails the peer naming it, nothing read', async () => {

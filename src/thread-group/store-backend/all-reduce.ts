@@ -10,7 +10,8 @@
  *   Where the store copies values rather than lending views of them (between
  *   processes) and can land them in place, the same two rounds go in chunks
  *   (all-reduce-pipelined.ts), so copying, reducing and landing overlap:
- *   64 MiB between two processes took 51-54 ms in one round, 24 ms pipelined.
+ *   64 MiB between two processes took 51-54 ms in one round, 24 ms pipelined;
+ *   below 2 MiB the two took about as long.
  */
 
 import { deviceScratch } from '../../cuda/device-memory.ts';
@@ -21,6 +22,8 @@ import { type Exchange, landed } from './exchange.ts';
 import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
 
 export const ONE_EXCHANGE_MAX_BYTES = 64 << 10;
+/** From this size on the pipelined rounds pay for their extra exchange (measured between two processes). */
+const PIPELINED_MIN_BYTES = 2 << 20;
 
 export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {
   if (x.size === 1) {
@@ -28,7 +31,8 @@ export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Prom
     return;
   }
   if (tensor.nbytes <= ONE_EXCHANGE_MAX_BYTES) await allReduceOneExchange(x, tensor, op);
-  else if (tensor.device === 'cpu' && x.landsInPlace) await allReducePipelined(x, tensor, op);
+  else if (tensor.device === 'cpu' && x.landsInPlace && tensor.nbytes >= PIPELINED_MIN_BYTES)
+    await allReducePipelined(x, tensor, op);
   else await allReduceScatterGather(x, tensor, op);
 }
 
