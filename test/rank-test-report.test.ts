@@ -108,7 +108,11 @@ describe('a failing rank test', () => {
       /^rank [01]: allReduce\(float32\[4\], sum\) call #0 on group "world": rank [01] timed out after 500 ms waiting for group rank 2 \(global rank 2\)\nhang report \(rank [01], after waiting 500\.0 ms\):\nranks that have not arrived at call #0 on group "world": 2\n/,
     );
     expect(first.message).toMatch(/rank 2: running its own code/);
-    expect(test.errors[1].message).toMatch(/\n\(hang report: see rank [01]'s above\)$/);
+    // The other rank timed out too and points at the report, or, when the first one's timeout reached
+    // it before its own timer fired (threads start apart on a loaded machine), fails naming that rank.
+    expect(test.errors[1].message).toMatch(
+      /\n\(hang report: see rank [01]'s above\)$|^rank [01]: rank [01] \(rank-[01]\) failed: CommTimeoutError: allReduce\(float32\[4\], sum\) call #0 on group "world": rank [01] timed out after 500 ms waiting for group rank 2/,
+    );
     expect(all.match(/hang report \(rank/g)).toHaveLength(2);
     // No store keys, no internal tags.
     expect(all).not.toMatch(/destGet|srcWaitUntilGetFinished|no rank has set this key/);
