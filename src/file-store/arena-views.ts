@@ -12,9 +12,10 @@
  * seen by the value's other consumers (unlike a private mapping, which would
  * keep its copied page and show stale bytes for every later value there).
  */
-import { closeSync, fstatSync, openSync } from 'node:fs';
+import { closeSync, fstatSync } from 'node:fs';
 import { FileStoreCorruptError } from './errors.ts';
 import { type Mapping, mapFile } from './mapped-file.ts';
+import { openIfPresent } from './present-files.ts';
 
 interface MappedArena {
   fd: number;
@@ -49,13 +50,8 @@ export class ArenaViews {
   }
 
   #map(path: string, describe: string): MappedArena | undefined {
-    let fd: number;
-    try {
-      fd = openSync(path, 'r+');
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw error;
-    }
+    const fd = openIfPresent(path);
+    if (fd === undefined) return undefined;
     try {
       const { size } = fstatSync(fd);
       if (size === 0) throw new FileStoreCorruptError(`${describe} is corrupt: arena file ${path} is empty`);

@@ -15,6 +15,7 @@ import { closeSync, constants, openSync, unlinkSync, writeSync } from 'node:fs';
 import net from 'node:net';
 import { TMP_DIR } from './file-names.ts';
 import { errno, libc } from './libc.ts';
+import { removeIfPresent } from './present-files.ts';
 
 const EEXIST = 17;
 const RING = new Uint8Array([1]);
@@ -67,11 +68,7 @@ export class Doorbell {
 
   close(): void {
     this.#socket.destroy();
-    try {
-      unlinkSync(this.#path);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    }
+    removeIfPresent(this.#path);
   }
 }
 

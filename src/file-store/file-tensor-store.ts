@@ -28,9 +28,7 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
-  rmdirSync,
   statSync,
-  unlinkSync,
   writeFileSync,
   writeSync,
   writevSync,
@@ -62,6 +60,7 @@ import { arenaFile, CLAIMS_DIR, doneDir, KeyFiles, TMP_DIR, topicOf } from './fi
 import { readJobAbort } from './job-abort.ts';
 import { canMapFiles } from './mapped-file.ts';
 import { occupiedKeyError } from './occupied-key.ts';
+import { removeIfPresent } from './present-files.ts';
 import { ProducerArenas } from './producer-arenas.ts';
 import { asSpaceError, reserveFileSpace } from './reserve-space.ts';
 import { type RingChannelOptions, RingChannels } from './ring-channels.ts';
@@ -329,7 +328,7 @@ export class FileTensorStore implements TensorStore {
       if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw occupiedKeyError(files.value, where());
       throw asSpaceError(error, this.dir, fileBytes, where());
     } finally {
-      removeQuietly(temp);
+      removeIfPresent(temp);
     }
     this.#produced.set(key, {
       files,
@@ -416,12 +415,12 @@ export class FileTensorStore implements TensorStore {
         ? readMarker(p.files.done(this.rank, p.generation, p.failedSlots[0]))
         : undefined;
     // The value goes first: a consumer that claims after this sees it gone and withdraws its claim.
-    removeQuietly(p.files.value);
+    removeIfPresent(p.files.value);
     // A consumer that claimed before may still be reading the region: then it is never reused.
     if (p.region && !this.#mayStillRead(p)) this.#arenas.free(p.region);
     for (let slot = 0; slot < p.consumers; slot++) {
-      removeQuietly(p.files.claim(p.generation, slot), true);
-      removeQuietly(p.files.done(this.rank, p.generation, slot));
+      removeIfPresent(p.files.claim(p.generation, slot), true);
+      removeIfPresent(p.files.done(this.rank, p.generation, slot));
     }
     if (failure) throw failure;
   }
@@ -504,7 +503,7 @@ export class FileTensorStore implements TensorStore {
       };
       if (!this.#stillPublished(held)) {
         // The producer removed this value (it finished or gave up) after we opened it.
-        removeQuietly(files.claim(header.generation, slot), true);
+        removeIfPresent(files.claim(header.generation, slot), true);
         return 'stale';
       }
       let read: ReadValue | undefined;
@@ -521,7 +520,7 @@ export class FileTensorStore implements TensorStore {
         throw error;
       }
       if (!read) {
-        removeQuietly(files.claim(header.generation, slot), true);
+        removeIfPresent(files.claim(header.generation, slot), true);
         return 'stale';
       }
       handedOver = true;
@@ -610,8 +609,8 @@ export class FileTensorStore implements TensorStore {
       else this.#writeErrorMarker(marker, options.error, options.mismatch === true);
       // A producer that gave up (timeout, withdrawal) already removed its files: remove ours too.
       if (!this.#stillPublished(held)) {
-        removeQuietly(marker);
-        removeQuietly(files.claim(generation, slot), true);
+        removeIfPresent(marker);
+        removeIfPresent(files.claim(generation, slot), true);
       }
     } finally {
       closeSync(held.fd);
@@ -631,7 +630,7 @@ export class FileTensorStore implements TensorStore {
     } catch (failure) {
       throw asSpaceError(failure, this.dir, content.length, `writing the error marker ${marker}`);
     } finally {
-      removeQuietly(temp);
+      removeIfPresent(temp);
     }
   }
 
@@ -670,15 +669,6 @@ function writeAll(fd: number, pieces: Uint8Array[]): void {
     const skip = Math.min(written, piece.length);
     written -= skip;
     for (let done = skip; done < piece.length; ) done += writeSync(fd, piece, done, piece.length - done);
-  }
-}
-
-function removeQuietly(path: string, directory = false): void {
-  try {
-    if (directory) rmdirSync(path);
-    else unlinkSync(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
 }
 

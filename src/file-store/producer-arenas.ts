@@ -15,6 +15,7 @@ import { closeSync, fstatSync, ftruncateSync, openSync, unlinkSync } from 'node:
 import { FileStoreCorruptError } from './errors.ts';
 import { arenaFile } from './file-names.ts';
 import { canMapFiles, copyInto, type Mapping, mapFile } from './mapped-file.ts';
+import { removeIfPresent } from './present-files.ts';
 import { RegionAllocator } from './region-allocator.ts';
 import { reserveFileSpace } from './reserve-space.ts';
 import type { ArenaRef } from './value-header.ts';
@@ -129,12 +130,8 @@ export class ProducerArenas {
     for (const arena of this.#arenas.splice(0)) {
       arena.mapping.release();
       closeSync(arena.fd);
-      try {
-        unlinkSync(arena.path);
-      } catch (error) {
-        // The job directory may already be gone (removed by the launcher).
-        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      }
+      // The job directory may already be gone (removed by the launcher).
+      removeIfPresent(arena.path);
     }
     this.#totalBytes = 0;
   }

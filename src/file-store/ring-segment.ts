@@ -16,6 +16,7 @@ import { ByteRing, RING_CONTROL_BYTES } from './byte-ring.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { TMP_DIR } from './file-names.ts';
 import { type Mapping, mapFile } from './mapped-file.ts';
+import { openIfPresent, removeIfPresent } from './present-files.ts';
 import { asSpaceError, reserveFileSpace } from './reserve-space.ts';
 
 const MAGIC = 0x53524354; // 'TCRS'
@@ -75,13 +76,8 @@ export class RingSegment {
   /** Maps `rank`'s inbox to write into it; undefined when it does not exist (its store is not open). */
   static open(dir: string, rank: number, rings: number, ringBytes: number): RingSegment | undefined {
     const path = ringSegmentFile(dir, rank);
-    let fd: number;
-    try {
-      fd = openSync(path, 'r+');
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw error;
-    }
+    const fd = openIfPresent(path);
+    if (fd === undefined) return undefined;
     try {
       const mapping = mapFile(fd, segmentBytes(rings, ringBytes), `ring file ${path}`, true);
       const header = new DataView(mapping.buffer, 0, HEADER_BYTES);
@@ -123,13 +119,8 @@ export class RingSegment {
   /** Unmaps (a late access reads zeros, see mapped-file.ts) and, for the owner, removes the file. */
   close(): void {
     this.#mapping.release();
-    if (this.#path === undefined) return;
-    try {
-      unlinkSync(this.#path);
-    } catch (error) {
-      // The launcher may have removed the job directory already.
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    }
+    // The launcher may have removed the job directory already.
+    if (this.#path !== undefined) removeIfPresent(this.#path);
   }
 }
 
