@@ -1,11 +1,10 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ByteRing, RING_CONTROL_BYTES } from '../src/file-store/byte-ring.ts';
 import { crossMemory } from '../src/file-store/cross-memory.ts';
 import {
   abortJob,
-  createJobDirectory,
   defaultStoreRoot,
   FileStoreCorruptError,
   type FileStoreOptions,
@@ -16,7 +15,6 @@ import { RingSegment } from '../src/file-store/ring-segment.ts';
 import {
   CollectiveMismatchError,
   CommTimeoutError,
-  type DType,
   JobFailedError,
   launchProcesses,
   RankFailedError,
@@ -25,22 +23,9 @@ import {
 import { dtypeCode } from '../src/tensor/dtype.ts';
 import type { scenarios } from './fixtures/file-store-rings.ts';
 import { type Launch, scenarioFixture } from './fixtures/scenarios.ts';
+import { expectEveryDtype, storeJobs } from './fixtures/store-jobs.ts';
 
-let root: string;
-let jobs = 0;
-const opened: FileTensorStore[] = [];
-
-beforeAll(() => {
-  root = mkdtempSync(join(defaultStoreRoot(), 'tensorcomm-rings-test-'));
-});
-afterEach(() => {
-  for (const store of opened.splice(0)) store.close();
-});
-afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-function newJob(): string {
-  return createJobDirectory({ jobId: `r${jobs++}`, root });
-}
+const { newJob, opened } = storeJobs('rings');
 
 /** `count` stores of one job with rings between all of them. */
 function ringStores(
@@ -152,26 +137,7 @@ describe('FileTensorStore rings between the ranks of a node', () => {
   ])('large values $large', ({ crossMemory }) => {
     it('carries every dtype, empty and 0-d tensors, and sizes on both sides of the inline limit, bit for bit', async () => {
       const [p, c] = ringStores(2, {}, { crossMemory });
-      const dtypes: DType[] = [
-        'float64',
-        'float32',
-        'float16',
-        'bfloat16',
-        'int64',
-        'int32',
-        'int16',
-        'int8',
-        'uint8',
-        'bool',
-      ];
-      for (const dtype of dtypes) {
-        const t = Tensor.arange(12, dtype === 'bool' ? 'uint8' : dtype).reshape([3, 4]);
-        const value = dtype === 'bool' ? Tensor.fromBuffer(t.buffer, 0, [3, 4], 'bool') : t;
-        const got = await handOver(p, c, `dtype:${dtype}`, value);
-        expect(got.dtype).toBe(dtype);
-        expect(got.shape).toEqual([3, 4]);
-        expect(Buffer.from(got.bytes()).equals(Buffer.from(value.bytes()))).toBe(true);
-      }
+      await expectEveryDtype((key, value) => handOver(p, c, key, value));
       expect((await handOver(p, c, 'empty', Tensor.empty([2, 0, 3], 'int64'))).shape).toEqual([2, 0, 3]);
       expect((await handOver(p, c, 'scalar', Tensor.full([], 7, 'int32'))).toArray()).toEqual([7]);
       // 16 KiB is the most a record carries inline; beyond, the payload goes through the producer's arena.

@@ -4,50 +4,30 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
-  rmSync,
   statSync,
   truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   abortJob,
   cleanupStaleJobDirectories,
   createJobDirectory,
-  defaultStoreRoot,
   FileStoreCorruptError,
   FileTensorStore,
   jobDirectoryInfo,
   removeJobDirectory,
 } from '../src/file-store/index.ts';
 import { RegionAllocator } from '../src/file-store/region-allocator.ts';
-import {
-  CollectiveMismatchError,
-  CommTimeoutError,
-  type DType,
-  RankFailedError,
-  Tensor,
-} from '../src/index.ts';
+import { CollectiveMismatchError, CommTimeoutError, RankFailedError, Tensor } from '../src/index.ts';
 import type { PeerStep } from './fixtures/file-store.ts';
 import { scriptStart } from './fixtures/node-script.ts';
+import { expectEveryDtype, storeJobs } from './fixtures/store-jobs.ts';
 
-let root: string;
-let jobs = 0;
-const opened: FileTensorStore[] = [];
-
-beforeAll(() => {
-  root = mkdtempSync(join(defaultStoreRoot(), 'tensorcomm-file-store-test-'));
-});
-afterEach(() => {
-  for (const store of opened.splice(0)) store.close();
-});
-afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-function newJob(): string {
-  return createJobDirectory({ jobId: `t${jobs++}`, root });
-}
+const jobs = storeJobs('file-store');
+const { newJob, opened } = jobs;
 
 function stores(dir: string, count: number, timeoutMs = 10_000): FileTensorStore[] {
   const made = Array.from({ length: count }, (_, rank) => new FileTensorStore({ dir, rank, timeoutMs }));
@@ -101,26 +81,7 @@ describe('FileTensorStore within one process', () => {
 
   it('carries every dtype, empty and zero-dimensional tensors, and a 16 MiB value bit for bit', async () => {
     const [p, c] = stores(newJob(), 2);
-    const dtypes: DType[] = [
-      'float64',
-      'float32',
-      'float16',
-      'bfloat16',
-      'int64',
-      'int32',
-      'int16',
-      'int8',
-      'uint8',
-      'bool',
-    ];
-    for (const dtype of dtypes) {
-      const t = Tensor.arange(12, dtype === 'bool' ? 'uint8' : dtype).reshape([3, 4]);
-      const value = dtype === 'bool' ? Tensor.fromBuffer(t.buffer, 0, [3, 4], 'bool') : t;
-      const got = await handOver(p, c, `dtype:${dtype}`, value);
-      expect(got.dtype).toBe(dtype);
-      expect(got.shape).toEqual([3, 4]);
-      expect(Buffer.from(got.bytes()).equals(Buffer.from(value.bytes()))).toBe(true);
-    }
+    await expectEveryDtype((key, value) => handOver(p, c, key, value));
     const empty = await handOver(p, c, 'empty', Tensor.empty([2, 0, 3], 'int64'));
     expect(empty.shape).toEqual([2, 0, 3]);
     expect(empty.dtype).toBe('int64');
@@ -178,8 +139,12 @@ describe('FileTensorStore within one process', () => {
     );
     await expect(p.srcSet('x'.repeat(200), t, 1)).rejects.toThrow(/key must be 1\.\.128 bytes/);
     await expect(p.srcSet('c', t, -1)).rejects.toThrow(/consumers must be a non-negative integer/);
-    expect(() => new FileTensorStore({ dir: join(root, 'missing'), rank: 0 })).toThrow(/does not exist/);
-    expect(() => new FileTensorStore({ dir: root, rank: -1 })).toThrow(/rank must be a non-negative integer/);
+    expect(() => new FileTensorStore({ dir: join(jobs.root(), 'missing'), rank: 0 })).toThrow(
+      /does not exist/,
+    );
+    expect(() => new FileTensorStore({ dir: jobs.root(), rank: -1 })).toThrow(
+      /rank must be a non-negative integer/,
+    );
   });
 
   it('keeps keys with slashes, dots and non-ASCII apart', async () => {
@@ -463,13 +428,15 @@ describe('FileTensorStore failures', () => {
 
 describe('job directories', () => {
   it('creates a 0700 directory whose name gives back the launcher pid and job id', () => {
-    const dir = createJobDirectory({ jobId: 'abc_1-2', root });
+    const dir = createJobDirectory({ jobId: 'abc_1-2', root: jobs.root() });
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     expect(jobDirectoryInfo(dir)).toEqual({ pid: process.pid, jobId: 'abc_1-2' });
-    expect(createJobDirectory({ jobId: 'abc_1-2', root })).toBe(dir);
+    expect(createJobDirectory({ jobId: 'abc_1-2', root: jobs.root() })).toBe(dir);
     chmodSync(dir, 0o755);
-    expect(() => createJobDirectory({ jobId: 'abc_1-2', root })).toThrow(/has mode 0755, expected 0700/);
-    expect(() => createJobDirectory({ jobId: '../escape', root })).toThrow(/jobId must be/);
+    expect(() => createJobDirectory({ jobId: 'abc_1-2', root: jobs.root() })).toThrow(
+      /has mode 0755, expected 0700/,
+    );
+    expect(() => createJobDirectory({ jobId: '../escape', root: jobs.root() })).toThrow(/jobId must be/);
     removeJobDirectory(dir);
   });
 
@@ -479,12 +446,12 @@ describe('job directories', () => {
     await p.srcSet('left', Tensor.ones([3]), 1);
     removeJobDirectory(dir);
     removeJobDirectory(dir);
-    expect(readdirSync(root)).not.toContain(dir.split('/').pop());
-    expect(() => removeJobDirectory(root)).toThrow(/not a tensorcomm job directory/);
+    expect(readdirSync(jobs.root())).not.toContain(dir.split('/').pop());
+    expect(() => removeJobDirectory(jobs.root())).toThrow(/not a tensorcomm job directory/);
   });
 
   it('cleans up directories of dead launchers and keeps live ones', () => {
-    const staleRoot = mkdtempSync(join(root, 'stale-'));
+    const staleRoot = mkdtempSync(join(jobs.root(), 'stale-'));
     const dead = createJobDirectory({ jobId: 'dead', root: staleRoot, pid: deadPid() });
     writeFileSync(join(dead, 'v.k'), 'left by a killed job');
     const live = createJobDirectory({ jobId: 'live', root: staleRoot });
