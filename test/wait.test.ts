@@ -48,51 +48,37 @@ async function timerFiredDuring(wait: () => Promise<unknown>): Promise<boolean> 
   return firedBefore;
 }
 
+/** Whether the event loop ran while a wait for a worker's notify 150 ms later was under way. */
+async function loopRanDuringWait(threadsPerCore: number, blockMs: number | undefined): Promise<boolean> {
+  setSpinBudget(threadsPerCore);
+  const words = new Int32Array(new SharedArrayBuffer(4));
+  const worker = later(words, 150, 1);
+  try {
+    const fired = await timerFiredDuring(() =>
+      waitForWord(words, 0, (v) => v === 1, {
+        deadline: performance.now() + 10_000,
+        abort: undefined,
+        describe: () => 'the worker',
+        blockMs,
+      }),
+    );
+    expect(Atomics.load(words, 0)).toBe(1);
+    return fired;
+  } finally {
+    await worker.terminate();
+  }
+}
+
 describe('waitForWord', () => {
   afterEach(() => setSpinBudget(1));
 
   it('with more ranks than cores, blocks its thread for blockMs: a notify ends the wait without an event-loop turn', async () => {
-    setSpinBudget(2);
-    const words = new Int32Array(new SharedArrayBuffer(4));
-    const worker = later(words, 150, 1);
-    try {
-      const fired = await timerFiredDuring(() =>
-        waitForWord(words, 0, (v) => v === 1, {
-          deadline: performance.now() + 10_000,
-          abort: undefined,
-          describe: () => 'the worker',
-          blockMs: 5_000,
-        }),
-      );
-      expect(fired).toBe(false);
-      expect(Atomics.load(words, 0)).toBe(1);
-    } finally {
-      await worker.terminate();
-    }
+    expect(await loopRanDuringWait(2, 5_000)).toBe(false);
   });
 
   it('parks on the event loop instead while every rank has a core, or without blockMs', async () => {
-    for (const [threadsPerCore, blockMs] of [
-      [1, 5_000],
-      [2, undefined],
-    ] as const) {
-      setSpinBudget(threadsPerCore);
-      const words = new Int32Array(new SharedArrayBuffer(4));
-      const worker = later(words, 150, 1);
-      try {
-        const fired = await timerFiredDuring(() =>
-          waitForWord(words, 0, (v) => v === 1, {
-            deadline: performance.now() + 10_000,
-            abort: undefined,
-            describe: () => 'the worker',
-            blockMs,
-          }),
-        );
-        expect(fired, `${threadsPerCore} threads per core, blockMs ${blockMs}`).toBe(true);
-      } finally {
-        await worker.terminate();
-      }
-    }
+    expect(await loopRanDuringWait(1, 5_000), '1 thread per core').toBe(true);
+    expect(await loopRanDuringWait(2, undefined), 'no blockMs').toBe(true);
   });
 
   it('a blocked wait sees an abort raised without a notify, and its deadline', async () => {
