@@ -23,6 +23,7 @@ function layersOf(r: number, worldSize: number): string {
   const layers = [
     'allReduce',
     'allReduce (large)',
+    'allReduce (large and small interleaved, 40 rounds)',
     'broadcast',
     'allGather',
     'reduceScatterTensor',

@@ -116,6 +116,11 @@ async function nodeDirectory(
 
 const addressKey = (rank: number) => `tensorcomm/network-store/${rank}`;
 
+/** Spinning on the rings or sockets pays only while every rank of this machine has a core of its own. */
+function spinPays(machineRanks: readonly number[]): boolean {
+  return machineRanks.length <= availableParallelism();
+}
+
 /** This rank's network store, connected to every rank of the other nodes. */
 async function networkStore(
   client: RendezvousClient,
@@ -131,6 +136,7 @@ async function networkStore(
     secret: networkSecret(job),
     timeoutMs: job.collectiveTimeoutMs,
     host,
+    spin: spinPays(nodes.ranksWith(env.rank)),
   });
   try {
     await client.set(addressKey(env.rank), JSON.stringify(store.address));
@@ -183,8 +189,7 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       dir: node.dir,
       rank: env.rank,
       timeoutMs: job.collectiveTimeoutMs,
-      // Spinning on the rings pays only while every rank of the node has a core of its own.
-      rings: { ranks: nodeRanks, spin: nodeRanks.length <= availableParallelism() },
+      rings: { ranks: nodeRanks, spin: spinPays(nodeRanks) },
     });
     store = near;
     let far: NetworkTensorStore | undefined;

@@ -13,7 +13,7 @@
  */
 import { readFileSync } from 'node:fs';
 import koffi from 'koffi';
-import { errno, hasLibc } from './libc.ts';
+import { errno, hasLibc } from '../runtime/libc.ts';
 
 export interface CrossMemory {
   /** Where `bytes` start in this process's memory (its backing store does not move while referenced). */

@@ -13,8 +13,8 @@
  */
 import { closeSync, constants, openSync, unlinkSync, writeSync } from 'node:fs';
 import net from 'node:net';
+import { errno, libc } from '../runtime/libc.ts';
 import { TMP_DIR } from './file-names.ts';
-import { errno, libc } from './libc.ts';
 import { removeIfPresent } from './present-files.ts';
 
 const EEXIST = 17;

@@ -20,7 +20,6 @@
  */
 import { fstatSync } from 'node:fs';
 import koffi from 'koffi';
-import { FileStoreCorruptError } from './errors.ts';
 import {
   errno,
   hasLibc,
@@ -33,7 +32,8 @@ import {
   MAP_SHARED,
   PROT_READ,
   PROT_WRITE,
-} from './libc.ts';
+} from '../runtime/libc.ts';
+import { FileStoreCorruptError } from './errors.ts';
 
 export interface Mapping {
   /** Readable for as long as anything references it, also after release(). */

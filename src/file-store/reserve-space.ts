@@ -7,8 +7,8 @@
  * touch of a reserved page never faults.
  */
 import { statfsSync } from 'node:fs';
+import { hasLibc, libc } from '../runtime/libc.ts';
 import { ShmSpaceError } from './errors.ts';
-import { hasLibc, libc } from './libc.ts';
 
 const ENOSPC = 28;
 const EDQUOT = 122;

@@ -28,6 +28,7 @@
 
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
+import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
 import { encodeBounded, encodeText, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type { StoreEntry, StoreFinishOptions } from '../runtime/tensor-store.ts';
 import { sameShape } from '../tensor/shape.ts';
@@ -93,10 +94,6 @@ const INLINE_MAX_BYTES = 16 << 10;
 const DEFAULT_MAX_BUFFERED_BYTES = 64 << 20;
 /** What a value received counts against that bound at least: its record, key and bookkeeping. */
 const ARRIVAL_MIN_BYTES = 512;
-const SPIN_MS = 0.1;
-/** Spins in a row that caught nothing before waits stop spinning, and how often one spins then. */
-const SPIN_MISSES_TOLERATED = 4;
-const SPIN_RETRY_EVERY = 64;
 /** Buffers that values copied from a producer's memory went into, kept for the next value of their size. */
 const SPARE_MAX_BYTES = 256 << 20;
 
@@ -147,7 +144,7 @@ export class RingChannels {
   readonly #host: RingHost;
   readonly #index: Map<number, number>;
   readonly #ringBytes: number;
-  readonly #spin: boolean;
+  readonly #spin: SpinPolicy;
   readonly #inbox: RingSegment;
   readonly #bell: Doorbell;
   readonly #inbound: Inbound[];
@@ -161,8 +158,6 @@ export class RingChannels {
   readonly #landings = new Map<string, Tensor>();
   readonly #spare = new SpareBuffers(SPARE_MAX_BYTES);
   readonly #cross: CrossMemory | undefined;
-  #spinMisses = 0;
-  #waitsSinceSpin = 0;
   readonly #maxBuffered: number;
   /** Values up to this size travel inside their record: a quarter of a ring, at most INLINE_MAX_BYTES. */
   readonly #inlineMax: number;
@@ -180,7 +175,7 @@ export class RingChannels {
     this.#index = new Map(ranks.map((r, i) => [r, i]));
     this.#ringBytes = options.ringBytes ?? defaultRingBytes(ranks.length);
     this.#inlineMax = Math.min(INLINE_MAX_BYTES, this.#ringBytes / 4);
-    this.#spin = options.spin ?? false;
+    this.#spin = new SpinPolicy(options.spin ?? false);
     this.#maxBuffered = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
     this.#cross = options.crossMemory === false ? undefined : crossMemory();
     this.#inbox = RingSegment.create(host.dir, host.rank, ranks.length - 1, this.#ringBytes);
@@ -475,10 +470,10 @@ export class RingChannels {
       if (remaining <= 0) throw new CommTimeoutError(describe());
       // The peers this burst wrote to are woken before this rank spins or sleeps.
       this.#outbox.ringDue();
-      if (!spun && this.#spinPays()) {
+      if (!spun && this.#spin.pays()) {
         spun = true;
         const caught = this.#spinUntilRecord(Math.min(SPIN_MS, remaining));
-        this.#spinMisses = caught ? 0 : this.#spinMisses + 1;
+        this.#spin.spun(caught);
         if (caught) continue;
       }
       this.#inbox.setParked(true);
@@ -495,17 +490,6 @@ export class RingChannels {
         this.#waiters.add(wake);
       });
     }
-  }
-
-  /**
-   * Whether to spin before sleeping: while spins catch records the peers are
-   * running and answer within one; after a few spins that caught nothing (a
-   * loaded machine, a peer busy computing) only now and then, to notice when
-   * spinning pays again.
-   */
-  #spinPays(): boolean {
-    if (!this.#spin) return false;
-    return this.#spinMisses < SPIN_MISSES_TOLERATED || ++this.#waitsSinceSpin % SPIN_RETRY_EVERY === 0;
   }
 
   /** Spins until some inbound ring holds a record; false when `ms` passed first. */

@@ -14,12 +14,16 @@
  * involves it and no other. As with every store, the tensor a consumer gets
  * is valid until its destFinishGet: the buffer of a large value is then
  * reused for the next value of its size (no page faults, no zeroing, no
- * garbage per transfer).
+ * garbage per transfer). Where every rank of the machine has a core (`spin`),
+ * a wait first spins for a moment reading its peers' sockets itself: the
+ * answer of a running peer is taken at once, without a wake-up of this
+ * process or a turn of its event loop.
  */
 import net from 'node:net';
 import { FrameDecoder } from '../rendezvous/protocol.ts';
 import { CollectiveMismatchError, CommTimeoutError, type RankFailedError } from '../runtime/errors.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
+import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
 import { encodeBounded, MAX_DIMS, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type {
   StoreEntry,
@@ -106,6 +110,7 @@ export class NetworkTensorStore implements TensorStore {
   readonly #timeoutMs: number;
   readonly #handshakeTimeoutMs: number;
   readonly #onRefused: (error: NetworkStoreHandshakeError) => void;
+  readonly #spin: SpinPolicy;
   readonly #budget: Budget;
   readonly #links = new Map<number, Link>();
   /** Connections that reached the server, while they are open. */
@@ -156,6 +161,7 @@ export class NetworkTensorStore implements TensorStore {
     this.#handshakeTimeoutMs = settings.handshakeTimeoutMs;
     this.#budget = { used: 0, limit: settings.maxBufferedBytes };
     this.#onRefused = settings.onRefused;
+    this.#spin = new SpinPolicy(settings.spin);
     server.on('connection', (socket) => this.#accept(socket));
   }
 
@@ -477,22 +483,26 @@ export class NetworkTensorStore implements TensorStore {
     const produced = this.#produced.get(key);
     if (!produced) throw new Error(`${where()}: rank ${this.rank} has not set this key`);
     const timeoutMs = this.#timeoutOf(options, where);
+    const look = () => {
+      this.#assertOpen(where);
+      const lost = produced.sends.find((send) => !send.finished && send.link.conn.failure);
+      if (lost) throw rankFailure(where, this.rank, lost.link.conn.failure!);
+      return produced.unfinished === 0 || undefined;
+    };
     try {
-      await waitUntil(
-        () => {
-          this.#assertOpen(where);
-          const lost = produced.sends.find((send) => !send.finished && send.link.conn.failure);
-          if (lost) throw rankFailure(where, this.rank, lost.link.conn.failure!);
-          return produced.unfinished === 0 || undefined;
-        },
-        this.#wakers,
-        finishTopic(key),
-        timeoutMs,
-        () =>
-          new CommTimeoutError(
-            `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${finishProgress(produced)}`,
-          ),
-      );
+      const readers = () => produced.sends.filter((send) => !send.finished).map((send) => send.link.conn);
+      if (this.#spinFor(look, readers, timeoutMs) === undefined) {
+        await waitUntil(
+          look,
+          this.#wakers,
+          finishTopic(key),
+          timeoutMs,
+          () =>
+            new CommTimeoutError(
+              `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${finishProgress(produced)}`,
+            ),
+        );
+      }
     } finally {
       this.#release(produced);
     }
@@ -523,6 +533,29 @@ export class NetworkTensorStore implements TensorStore {
     }
   }
 
+  /**
+   * What `look` finds before the wait sleeps: at once, or while this rank
+   * spins reading the sockets of `peers` (those it waits for), when spinning
+   * pays (SpinPolicy) and the wait may wait at all (a timeout of 0 looks
+   * once). Undefined when it must sleep.
+   */
+  #spinFor<T>(
+    look: () => T | undefined,
+    peers: () => readonly PeerConnection[],
+    timeoutMs: number,
+  ): T | undefined {
+    let found = look();
+    if (found !== undefined || timeoutMs === 0 || !this.#spin.pays()) return found;
+    const conns = peers().filter((conn) => conn.readsWaiting);
+    if (conns.length === 0) return undefined;
+    const until = performance.now() + SPIN_MS;
+    do {
+      for (const conn of conns) if (conn.readWaiting()) found ??= look();
+    } while (found === undefined && performance.now() < until);
+    this.#spin.spun(found !== undefined);
+    return found;
+  }
+
   async destGet(key: string, options: StoreWaitOptions = {}): Promise<Tensor> {
     return (await this.destGetEntry(key, options)).tensor;
   }
@@ -543,21 +576,24 @@ export class NetworkTensorStore implements TensorStore {
       this.#asked.add(asked);
       link.conn.sendWant(key);
     }
-    const arrival = await waitUntil(
-      () => {
-        this.#assertOpen(where);
-        const arrival = link.inbox.take(key);
-        if (arrival || !link.conn.failure) return arrival;
-        throw rankFailure(where, this.rank, link.conn.failure);
-      },
-      this.#wakers,
-      getTopic(from, key),
-      timeoutMs,
-      () =>
-        new CommTimeoutError(
-          `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${arrivalProgress(link.conn, key)}`,
-        ),
-    );
+    const look = () => {
+      this.#assertOpen(where);
+      const arrival = link.inbox.take(key);
+      if (arrival || !link.conn.failure) return arrival;
+      throw rankFailure(where, this.rank, link.conn.failure);
+    };
+    const arrival =
+      this.#spinFor(look, () => [link.conn], timeoutMs) ??
+      (await waitUntil(
+        look,
+        this.#wakers,
+        getTopic(from, key),
+        timeoutMs,
+        () =>
+          new CommTimeoutError(
+            `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${arrivalProgress(link.conn, key)}`,
+          ),
+      ));
     this.#asked.delete(asked);
     if ('refusal' in arrival) throw new Error(`${where()}: ${arrival.refusal}`);
     const { buffer } = arrival.tensor.data;

@@ -27,6 +27,12 @@ export interface NetworkStoreOptions {
   handshakeTimeoutMs?: number;
   /** Told about every connection refused in its handshake, which affects nothing else (default console.warn). */
   onRefused?: (error: NetworkStoreHandshakeError) => void;
+  /**
+   * Whether waits spin for a moment reading their peers' sockets before they
+   * sleep (default false): only worth it while every rank of this machine has
+   * a core of its own (see SpinPolicy).
+   */
+  spin?: boolean;
 }
 
 export interface NetworkConnectOptions {
@@ -48,6 +54,7 @@ export interface Settings {
   handshakeTimeoutMs: number;
   maxBufferedBytes: number;
   onRefused: (error: NetworkStoreHandshakeError) => void;
+  spin: boolean;
 }
 
 export function checkPeers(
@@ -111,6 +118,7 @@ export function checkOptions(options: NetworkStoreOptions): Settings {
       where,
     ),
     onRefused: options.onRefused ?? ((error) => console.warn(`tensorcomm network store: ${error.message}`)),
+    spin: options.spin === true,
   };
 }
 

@@ -10,6 +10,7 @@
 import net from 'node:net';
 import type { FrameDecoder } from '../rendezvous/protocol.ts';
 import { RankFailedError } from '../runtime/errors.ts';
+import { libc, MSG_DONTWAIT } from '../runtime/libc.ts';
 import type { StoreFinishOptions } from '../runtime/tensor-store.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { NetworkStoreProtocolError } from './errors.ts';
@@ -60,6 +61,7 @@ const STAGE_BYTES = 16 << 10;
 /** The parts of a net.Socket's TCP handle that taking it over needs (Node's own, not typed). */
 interface SocketHandle {
   useUserBuffer?: unknown;
+  fd?: number;
 }
 
 export class PeerConnection {
@@ -78,6 +80,10 @@ export class PeerConnection {
   /** Finishes of small values not written yet (sendFinished). */
   #deferred: Buffer[] = [];
   #flushing = false;
+  /** Whether reads go into buffers of this class's choosing (see #takeOver). */
+  #ownsReads = false;
+  /** Where the event loop's next read of the socket goes: Node asks for it after each read, not before. */
+  #eventLoopReadsInto: Uint8Array | undefined;
   #failure: RankFailedError | undefined;
   #socketError = '';
 
@@ -108,6 +114,7 @@ export class PeerConnection {
     const handshaken = this.#socket;
     const socket = this.#takeOver() ?? handshaken;
     this.#socket = socket;
+    this.#ownsReads = socket !== handshaken;
     socket.on('error', (error) => {
       this.#socketError = error.message;
     });
@@ -155,7 +162,7 @@ export class PeerConnection {
       readable: true,
       writable: true,
       onread: {
-        buffer: () => this.#nextRead(),
+        buffer: () => (this.#eventLoopReadsInto = this.#nextRead()),
         callback: (nread: number, buffer: Uint8Array) => {
           this.#read(nread, buffer);
         },
@@ -190,6 +197,39 @@ export class PeerConnection {
     // The stage is read into again: what the decoder keeps of it must be its own.
     const rest = this.#decoder.takeBuffered();
     if (rest.byteLength > 0) this.#decoder.push(Buffer.from(rest));
+  }
+
+  /**
+   * Reads what the socket holds now, without waiting and without a turn of
+   * the event loop, into the buffers the event loop's reads use: a rank that
+   * spins on its peer's answer takes it at once (NetworkTensorStore's
+   * `spin`). True when it read anything. Only while `readsWaiting`.
+   */
+  readWaiting(): boolean {
+    const fd = this.#fd();
+    if (fd === undefined || !this.readsWaiting) return false;
+    const into = this.#nextRead();
+    // Nothing there (EAGAIN), the peer's end (0) or an error: the event loop's read sees and reports the last two.
+    const n = Number(libc().recv(fd, into, into.byteLength, MSG_DONTWAIT));
+    if (n <= 0) return false;
+    this.#read(n, into);
+    return true;
+  }
+
+  /**
+   * Whether readWaiting can read now: on a connection whose reads this class
+   * chooses the buffers of (see #takeOver), while the event loop's next read
+   * goes to the stage. Not while it goes into a payload: Node chose that
+   * place after the last read, and bytes read here would move the payload
+   * on under it.
+   */
+  get readsWaiting(): boolean {
+    return this.#ownsReads && this.#eventLoopReadsInto === this.#stage && !this.#failure;
+  }
+
+  #fd(): number | undefined {
+    const fd = (this.#socket as unknown as { _handle: SocketHandle | null })._handle?.fd;
+    return fd === undefined || fd < 0 ? undefined : fd;
   }
 
   /** Why the connection ended, once it did. */

@@ -1,8 +1,9 @@
 /**
- * The few libc functions the file store calls through koffi (Linux with
- * glibc): mapping files, copying into mappings, reserving file space, making
- * the pipes that wake a parked rank. All are
- * called synchronously; none blocks for long.
+ * The few libc functions tensorcomm calls through koffi (Linux with glibc):
+ * for the file store, mapping files, copying into mappings, reserving file
+ * space, making the pipes that wake a parked rank; for the network store,
+ * reading a socket without waiting. All are called synchronously; none
+ * blocks for long.
  */
 import koffi from 'koffi';
 
@@ -16,6 +17,8 @@ export interface Libc {
   posixFallocate: (fd: number, offset: number, length: number) => number;
   /** Makes a named pipe (a ring store's doorbell); 0 on success, else -1 and errno. */
   mkfifo: (path: string, mode: number) => number;
+  /** Reads what a socket holds, up to `length` bytes; -1 and errno EAGAIN when it holds nothing (with MSG_DONTWAIT). */
+  recv: (fd: number, into: Uint8Array, length: number, flags: number) => bigint | number;
 }
 
 export const PROT_READ = 1;
@@ -26,6 +29,7 @@ export const MAP_FIXED = 0x10;
 export const MAP_ANONYMOUS = 0x20;
 export const MAP_NORESERVE = 0x4000;
 export const MAP_FAILED = 2n ** 64n - 1n;
+export const MSG_DONTWAIT = 0x40;
 
 let bound: Libc | undefined;
 
@@ -42,6 +46,7 @@ export function libc(): Libc {
       memcpy: lib.func('void *memcpy(void *dest, const void *src, size_t n)'),
       posixFallocate: lib.func('int posix_fallocate(int fd, int64_t offset, int64_t len)'),
       mkfifo: lib.func('int mkfifo(const char *path, uint32_t mode)'),
+      recv: lib.func('intptr_t recv(int fd, void *buf, size_t len, int flags)'),
     };
   }
   return bound;
