@@ -175,6 +175,33 @@ export async function mpiOversubscribed(
   });
 }
 
+/**
+ * bench/floors/tcp_exchange.c: two C processes exchanging 64 MiB each way over
+ * loopback at once and doing nothing else. A two-rank allReduce of 64 MiB moves
+ * exactly that, so its bus bandwidth cannot pass this figure on this machine,
+ * whatever the library. `port`: a free loopback port.
+ */
+export async function tcpExchangeFloor(port: number): Promise<Anchor> {
+  if (!(await onPath('cc'))) return { skipped: 'no C compiler (cc) on PATH' };
+  return withTempDir('tensorcomm-floor-', async (tmp) => {
+    const started = performance.now();
+    try {
+      const binary = join(tmp, 'tcp_exchange');
+      const source = join(REPO_ROOT, 'bench/floors/tcp_exchange.c');
+      await exec('cc', ['-O2', '-pthread', '-o', binary, source], { timeout: MINUTE_MS });
+      const listening = exec(binary, ['listen', String(port)], { timeout: MINUTE_MS });
+      const [{ stdout }] = await Promise.all([
+        exec(binary, ['dial', String(port)], { timeout: MINUTE_MS }),
+        listening,
+      ]);
+      const [name, value] = stdout.trim().split(' ');
+      return { figures: { [name]: Number(value) }, seconds: (performance.now() - started) / 1000 };
+    } catch (error) {
+      return { skipped: `failed: ${(error as Error).message.split('\n')[0]}` };
+    }
+  });
+}
+
 async function withTempDir<T>(prefix: string, use: (dir: string) => Promise<T>): Promise<T> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
   try {

@@ -18,7 +18,7 @@
 import { fileURLToPath } from 'node:url';
 import { runCollecting } from '../test/fixtures/child-run.ts';
 import { freePort } from '../test/fixtures/free-port.ts';
-import { ANCHORS_DIR, type Anchor, type Figures, gloo, mpi } from './anchors.ts';
+import { ANCHORS_DIR, type Anchor, type Figures, gloo, mpi, tcpExchangeFloor } from './anchors.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';
 import { type Column, fixed, formatTable } from './table.ts';
 
@@ -43,6 +43,8 @@ export interface NodesRow {
 export interface NodesReport {
   rows: NodesRow[];
   goals: { busbw: number | undefined; latency: number | undefined };
+  /** bench/floors/tcp_exchange.c's GB/s each way: the ceiling of the 2x1 64 MiB busbw (full runs only). */
+  floorGBps: number | undefined;
   skipped: string[];
 }
 
@@ -149,6 +151,12 @@ export async function runNodesBench(options: { quick?: boolean; log?: Log } = {}
       .map((r) => (higherIsBetter ? r.tensorcomm! / r.gloo! : r.gloo! / r.tensorcomm!));
     return ratios.length > 0 ? Math.min(...ratios) : undefined;
   };
+  // The floor exchanges 64 MiB: beside the full-size figures only.
+  const floor = quick
+    ? undefined
+    : figuresOf('the loopback floor', await tcpExchangeFloor(await freePort()))[
+        `tcp_exchange_GBps_${1 << 26}`
+      ];
   const goals = { busbw: ratio(`allreduce ${big >> 20}`, true), latency: ratio('allreduce 4 B', false) };
   log(
     `# many nodes over loopback TCP (nodes x ranks per node), anchors from the same run: ` +
@@ -158,9 +166,17 @@ export async function runNodesBench(options: { quick?: boolean; log?: Log } = {}
   for (const why of new Set(skipped)) log(`# skipped ${why}`);
   const verdict = (value: number | undefined, goal: number) =>
     value === undefined ? 'not measured' : `${fixed(value)}x (${value >= goal ? 'met' : 'MISSED'})`;
+  const twoRanks = rows.find((r) => r.layout === '2x1' && r.figure.startsWith('allreduce 64 MiB'));
+  if (floor !== undefined) {
+    log(
+      `# loopback floor: two C processes exchanging 64 MiB each way at once, nothing else: ` +
+        `${fixed(floor)} GB/s each way, the most any 2x1 allreduce of 64 MiB can reach here ` +
+        `(tensorcomm ${fixed(twoRanks?.tensorcomm)}, 1.5x gloo would be ${fixed((twoRanks?.gloo ?? Number.NaN) * 1.5)})`,
+    );
+  }
   log(`# goal: allreduce busbw >= 1.5x gloo's: worst layout ${verdict(goals.busbw, 1.5)}`);
   log(`# goal: 4 B allreduce latency <= gloo's: worst layout ${verdict(goals.latency, 1)}`);
-  return { rows, goals, skipped };
+  return { rows, goals, floorGBps: floor, skipped };
 }
 
 /** Each figure's median over the rounds that measured it (the upper one of an even count). */

@@ -4,8 +4,9 @@
  * machines are shared and noisy); only that figures exist and are positive.
  */
 import { describe, expect, it } from 'vitest';
-import { parseMpiOutput } from '../bench/anchors.ts';
+import { parseMpiOutput, tcpExchangeFloor } from '../bench/anchors.ts';
 import { busFactor, runCollectivesBench } from '../bench/collectives.ts';
+import { freePort } from './fixtures/free-port.ts';
 
 const COLUMNS = ['size(B)', 'count', 'type', 'time(us)', 'algbw(GB/s)', 'busbw(GB/s)'];
 
@@ -91,4 +92,11 @@ describe('collectives bench', () => {
       allreduce_busGBps_4: 0.004,
     });
   });
+
+  it('measures the loopback floor with two C processes (bench/floors/tcp_exchange.c)', async () => {
+    const floor = await tcpExchangeFloor(await freePort());
+    expect(floor.skipped).toBeUndefined();
+    expect(Object.keys(floor.figures ?? {})).toEqual([`tcp_exchange_GBps_${64 << 20}`]);
+    expect(floor.figures?.[`tcp_exchange_GBps_${64 << 20}`]).toBeGreaterThan(0);
+  }, 60_000);
 });
