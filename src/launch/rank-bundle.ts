@@ -10,7 +10,8 @@
  * Packages from node_modules stay out of the bundle, imported by absolute
  * URL (one instance per thread, loaded lazily where the code says so); every
  * module keeps its own import.meta.url, and source maps point stack traces
- * at the original files. Bundles are cached under the temp directory, keyed
+ * at the original files (a chunk of this library's code alone with one
+ * mapping per line: line-source-map.ts). Bundles are cached under the temp directory, keyed
  * by the three modules and stamped by their inputs' sizes and mtimes, so an
  * edited file is rebuilt and an unchanged one is not, across processes too.
  */
@@ -30,6 +31,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Loader, Plugin } from 'esbuild';
+import { firstMappingPerLine } from './line-source-map.ts';
 
 export interface RankBundle {
   /** The rank bootstrap (rank-worker) to start each thread from. */
@@ -40,10 +42,12 @@ export interface RankBundle {
 }
 
 /** Bumped when what a bundle holds changes, so older cached bundles are not used. */
-const LAYOUT = 1;
+const LAYOUT = 2;
 export const BUNDLE_CACHE_DIR = join(tmpdir(), `tensorcomm-bundles-${process.getuid?.() ?? 'user'}`);
 const PACKAGE_DIR = fileURLToPath(new URL('../../', import.meta.url));
 const OWN_DEPENDENCIES = join(PACKAGE_DIR, 'node_modules', sep);
+/** Where this library's own modules live, as sources or built. */
+const OWN_CODE = ['src', 'dist'].map((folder) => join(PACKAGE_DIR, folder, sep));
 const NAMES = ['rank-worker', 'setup', 'entry'] as const;
 const RESOLVING = Symbol('resolving');
 /** A process that started before a bundle went stale may still be loading it for this long. */
@@ -174,6 +178,24 @@ function ownImportMeta(transform: typeof import('esbuild').transform): Plugin {
   };
 }
 
+/**
+ * Cuts the source map of each chunk in `dir` that holds only this library's
+ * code to one mapping per line (see line-source-map.ts); chunks with any of
+ * the user's code keep every mapping, so their frames keep exact columns.
+ */
+function cutOwnSourceMaps(dir: string): void {
+  for (const file of readdirSync(dir)) {
+    if (!file.endsWith('.map')) continue;
+    const path = join(dir, file);
+    const map = JSON.parse(readFileSync(path, 'utf8')) as { sources: string[]; mappings: string };
+    const own = map.sources.every((source) =>
+      OWN_CODE.some((folder) => resolve(dir, source).startsWith(folder)),
+    );
+    if (!own || map.sources.length === 0) continue;
+    writeFileSync(path, JSON.stringify({ ...map, mappings: firstMappingPerLine(map.mappings) }));
+  }
+}
+
 /** Bundles `entries` (output name → file URL) into the cache under `key`; resolves to the bundle's directory. */
 async function build(
   key: string,
@@ -206,6 +228,7 @@ async function build(
       logLevel: 'silent',
       plugins: [...first, externalPackages(), ownImportMeta(esbuild.transform)],
     });
+    cutOwnSourceMaps(building);
     const inputs = Object.keys(metafile.inputs).map((input) => resolve(PACKAGE_DIR, input));
     const stamp = stampOf(inputs);
     const dir = join(BUNDLE_CACHE_DIR, `${key}-${stamp}`);
