@@ -22,6 +22,7 @@
 import net from 'node:net';
 import { FrameDecoder } from '../rendezvous/protocol.ts';
 import { CollectiveMismatchError, CommTimeoutError, type RankFailedError } from '../runtime/errors.ts';
+import { hasLibc } from '../runtime/libc.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
 import { encodeBounded, MAX_DIMS, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
@@ -161,7 +162,8 @@ export class NetworkTensorStore implements TensorStore {
     this.#handshakeTimeoutMs = settings.handshakeTimeoutMs;
     this.#budget = { used: 0, limit: settings.maxBufferedBytes };
     this.#onRefused = settings.onRefused;
-    this.#spin = new SpinPolicy(settings.spin);
+    // Reading a socket without the event loop takes libc's recv (Linux with glibc).
+    this.#spin = new SpinPolicy(settings.spin && hasLibc());
     server.on('connection', (socket) => this.#accept(socket));
   }
 

@@ -30,7 +30,8 @@ export interface NetworkStoreOptions {
   /**
    * Whether waits spin for a moment reading their peers' sockets before they
    * sleep (default false): only worth it while every rank of this machine has
-   * a core of its own (see SpinPolicy).
+   * a core of its own (see SpinPolicy). Only where libc can be called
+   * (Linux with glibc); elsewhere waits sleep at once.
    */
   spin?: boolean;
 }
