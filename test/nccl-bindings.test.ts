@@ -49,7 +49,12 @@ function inChildProcess(body: string, env: NodeJS.ProcessEnv): Record<string, un
     encoding: 'utf8',
     timeout: 60_000,
   });
-  if (child.status !== 0) throw new Error(`child process failed (${child.status}): ${child.stderr}`);
+  if (child.status !== 0) {
+    throw new Error(
+      `child process failed (status ${child.status}, signal ${child.signal}, error ${child.error?.message}): ` +
+        `${child.stderr}\nstdout: ${child.stdout}`,
+    );
+  }
   return JSON.parse(child.stdout.trim().split('\n').at(-1) ?? '{}');
 }
 

@@ -6,7 +6,7 @@
  * as not responding, with the time since it was last seen.
  */
 import { execFile, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, utimesSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -39,7 +39,11 @@ function pidsIn(text: string): number[] {
   return [...text.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
 }
 
-/** Ends what a test left running, stopped processes included (SIGKILL needs no SIGCONT, but a resumed one exits cleaner). */
+/**
+ * Ends what a test left running, stopped processes included (SIGKILL needs no SIGCONT, but a resumed one
+ * exits cleaner). Only pids still the test's own: a reaped process's pid is soon another's (pids wrap at
+ * 32768 here, and every thread takes one), and killing it once killed another test file's child.
+ */
 function endAll(pids: readonly number[]): void {
   // kill(-1) or kill(0) would signal far more than the test's own processes.
   for (const pid of pids.filter((p) => p > 0)) {
@@ -48,6 +52,15 @@ function endAll(pids: readonly number[]): void {
         process.kill(pid, signal);
       } catch {}
     }
+  }
+}
+
+/** The environment of process `pid` as NAME=value entries; none once it is gone (or a zombie). */
+function environmentOf(pid: number): string[] {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
+  } catch {
+    return [];
   }
 }
 
@@ -228,7 +241,9 @@ describe('a stopped process rank', { timeout: 90_000 }, () => {
       for (const pid of pidsIn(output.join('\n'))) expect(alive(pid), `process ${pid}`).toBe(false);
       expect(readdirSync(reports)).toHaveLength(1);
     } finally {
-      endAll(pidsIn(output.join('\n')));
+      // The launcher reaped its ranks: a pid is still theirs only while it carries this job's environment.
+      const marker = `TENSORCOMM_HANG_REPORT_DIR=${reports}`;
+      endAll(pidsIn(output.join('\n')).filter((pid) => environmentOf(pid).includes(marker)));
       rmSync(reports, { recursive: true, force: true });
     }
   });
