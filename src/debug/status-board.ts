@@ -51,11 +51,15 @@ export interface RankSnapshot {
   exit?: string;
 }
 
-/** The exit note of a rank whose main returned, or, given what it threw, of one whose main failed. */
+/**
+ * The exit note of a rank whose main returned, or, given what it threw, of one whose main failed: one
+ * line, the error's first, as it goes into peers' messages and hang reports (the rest, e.g. the rank's
+ * own hang report, is the rank's to print, and a peer's report that quoted it printed it twice).
+ */
 export function exitNote(failure?: unknown): string {
   if (failure === undefined) return 'it left its main function';
   const error = failure instanceof Error ? failure : new Error(String(failure));
-  return `it failed with ${error.name}: ${error.message}`;
+  return `it failed with ${error.name}: ${error.message.split('\n')[0]}`;
 }
 
 /** How a rank that has exited left, as peers are told it. */
