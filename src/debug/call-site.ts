@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
  * this module runs from: an installed package runs dist/, but with source
  * maps on (tsx, --enable-source-maps) its frames come back as src/.
  */
-const OWN_FOLDERS = ['src', 'dist'].map((folder) =>
+export const OWN_FOLDERS = ['src', 'dist'].map((folder) =>
   fileURLToPath(new URL(`../../${folder}/`, import.meta.url)),
 );
 const CAPTURED_FRAMES = 12;

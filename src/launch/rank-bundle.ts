@@ -31,6 +31,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Loader, Plugin } from 'esbuild';
+import { OWN_FOLDERS } from '../debug/call-site.ts';
 import { firstMappingPerLine } from './line-source-map.ts';
 
 export interface RankBundle {
@@ -46,8 +47,6 @@ const LAYOUT = 2;
 export const BUNDLE_CACHE_DIR = join(tmpdir(), `tensorcomm-bundles-${process.getuid?.() ?? 'user'}`);
 const PACKAGE_DIR = fileURLToPath(new URL('../../', import.meta.url));
 const OWN_DEPENDENCIES = join(PACKAGE_DIR, 'node_modules', sep);
-/** Where this library's own modules live, as sources or built. */
-const OWN_CODE = ['src', 'dist'].map((folder) => join(PACKAGE_DIR, folder, sep));
 const NAMES = ['rank-worker', 'setup', 'entry'] as const;
 const RESOLVING = Symbol('resolving');
 /** A process that started before a bundle went stale may still be loading it for this long. */
@@ -189,7 +188,7 @@ function cutOwnSourceMaps(dir: string): void {
     const path = join(dir, file);
     const map = JSON.parse(readFileSync(path, 'utf8')) as { sources: string[]; mappings: string };
     const own = map.sources.every((source) =>
-      OWN_CODE.some((folder) => resolve(dir, source).startsWith(folder)),
+      OWN_FOLDERS.some((folder) => resolve(dir, source).startsWith(folder)),
     );
     if (!own || map.sources.length === 0) continue;
     writeFileSync(path, JSON.stringify({ ...map, mappings: firstMappingPerLine(map.mappings) }));
