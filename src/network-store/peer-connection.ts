@@ -80,9 +80,10 @@ export class PeerConnection {
   /** Finishes of small values not written yet (sendFinished). */
   #deferred: Buffer[] = [];
   #flushing = false;
-  /** Whether reads go into buffers of this class's choosing (see #takeOver). */
-  #ownsReads = false;
-  /** Where the event loop's next read of the socket goes: Node asks for it after each read, not before. */
+  /**
+   * Where the event loop's next read of the socket goes, on a socket whose reads go into buffers of
+   * this class's choosing (see #takeOver; undefined on any other): Node asks for it after each read, not before.
+   */
   #eventLoopReadsInto: Uint8Array | undefined;
   #failure: RankFailedError | undefined;
   #socketError = '';
@@ -114,7 +115,6 @@ export class PeerConnection {
     const handshaken = this.#socket;
     const socket = this.#takeOver() ?? handshaken;
     this.#socket = socket;
-    this.#ownsReads = socket !== handshaken;
     socket.on('error', (error) => {
       this.#socketError = error.message;
     });
@@ -224,7 +224,7 @@ export class PeerConnection {
    * on under it.
    */
   get readsWaiting(): boolean {
-    return this.#ownsReads && this.#eventLoopReadsInto === this.#stage && !this.#failure;
+    return this.#eventLoopReadsInto === this.#stage && !this.#failure;
   }
 
   #fd(): number | undefined {
