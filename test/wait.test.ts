@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AbortWord } from '../src/runtime/abort-word.ts';
 import { CommTimeoutError, RankFailedError } from '../src/runtime/errors.ts';
-import { setSpinBudget, waitForWord } from '../src/runtime/wait.ts';
+import { setSpinBudget, waitBriefly, waitForWord } from '../src/runtime/wait.ts';
 
 /** A thread that sets word 0 to `value` and notifies its waiters after `ms`, or raises the abort flag instead. */
 function later(words: Int32Array, ms: number, value: number, abort?: AbortWord): Worker {
@@ -24,6 +24,14 @@ function later(words: Int32Array, ms: number, value: number, abort?: AbortWord):
     eval: true,
     workerData: { buffer: words.buffer, abort: abort?.buffer, ms, value },
   });
+}
+
+/** A thread that stores `value` in word 0 after `ms`, without a notify (what a yielding wait must see anyway). */
+function storeLater(words: Int32Array, ms: number, value: number): Worker {
+  const code = `
+    const { workerData: { buffer, ms, value } } = require('node:worker_threads');
+    setTimeout(() => Atomics.store(new Int32Array(buffer), 0, value), ms);`;
+  return new Worker(code, { eval: true, workerData: { buffer: words.buffer, ms, value } });
 }
 
 /** Resolves to whether a timer set just before `wait` fired while the wait was still running. */
@@ -105,5 +113,56 @@ describe('waitForWord', () => {
     }).catch((e: unknown) => e);
     expect(timedOut).toBeInstanceOf(CommTimeoutError);
     expect((timedOut as Error).message).toBe('nobody');
+  });
+});
+
+describe('waitBriefly', () => {
+  afterEach(() => setSpinBudget(1));
+  const isOne = (v: number) => v === 1;
+
+  it('is true at once for a ready word, and false after the spin without blockMs', () => {
+    setSpinBudget(2);
+    const words = new Int32Array(new SharedArrayBuffer(4));
+    expect(waitBriefly(words, 0, (v) => v === 0, performance.now() + 1_000, undefined, 5_000)).toBe(true);
+    expect(waitBriefly(words, 0, isOne, performance.now() + 1_000, undefined)).toBe(false);
+  });
+
+  it('with more ranks than cores and blockMs, keeps the thread until another thread stores the word, notify or not', async () => {
+    setSpinBudget(2);
+    const words = new Int32Array(new SharedArrayBuffer(4));
+    const worker = storeLater(words, 50, 1);
+    try {
+      await new Promise((resolve) => worker.once('online', resolve));
+      expect(waitBriefly(words, 0, isOne, performance.now() + 10_000, undefined, 5_000)).toBe(true);
+    } finally {
+      await worker.terminate();
+    }
+  });
+
+  it('gives up when blockMs or the deadline passes, whichever comes first, and throws the abort error', () => {
+    setSpinBudget(2);
+    const words = new Int32Array(new SharedArrayBuffer(4));
+    expect(waitBriefly(words, 0, isOne, performance.now() + 10_000, undefined, 20)).toBe(false);
+    expect(waitBriefly(words, 0, isOne, performance.now() + 20, undefined, 10_000)).toBe(false);
+    const abort = new AbortWord();
+    abort.abort(3, 'rank 3 failed');
+    expect(() => waitBriefly(words, 0, isOne, performance.now() + 10_000, abort, 5_000)).toThrow(
+      /rank 3 failed/,
+    );
+  });
+});
+
+describe('AbortWord', () => {
+  it('reads as healthy while a raise is still writing its reason, so no wait fails without the root cause', () => {
+    const abort = new AbortWord();
+    const state = new Int32Array(abort.buffer, 0, 1);
+    // What a raising thread leaves between its claim and its reason (the claim's sentinel).
+    Atomics.store(state, 0, -0x7fffffff);
+    expect(abort.aborted).toBe(false);
+    expect(abort.error()).toBeUndefined();
+    Atomics.store(state, 0, 0);
+    expect(abort.abort(1, 'rank 1 (rank-1) exited with code 3')).toBe(true);
+    expect(abort.aborted).toBe(true);
+    expect(abort.error()).toMatchObject({ message: 'rank 1 (rank-1) exited with code 3', failedRank: 1 });
   });
 });

@@ -9,6 +9,8 @@ import { RankFailedError } from './errors.ts';
 const HEADER_WORDS = 2; // [state, message length]
 const MESSAGE_BYTES = 4096;
 export const NO_RANK = -1;
+/** Word 0 while a raise writes its reason. */
+const CLAIMED = -0x7fffffff;
 
 export class AbortWord {
   readonly #words: Int32Array;
@@ -19,15 +21,17 @@ export class AbortWord {
     this.#message = new Uint8Array(buffer, HEADER_WORDS * 4, MESSAGE_BYTES);
   }
 
+  /** True once the flag is up with its reason (a raise under way, its reason not yet written, is not yet). */
   get aborted(): boolean {
-    return Atomics.load(this.#words, 0) !== 0;
+    const state = Atomics.load(this.#words, 0);
+    return state !== 0 && state !== CLAIMED;
   }
 
   /** Raises the flag once; later calls keep the first reason (the root cause). */
   abort(rank: number, reason: string): boolean {
     const encoded = new TextEncoder().encode(reason).subarray(0, MESSAGE_BYTES);
     // Claim with a sentinel first so the message is complete before anyone reads it.
-    if (Atomics.compareExchange(this.#words, 0, 0, -0x7fffffff) !== 0) return false;
+    if (Atomics.compareExchange(this.#words, 0, 0, CLAIMED) !== 0) return false;
     this.#message.set(encoded);
     Atomics.store(this.#words, 1, encoded.length);
     Atomics.store(this.#words, 0, rank + 2);
@@ -35,11 +39,14 @@ export class AbortWord {
     return true;
   }
 
-  /** The error a waiting rank rejects with once the flag is up; undefined while healthy. */
+  /**
+   * The error a waiting rank rejects with once the flag is up; undefined
+   * while healthy, and while a raise is still writing its reason: a wait that
+   * looks often (a yielding one) would otherwise fail with no root cause.
+   */
   error(): RankFailedError | undefined {
     const state = Atomics.load(this.#words, 0);
-    if (state === 0) return undefined;
-    if (state === -0x7fffffff) return new RankFailedError('job aborted', undefined);
+    if (state === 0 || state === CLAIMED) return undefined;
     const rank = state - 2;
     const length = Atomics.load(this.#words, 1);
     const reason = new TextDecoder().decode(this.#message.slice(0, length));

@@ -2,8 +2,9 @@
  * The few libc functions tensorcomm calls through koffi (Linux with glibc):
  * for the file store, mapping files, copying into mappings, reserving file
  * space, making the pipes that wake a parked rank; for the network store,
- * reading a socket without waiting. All are called synchronously; none
- * blocks for long.
+ * reading a socket without waiting; for thread ranks that outnumber the
+ * cores, giving the core away. All are called synchronously; none blocks
+ * for long.
  */
 import koffi from 'koffi';
 
@@ -19,6 +20,8 @@ export interface Libc {
   mkfifo: (path: string, mode: number) => number;
   /** Reads what a socket holds, up to `length` bytes; -1 and errno EAGAIN when it holds nothing (with MSG_DONTWAIT). */
   recv: (fd: number, into: Uint8Array, length: number, flags: number) => bigint | number;
+  /** Gives the calling thread's core to another runnable thread, if any; returns at once otherwise. */
+  schedYield: () => number;
 }
 
 export const PROT_READ = 1;
@@ -47,6 +50,7 @@ export function libc(): Libc {
       posixFallocate: lib.func('int posix_fallocate(int fd, int64_t offset, int64_t len)'),
       mkfifo: lib.func('int mkfifo(const char *path, uint32_t mode)'),
       recv: lib.func('intptr_t recv(int fd, void *buf, size_t len, int flags)'),
+      schedYield: lib.func('int sched_yield()'),
     };
   }
   return bound;
