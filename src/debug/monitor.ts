@@ -6,6 +6,8 @@
  * asks: has the peer I wait for left? where did it make this call? where is
  * every rank now?
  */
+
+import { removeItem } from '../runtime/remove-item.ts';
 import { type CallEntry, type CallRecord, nowUs, opCode } from './call-record.ts';
 import { formatSite, SiteBudget } from './call-site.ts';
 import { FlightRecorder, toEntry } from './flight-recorder.ts';
@@ -43,7 +45,8 @@ export type CallStart = Pick<
 export class RankMonitor {
   readonly recorder: FlightRecorder;
   readonly #groups: Array<{ id: string; name: string }> = [];
-  readonly #pending = new Set<CallRecord>();
+  /** Calls begun and not ended, oldest first (an array: see removeItem). */
+  readonly #pending: CallRecord[] = [];
   readonly #waitingFor = new WeakMap<CallRecord, string>();
   readonly #failed: SnapshotCall[] = [];
   readonly #trace: CallRecord[] | undefined;
@@ -102,7 +105,7 @@ export class RankMonitor {
       status: 'pending',
       site: this.#sites?.capture(),
     };
-    this.#pending.add(record);
+    this.#pending.push(record);
     this.board.callStarted(this.rank, record.seq, opCode(record.op), record.groupCode);
     this.recorder.record(record);
     if (this.#trace) {
@@ -114,7 +117,7 @@ export class RankMonitor {
 
   end(record: CallRecord, error?: unknown): void {
     record.endUs = nowUs();
-    this.#pending.delete(record);
+    removeItem(this.#pending, record);
     this.board.callEnded(this.rank, record.seq, opCode(record.op), record.groupCode);
     if (error === undefined) {
       record.status = 'ok';
@@ -163,7 +166,7 @@ export class RankMonitor {
       rank: this.rank,
       at: this.#snapshotAt,
       groups: this.#groups,
-      pending: [...this.#pending].map((r) => this.#snapshotCall(r)),
+      pending: this.#pending.map((r) => this.#snapshotCall(r)),
       failed: this.#failed,
     };
     if (this.#exit !== undefined) snapshot.exit = this.#exit;
@@ -252,7 +255,7 @@ export class RankMonitor {
 
   /** The calls this rank started and has not finished, as messages name them (`barrier() call #0 on group "world"`). */
   pendingCalls(): string[] {
-    return [...this.#pending].map((r) => {
+    return this.#pending.map((r) => {
       const seq = r.seq >= 0 ? ` call #${r.seq}` : '';
       return `${r.call}${seq} on group "${this.#groups[r.groupCode]?.name ?? r.group}"`;
     });

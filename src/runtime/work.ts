@@ -10,12 +10,14 @@
  * would otherwise pass silently, so auditWorks() reports it.
  */
 
+import { removeItem } from './remove-item.ts';
+
 /** Failed Works nobody observed, kept for the audit; past this many only their count is. */
 const MAX_UNOBSERVED_FAILURES = 64;
 
 interface Ledger {
   /** Calls' Works still pending. */
-  pending: Set<Work<unknown>>;
+  pending: Work<unknown>[];
   /** Failed Works (calls', and those chained on them) nobody has looked at yet. */
   unobserved: Set<Work<unknown>>;
   unobservedBeyondCap: number;
@@ -77,14 +79,14 @@ export class Work<T> implements PromiseLike<T> {
     this.#promise.then(
       () => {
         this.#settled = true;
-        ledger?.pending.delete(this as Work<unknown>);
+        if (ledger) removeItem(ledger.pending, this as Work<unknown>);
       },
       (error: unknown) => {
         this.#settled = true;
         this.#failed = true;
         this.#error = error;
         if (!ledger) return;
-        ledger.pending.delete(this as Work<unknown>);
+        removeItem(ledger.pending, this as Work<unknown>);
         if (this.#observed || !this.#describe) return;
         if (ledger.unobserved.size < MAX_UNOBSERVED_FAILURES) ledger.unobserved.add(this as Work<unknown>);
         else ledger.unobservedBeyondCap++;
@@ -99,7 +101,7 @@ export class Work<T> implements PromiseLike<T> {
   static track<W extends Work<unknown>>(work: W, describe: () => string): W {
     if (!ledger || internalDepth > 0) return work;
     work.#describe = describe;
-    if (!work.#settled) ledger.pending.add(work);
+    if (!work.#settled) ledger.pending.push(work);
     return work;
   }
 
@@ -169,7 +171,7 @@ export class Work<T> implements PromiseLike<T> {
 
   /** Starts this thread's ledger (a rank's context does, once). */
   static openLedger(): void {
-    ledger = { pending: new Set(), unobserved: new Set(), unobservedBeyondCap: 0 };
+    ledger = { pending: [], unobserved: new Set(), unobservedBeyondCap: 0 };
   }
 
   /**

@@ -110,18 +110,27 @@ function foldOpFor(op: ReduceOp, dtype: DType): FoldOp {
 function checkOperands(dtype: DType, out: TypedArray, inputs: readonly TypedArray[], where: string): void {
   if (inputs.length === 0) throw new RangeError(`${where}: needs at least one input`);
   const array = arrayConstructor(dtype);
-  for (const [j, x] of [out, ...inputs].entries()) {
-    const name = j === 0 ? 'out' : `inputs[${j - 1}]`;
+  // Called for every small reduction: names are made only for an error.
+  for (let j = 0; j <= inputs.length; j++) {
+    const x = j === 0 ? out : inputs[j - 1];
     if (!(x instanceof array)) {
-      throw new TypeError(`${where}: ${name} must be a ${array.name} for ${dtype}, got ${describe(x)}`);
+      throw new TypeError(
+        `${where}: ${operandName(j)} must be a ${array.name} for ${dtype}, got ${describe(x)}`,
+      );
     }
     if (x.length !== out.length) {
-      throw new RangeError(`${where}: ${name} has ${x.length} elements, out has ${out.length}`);
+      throw new RangeError(`${where}: ${operandName(j)} has ${x.length} elements, out has ${out.length}`);
     }
     if (j > 0 && overlaps(out, x) && !sameMemory(out, x)) {
-      throw new RangeError(`${where}: out partly overlaps ${name}; it must be the same memory or disjoint`);
+      throw new RangeError(
+        `${where}: out partly overlaps ${operandName(j)}; it must be the same memory or disjoint`,
+      );
     }
   }
+}
+
+function operandName(j: number): string {
+  return j === 0 ? 'out' : `inputs[${j - 1}]`;
 }
 
 function describe(value: unknown): string {

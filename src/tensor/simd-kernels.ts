@@ -116,8 +116,18 @@ export function simdAvailable(): boolean {
   return kernels() !== null;
 }
 
+/** The reducers made so far, per dtype and op: every small reduction asks for one. */
+const reducers = new Map<DType, Map<FoldOp, SimdReduce | undefined>>();
+
 /** The SIMD reduction for (op, dtype), or undefined where SIMD is missing or has no instruction for it. */
 export function simdReducer(op: FoldOp, dtype: DType): SimdReduce | undefined {
+  let byOp = reducers.get(dtype);
+  if (byOp === undefined) reducers.set(dtype, (byOp = new Map()));
+  if (!byOp.has(op)) byOp.set(op, makeSimdReducer(op, dtype));
+  return byOp.get(op);
+}
+
+function makeSimdReducer(op: FoldOp, dtype: DType): SimdReduce | undefined {
   const k = kernels();
   const name = BY_DTYPE[dtype][op];
   if (k === null || name === undefined) return undefined;
@@ -126,33 +136,35 @@ export function simdReducer(op: FoldOp, dtype: DType): SimdReduce | undefined {
     const widen = k.converts[`widen_${half}`];
     const widenFold = k.converts[`widen_${half}_${name as Float32Fold}`];
     const narrow = k.converts[`narrow_${half}`];
+    const halfSteps: BlockSteps = {
+      load: (words) => {
+        k.heap.set(words, WORDS);
+        widen(SUMS, WORDS, words.length);
+      },
+      fold: (words) => {
+        k.heap.set(words, WORDS);
+        widenFold(SUMS, WORDS, words.length);
+      },
+      store: (bytes) => {
+        narrow(WORDS, SUMS, 2 * bytes);
+        return WORDS;
+      },
+    };
     // float32 sums take twice the bytes of the words: a block is half a region of words.
     return (out, inputs, finish) =>
-      reduceInBlocks(k.heap, REGION / 2, Float32Array, out, inputs, finish, {
-        load: (words) => {
-          k.heap.set(words, WORDS);
-          widen(SUMS, WORDS, words.length);
-        },
-        fold: (words) => {
-          k.heap.set(words, WORDS);
-          widenFold(SUMS, WORDS, words.length);
-        },
-        store: (bytes) => {
-          narrow(WORDS, SUMS, 2 * bytes);
-          return WORDS;
-        },
-      });
+      reduceInBlocks(k.heap, REGION / 2, Float32Array, out, inputs, finish, halfSteps);
   }
   const fold = k.folds[name];
-  return (out, inputs, finish) =>
-    reduceInBlocks(k.heap, REGION, arrayConstructor(dtype), out, inputs, finish, {
-      load: (block) => k.heap.set(block, SUMS),
-      fold: (block) => {
-        k.heap.set(block, OPERAND);
-        fold(SUMS, SUMS, OPERAND, block.length);
-      },
-      store: () => SUMS,
-    });
+  const Sums = arrayConstructor(dtype);
+  const steps: BlockSteps = {
+    load: (block) => k.heap.set(block, SUMS),
+    fold: (block) => {
+      k.heap.set(block, OPERAND);
+      fold(SUMS, SUMS, OPERAND, block.length);
+    },
+    store: () => SUMS,
+  };
+  return (out, inputs, finish) => reduceInBlocks(k.heap, REGION, Sums, out, inputs, finish, steps);
 }
 
 /** How one block travels through wasm memory; sizes are in bytes of the caller's arrays. */
@@ -179,16 +191,21 @@ function reduceInBlocks(
   steps: BlockSteps,
 ): void {
   const dst = bytesOf(out);
-  const src = inputs.map(bytesOf);
   const elementBytes = out.BYTES_PER_ELEMENT;
   for (let start = 0; start < dst.length; start += blockBytes) {
     const end = Math.min(start + blockBytes, dst.length);
-    steps.load(src[0].subarray(start, end));
-    for (let j = 1; j < src.length; j++) steps.fold(src[j].subarray(start, end));
+    steps.load(blockOf(inputs[0], start, end));
+    for (let j = 1; j < inputs.length; j++) steps.fold(blockOf(inputs[j], start, end));
     finish?.(new SumsArray(heap.buffer as ArrayBuffer, SUMS, (end - start) / elementBytes));
     const at = steps.store(end - start);
     dst.set(heap.subarray(at, at + end - start), start);
   }
+}
+
+/** Bytes start..end of `x`: all of them, without a second view, for a tensor of one block (every small reduction). */
+function blockOf(x: TypedArray, start: number, end: number): Uint8Array {
+  const bytes = bytesOf(x);
+  return end - start === bytes.length ? bytes : bytes.subarray(start, end);
 }
 
 /** The bytes of `x`, whatever its element type: how blocks are copied in and out of wasm memory. */

@@ -71,6 +71,7 @@ export class Tensor {
   // The layout never changes after construction; these are read on every message a tensor takes part in.
   readonly #numel: number;
   readonly #contiguous: boolean;
+  #described: string | undefined;
 
   private constructor(
     storage: ArrayBufferLike | DeviceStorage,
@@ -333,7 +334,9 @@ export class Tensor {
 
   /** e.g. 'float32[4,8]'; a scalar is 'float32[]'. */
   describe(): string {
-    return describeLayout(this.dtype, this.shape);
+    // Every call's signature quotes it: made once (dtype and shape never change).
+    this.#described ??= describeLayout(this.dtype, this.shape);
+    return this.#described;
   }
 
   /** This tensor when already contiguous, else a contiguous copy. */

@@ -4,6 +4,8 @@
  * fails the way a rejected argument does and its peers are told; a `hang`
  * replaces what the backend would run, so the call stays pending (and shows
  * as pending in hang reports); a delay holds the backend's run back.
+ * withFaults returns undefined when nothing is injected into the call (the
+ * usual case, which then costs no allocation).
  */
 import { rankMonitor } from '../debug/monitor.ts';
 import { rankFaults } from '../runtime/faults/injector.ts';
@@ -13,9 +15,9 @@ export function withFaults<S, A extends unknown[], T>(
   where: string,
   check: () => S,
   run: (...args: A) => Promise<T>,
-): [() => S, (...args: A) => Promise<T>] {
+): [() => S, (...args: A) => Promise<T>] | undefined {
   const injection = rankFaults()?.next(op, where);
-  if (injection === undefined) return [check, run];
+  if (injection === undefined) return undefined;
   switch (injection.kind) {
     case 'throw':
       return [

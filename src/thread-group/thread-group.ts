@@ -9,6 +9,7 @@ import { type CallRecord, callName } from '../debug/call-record.ts';
 import { formatSite } from '../debug/call-site.ts';
 import { type RankMonitor, rankMonitor } from '../debug/monitor.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../runtime/errors.ts';
+import { removeItem } from '../runtime/remove-item.ts';
 import { Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
@@ -86,7 +87,9 @@ export class ThreadGroup {
   #seq = 0;
   #destroyed = false;
   /** This rank's collectives on the group not yet finished, as promises that settle (never reject) with them: barrier waits for them. */
-  readonly #unfinished = new Set<Promise<void>>();
+  /** Collectives the backend started that have not settled (an array: a Set allocates as it shrinks). */
+  readonly #unfinished: Promise<unknown>[] = [];
+  readonly #wheres = new Map<OpName, string>();
 
   constructor(info: GroupInfo, backend: Backend | undefined) {
     this.#info = info;
@@ -135,12 +138,11 @@ export class ThreadGroup {
     // without looking at the Work: whether the caller observes it is the caller's business.
     return this.#start(op, options, check, (backend, call) => {
       const running = run(backend, call);
-      const finished = running.then(
-        () => {},
-        () => {},
+      this.#unfinished.push(running);
+      running.then(
+        () => this.#settled(running),
+        () => this.#settled(running),
       );
-      this.#unfinished.add(finished);
-      void finished.then(() => this.#unfinished.delete(finished));
       return running;
     });
   }
@@ -151,7 +153,7 @@ export class ThreadGroup {
     check: () => Signed,
     run: (backend: Backend, call: CallInfo) => Promise<T>,
   ): Work<T> {
-    const where = `${op} on group "${this.name}"`;
+    const where = this.#where(op);
     if (this.#destroyed) return this.#rejected(where, new Error(`${where}: the group was destroyed`));
     if (!this.#backend || !this.isMember) {
       return this.#rejected(
@@ -166,7 +168,8 @@ export class ThreadGroup {
     if (!(timeoutMs > 0))
       return this.#rejected(where, new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
     // Faults the job injects (spawnThreads' `faults`, `chaos`) into this rank's calls; a no-op without them.
-    [check, run] = withFaults(op, where, check, run);
+    const injected = withFaults(op, where, check, run);
+    if (injected) [check, run] = injected;
     const spec: OpSpec = OPS[op];
     // Point-to-point calls are matched per stream, not by the group's collective order.
     const seq = spec.p2p ? -1 : this.#seq++;
@@ -195,11 +198,12 @@ export class ThreadGroup {
       );
     }
     const monitor = this.#monitor;
-    const name = () => callName({ call: signed.label ?? signed.signature, seq, group: this.name });
+    // The ledger's description is made only when a report needs it; closures stay anonymous (no
+    // keepNames wrapper per call).
     if (!monitor)
       return Work.track(
         Work.run(() => run(backend, { seq, signature: signed.signature, timeoutMs, checks })),
-        name,
+        () => this.#callName(signed, seq),
       );
     const debug = this.#track(monitor, op, spec, seq, signed, options);
     return Work.track(
@@ -214,9 +218,28 @@ export class ThreadGroup {
       ),
       () => {
         const site = debug.record.site === undefined ? undefined : formatSite(debug.record.site);
-        return site === undefined ? name() : `${name()} (called at ${site})`;
+        const name = this.#callName(signed, seq);
+        return site === undefined ? name : `${name} (called at ${site})`;
       },
     );
+  }
+
+  #settled(running: Promise<unknown>): void {
+    removeItem(this.#unfinished, running);
+  }
+
+  #callName(signed: Signed, seq: number): string {
+    return callName({ call: signed.label ?? signed.signature, seq, group: this.name });
+  }
+
+  /** "allReduce on group \"world\"": what a call's errors and ledger entries start with, made once per op. */
+  #where(op: OpName): string {
+    let where = this.#wheres.get(op);
+    if (where === undefined) {
+      where = `${op} on group "${this.name}"`;
+      this.#wheres.set(op, where);
+    }
+    return where;
   }
 
   /** A call refused before it was numbered: the rank's ledger still holds it until someone looks. */
@@ -638,7 +661,7 @@ export class ThreadGroup {
       () => ({ signature: 'barrier()', bytes: 0 }),
       async (b, call) => {
         // Taken now, before this call is counted among them.
-        const earlier = [...this.#unfinished];
+        const earlier = this.#unfinished.slice();
         await settledWithin(earlier, call.timeoutMs, () => {
           const me = `rank ${this.#info.globalRank}`;
           return `barrier() call #${call.seq} on group "${this.name}": ${me} timed out after ${call.timeoutMs} ms waiting for its ${earlier.length} earlier call(s) on the group to complete`;
@@ -1000,7 +1023,7 @@ export class ThreadGroup {
 
 /** Resolves once every one of `pending` settled (none rejects); a CommTimeoutError past `timeoutMs`. */
 async function settledWithin(
-  pending: readonly Promise<void>[],
+  pending: readonly Promise<unknown>[],
   timeoutMs: number,
   describe: () => string,
 ): Promise<void> {
@@ -1010,7 +1033,7 @@ async function settledWithin(
     timer = setTimeout(() => reject(new CommTimeoutError(describe())), timeoutMs);
   });
   try {
-    await Promise.race([Promise.all(pending), expired]);
+    await Promise.race([Promise.allSettled(pending), expired]);
   } finally {
     clearTimeout(timer);
   }

@@ -15,44 +15,86 @@ export function fitsRegion(tensor: Tensor): boolean {
   return tensor.device === 'cpu' && tensor.nbytes <= REGION_MAX_BYTES;
 }
 
+/** Tells the peers that took the keyed store for `call` (they wait there for this rank's fingerprint). */
+export type TellKeyed = (call: CallInfo, peers: number[]) => Promise<void>;
+
+const DONE = Promise.resolve();
+
 /**
  * Runs the call; on a mismatch or a peer's local failure, rejects with that
- * error after `tellKeyed` told the peers that took the keyed store (they wait
- * there for this rank's fingerprint).
+ * error after `tellKeyed` told the peers that took the keyed store. Where the
+ * ranks keep pace, every wait ends within the brief synchronous wait and the
+ * call costs no promise of its own.
  */
-export async function allReduceInRegion(
+export function allReduceInRegion(
   region: CallRegion,
   call: CallInfo,
   tensor: Tensor,
   op: ReduceOp,
-  tellKeyed: (peers: number[]) => Promise<void>,
+  tellKeyed: TellKeyed,
 ): Promise<void> {
-  const slot = await region.enter(call, KIND.region, call.signature);
-  let failure: Error;
-  let keyed: number[];
+  const slot = region.enter(call, KIND.region, call.signature);
+  if (typeof slot !== 'number') return slot.then((s) => reduceInSlot(region, s, call, tensor, op, tellKeyed));
+  return reduceInSlot(region, slot, call, tensor, op, tellKeyed);
+}
+
+function reduceInSlot(
+  region: CallRegion,
+  slot: number,
+  call: CallInfo,
+  tensor: Tensor,
+  op: ReduceOp,
+  tellKeyed: TellKeyed,
+): Promise<void> {
+  let outcome: number | Promise<number>;
   try {
-    const bytes = region.bytes;
-    const own = tensor.bytes();
-    bytes.set(own, region.dataOffset(slot, region.rank));
-    let outcome: number;
+    region.bytes.set(tensor.bytes(), region.dataOffset(slot, region.rank));
     if (region.arrive(slot)) {
       outcome = region.judge(slot);
       if (outcome === OUTCOME.reduced) region.reduce(slot, op, tensor.dtype, tensor.numel);
       region.announce(slot, call, outcome);
     } else {
-      outcome = await region.outcome(slot, call);
+      outcome = region.outcome(slot, call);
     }
-    if (outcome === OUTCOME.reduced) {
-      const result = region.resultOffset(slot);
-      own.set(bytes.subarray(result, result + own.length));
-      return;
-    }
+  } catch (error) {
+    region.depart(slot);
+    return Promise.reject(error);
+  }
+  if (typeof outcome === 'number') return finish(region, slot, call, tensor, outcome, tellKeyed);
+  return outcome.then(
+    (verdict) => finish(region, slot, call, tensor, verdict, tellKeyed),
+    (error) => {
+      region.depart(slot);
+      throw error;
+    },
+  );
+}
+
+/** Copies the result out, or makes the call's error; leaves the slot either way. */
+function finish(
+  region: CallRegion,
+  slot: number,
+  call: CallInfo,
+  tensor: Tensor,
+  outcome: number,
+  tellKeyed: TellKeyed,
+): Promise<void> {
+  if (outcome === OUTCOME.reduced) {
+    region.copyResult(slot, tensor);
+    region.depart(slot);
+    return DONE;
+  }
+  let failure: Error;
+  let keyed: number[];
+  try {
     failure = region.failure(slot, call, outcome);
     // Read before leaving: once every rank left, the slot's records belong to a later call.
     keyed = region.keyedPeers(slot);
   } finally {
     region.depart(slot);
   }
-  if (keyed.length > 0) await tellKeyed(keyed);
-  throw failure;
+  if (keyed.length === 0) return Promise.reject(failure);
+  return tellKeyed(call, keyed).then(() => {
+    throw failure;
+  });
 }

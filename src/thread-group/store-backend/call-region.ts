@@ -24,10 +24,11 @@ import type { AbortWord } from '../../runtime/abort-word.ts';
 import { CommTimeoutError } from '../../runtime/errors.ts';
 import { encodeBounded, MAX_TAG_BYTES } from '../../runtime/store-limits.ts';
 import type { SharedRegion } from '../../runtime/tensor-store.ts';
-import { waitForWord } from '../../runtime/wait.ts';
+import { waitBriefly, waitForWord } from '../../runtime/wait.ts';
 import { arrayConstructor, type DType, type TypedArray } from '../../tensor/dtype.ts';
 import { reduceArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
 import type { CallInfo, GroupView } from '../backend.ts';
 import {
   abandonedError,
@@ -99,6 +100,9 @@ export class CallRegion {
   readonly #slotBytes: number;
   readonly #signatures = new Map<string, Uint8Array>();
   readonly #operands: Array<Operands | undefined> = new Array(SLOTS);
+  /** What #reachedSoon waits for, read by #isTarget (made once, not per wait). */
+  #target = 0;
+  readonly #isTarget = (value: number) => value === this.#target;
 
   constructor(region: SharedRegion, group: GroupView) {
     this.#group = group;
@@ -133,25 +137,28 @@ export class CallRegion {
   /**
    * Waits until the call's slot is free for it, then writes this rank's
    * record (its kind, and its signature, or for an abandoned call its error);
-   * the data, if any, goes to dataOffset before `arrive`. Returns the slot.
+   * the data, if any, goes to dataOffset before `arrive`. Returns the slot,
+   * without a promise when the slot is free within the brief wait.
    */
-  async enter(call: CallInfo, kind: Kind, text: string): Promise<number> {
+  enter(call: CallInfo, kind: Kind, text: string): number | Promise<number> {
     const slot = call.seq % SLOTS;
-    const cycle = cycleOf(call, slot);
     const open = this.#slotWord(slot, S.open);
-    if (Atomics.load(this.#words, open) !== cycle) {
-      await this.#wait(open, cycle, call, () =>
-        call.seq >= SLOTS
-          ? `every rank to finish call #${call.seq - SLOTS}, whose place in the group's region it takes`
-          : 'the group region',
-      );
-    }
+    if (this.#reachedSoon(open, cycleOf(call, slot), call)) return this.#take(call, slot, kind, text);
+    return this.#wait(open, cycleOf(call, slot), call, () =>
+      call.seq >= SLOTS
+        ? `every rank to finish call #${call.seq - SLOTS}, whose place in the group's region it takes`
+        : 'the group region',
+    ).then(() => this.#take(call, slot, kind, text));
+  }
+
+  #take(call: CallInfo, slot: number, kind: Kind, text: string): number {
     this.#write(
       slot,
       kind,
       kind === KIND.abandoned ? encodeBounded(text, MAX_TAG_BYTES) : this.#signature(text),
     );
-    Atomics.store(this.#words, (this.#recordOffset(slot, this.#group.rank) >> 2) + R.cycle, cycle + 1);
+    const record = this.#recordOffset(slot, this.#group.rank) >> 2;
+    Atomics.store(this.#words, record + R.cycle, cycleOf(call, slot) + 1);
     return slot;
   }
 
@@ -196,6 +203,12 @@ export class CallRegion {
     reduceArrays(op, dtype, operands.out, operands.inputs);
   }
 
+  /** Copies the slot's result into `tensor` (a host tensor the size of the call's data). */
+  copyResult(slot: number, tensor: Tensor): void {
+    const result = this.resultOffset(slot);
+    tensor.bytes().set(this.#bytes.subarray(result, result + tensor.nbytes));
+  }
+
   /** Publishes the verdict on `call` and wakes every rank waiting for it at once. */
   announce(slot: number, call: CallInfo, outcome: number): void {
     this.#words[this.#slotWord(slot, S.outcome)] = outcome;
@@ -223,21 +236,45 @@ export class CallRegion {
     this.depart(slot);
   }
 
-  /** Waits for the verdict on the call in `slot`; returns it. */
-  async outcome(slot: number, call: CallInfo): Promise<number> {
+  /**
+   * The brief synchronous wait (waitForWord's spin, and its yield or block
+   * where every rank of the group is in the call) for word `index` to hold
+   * `target`: what a small call's waits come to when the ranks keep pace,
+   * without a promise or a closure per call.
+   */
+  #reachedSoon(index: number, target: number, call: CallInfo): boolean {
+    this.#target = target;
+    return waitBriefly(
+      this.#words,
+      index,
+      this.#isTarget,
+      performance.now() + call.timeoutMs,
+      this.#abort,
+      this.#mayBlock?.() ? BLOCK_MS : undefined,
+    );
+  }
+
+  /** Waits for the verdict on the call in `slot`; returns it, without a promise when it comes within the brief wait. */
+  outcome(slot: number, call: CallInfo): number | Promise<number> {
     const cycle = cycleOf(call, slot);
     const ready = this.#slotWord(slot, S.ready);
-    if (Atomics.load(this.#words, ready) !== cycle + 1) {
-      const missing = () => this.#missing(slot, cycle);
-      try {
-        await this.#wait(ready, cycle + 1, call, () => ranksText(this.#group, missing()), missing);
-      } catch (error) {
-        // A rank still to come must not complete the call without this one: it fails with this rank's error.
-        this.#write(slot, KIND.abandoned, encodeBounded((error as Error).message, MAX_TAG_BYTES));
-        throw error;
-      }
+    const verdict = this.#slotWord(slot, S.outcome);
+    try {
+      if (this.#reachedSoon(ready, cycle + 1, call)) return this.#words[verdict];
+    } catch (error) {
+      this.#abandonAfter(slot, error as Error);
     }
-    return this.#words[this.#slotWord(slot, S.outcome)];
+    const missing = () => this.#missing(slot, cycle);
+    return this.#wait(ready, cycle + 1, call, () => ranksText(this.#group, missing()), missing).then(
+      () => this.#words[verdict],
+      (error: Error) => this.#abandonAfter(slot, error),
+    );
+  }
+
+  /** A rank still to come must not complete the call without this one: it fails with this rank's error. */
+  #abandonAfter(slot: number, error: Error): never {
+    this.#write(slot, KIND.abandoned, encodeBounded(error.message, MAX_TAG_BYTES));
+    throw error;
   }
 
   /** Leaves the slot (also after a failure); the last to leave frees it for the call SLOTS later. */

@@ -89,6 +89,8 @@ export class StoreBackend implements Backend {
   }
 
   /** Tells `peers`, waiting in the keyed store for this rank's fingerprint, the signature this rank called. */
+  readonly #tellKeyedPeers = (call: CallInfo, peers: number[]) => this.#tellKeyed(call, peers);
+
   async #tellKeyed(call: CallInfo, peers: number[]): Promise<void> {
     // They wait for it already; one that stopped at another rank's fingerprint never reads this one.
     const bounded = { ...call, timeoutMs: Math.min(call.timeoutMs, TELL_KEYED_TIMEOUT_MS) };
@@ -136,12 +138,12 @@ export class StoreBackend implements Backend {
     });
   }
 
-  async #allReduceInRegion(region: CallRegion, call: CallInfo, tensor: Tensor, op: Reduction): Promise<void> {
-    const tellKeyed = (peers: number[]) => this.#tellKeyed(call, peers);
-    if (!isPremulSum(op)) return allReduceInRegion(region, call, tensor, op, tellKeyed);
+  #allReduceInRegion(region: CallRegion, call: CallInfo, tensor: Tensor, op: Reduction): Promise<void> {
+    if (!isPremulSum(op)) return allReduceInRegion(region, call, tensor, op, this.#tellKeyedPeers);
     const scaled = premultiplied(tensor, op.factor);
-    await allReduceInRegion(region, call, scaled, 'sum', tellKeyed);
-    copyElements(tensor, 0, scaled);
+    return allReduceInRegion(region, call, scaled, 'sum', this.#tellKeyedPeers).then(() =>
+      copyElements(tensor, 0, scaled),
+    );
   }
 
   broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void> {
