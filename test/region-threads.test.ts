@@ -2,7 +2,7 @@
  * Small allReduces between real rank threads, which meet in their group's shared region
  * (src/thread-group/store-backend/call-region.ts), and sizes just past it, which the keyed store
  * serves: results, order of un-awaited calls, mismatches across the cutoff, a rank lost mid-call,
- * a timeout. test/call-region.test.ts covers every dtype and op and 64 ranks in one thread.
+ * a timeout; barriers, which meet there too. test/call-region.test.ts covers every dtype and op and 64 ranks in one thread.
  */
 import { expect } from 'vitest';
 import { CommTimeoutError, RankFailedError, Tensor } from '../src/index.ts';
@@ -56,6 +56,34 @@ rankTest(
       expect(world[c].data.every((v) => v === world[c].data[0])).toBe(true);
       expect(pairs[c].toArray()).toEqual(new Array(8).fill(2 * c + pairRanks));
     }
+  },
+);
+
+rankTest(
+  'a barrier in the region holds every rank until the last arrives, and a rank that calls something else fails them all with a mismatch',
+  { worldSize: 4 },
+  async (ctx) => {
+    const now = () => performance.timeOrigin + performance.now();
+    for (let round = 0; round < 3; round++) {
+      // The last rank comes late; nobody may leave the barrier before it came.
+      if (ctx.rank === 3) await new Promise((resolve) => setTimeout(resolve, 50));
+      const entered = now();
+      await ctx.world.barrier();
+      const left = now();
+      const times = (await ctx.world.allGatherObject({ entered, left })) as {
+        entered: number;
+        left: number;
+      }[];
+      const lastEntry = Math.max(...times.map((t) => t.entered));
+      for (const t of times) expect(t.left).toBeGreaterThanOrEqual(lastEntry);
+    }
+    const call = ctx.rank === 1 ? ctx.world.allReduce(Tensor.ones([2])) : ctx.world.barrier();
+    const error = await failure(call);
+    expect(error).toBeInstanceOf(CallMismatchError);
+    expect(error.message).toMatch(
+      ctx.rank === 1 ? /rank 0 called barrier\(\)/ : /rank 1 called allReduce\(float32\[2\], sum\)/,
+    );
+    await ctx.world.barrier();
   },
 );
 
