@@ -225,9 +225,6 @@ export class StoreBackend implements Backend {
 
   barrier(call: CallInfo): Promise<void> {
     const token = Tensor.empty([0], 'uint8');
-    // In the region a barrier is an allReduce of nothing: every rank arrives before any leaves, and the
-    // last arrival wakes them all at once, where the keyed store reads every peer's token.
-    if (this.#region) return allReduceInRegion(this.#region, call, token, 'sum', this.#tellKeyedPeers);
     return this.#run(call, async (x) => {
       await allGatherAny(x, token);
     });
