@@ -2,7 +2,7 @@
  * Small allReduces between real rank threads, which meet in their group's shared region
  * (src/thread-group/store-backend/call-region.ts), and sizes just past it, which the keyed store
  * serves: results, order of un-awaited calls, mismatches across the cutoff, a rank lost mid-call,
- * a timeout; barriers, which meet there too. test/call-region.test.ts covers every dtype and op and 64 ranks in one thread.
+ * a timeout; a barrier against a late rank and against an allReduce. test/call-region.test.ts covers every dtype and op and 64 ranks in one thread.
  */
 import { expect } from 'vitest';
 import { CommTimeoutError, RankFailedError, Tensor } from '../src/index.ts';
@@ -60,7 +60,7 @@ rankTest(
 );
 
 rankTest(
-  'a barrier in the region holds every rank until the last arrives, and a rank that calls something else fails them all with a mismatch',
+  'a barrier holds every rank until the last arrives, and a rank that calls something else fails them all with a mismatch',
   { worldSize: 4 },
   async (ctx) => {
     const now = () => performance.timeOrigin + performance.now();
