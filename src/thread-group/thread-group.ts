@@ -86,8 +86,7 @@ export class ThreadGroup {
   readonly #others: readonly number[];
   #seq = 0;
   #destroyed = false;
-  /** This rank's collectives on the group not yet finished, as promises that settle (never reject) with them: barrier waits for them. */
-  /** Collectives the backend started that have not settled (an array: a Set allocates as it shrinks). */
+  /** This rank's collectives the backend started that have not settled, which barrier waits for (an array: a Set allocates as it shrinks). */
   readonly #unfinished: Promise<unknown>[] = [];
   readonly #wheres = new Map<OpName, string>();
 
@@ -1021,7 +1020,7 @@ export class ThreadGroup {
   }
 }
 
-/** Resolves once every one of `pending` settled (none rejects); a CommTimeoutError past `timeoutMs`. */
+/** Resolves once every one of `pending` settled, fulfilled or rejected; a CommTimeoutError past `timeoutMs`. */
 async function settledWithin(
   pending: readonly Promise<unknown>[],
   timeoutMs: number,

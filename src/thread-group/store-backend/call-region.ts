@@ -24,7 +24,7 @@ import type { AbortWord } from '../../runtime/abort-word.ts';
 import { CommTimeoutError } from '../../runtime/errors.ts';
 import { encodeBounded, MAX_TAG_BYTES } from '../../runtime/store-limits.ts';
 import type { SharedRegion } from '../../runtime/tensor-store.ts';
-import { waitBriefly, waitForWord } from '../../runtime/wait.ts';
+import { deadlineAfter, waitBriefly, waitForWord } from '../../runtime/wait.ts';
 import { arrayConstructor, type DType, type TypedArray } from '../../tensor/dtype.ts';
 import { reduceArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
@@ -248,7 +248,7 @@ export class CallRegion {
       this.#words,
       index,
       this.#isTarget,
-      performance.now() + call.timeoutMs,
+      deadlineAfter(call.timeoutMs),
       this.#abort,
       this.#mayBlock?.() ? BLOCK_MS : undefined,
     );

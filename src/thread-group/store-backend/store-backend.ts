@@ -88,9 +88,10 @@ export class StoreBackend implements Backend {
     return runExchange(new Exchange(this.#store, this.#group, call), algorithm);
   }
 
-  /** Tells `peers`, waiting in the keyed store for this rank's fingerprint, the signature this rank called. */
+  /** #tellKeyed, made once for the region's calls to hand on. */
   readonly #tellKeyedPeers = (call: CallInfo, peers: number[]) => this.#tellKeyed(call, peers);
 
+  /** Tells `peers`, waiting in the keyed store for this rank's fingerprint, the signature this rank called. */
   async #tellKeyed(call: CallInfo, peers: number[]): Promise<void> {
     // They wait for it already; one that stopped at another rank's fingerprint never reads this one.
     const bounded = { ...call, timeoutMs: Math.min(call.timeoutMs, TELL_KEYED_TIMEOUT_MS) };
