@@ -1,7 +1,6 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ByteRing, RING_CONTROL_BYTES } from '../src/file-store/byte-ring.ts';
 import { crossMemory } from '../src/file-store/cross-memory.ts';
 import {
   abortJob,
@@ -20,6 +19,7 @@ import {
   RankFailedError,
   Tensor,
 } from '../src/index.ts';
+import { ByteRing, RING_CONTROL_BYTES } from '../src/runtime/byte-ring.ts';
 import { dtypeCode } from '../src/tensor/dtype.ts';
 import type { scenarios } from './fixtures/file-store-rings.ts';
 import { type Launch, scenarioFixture } from './fixtures/scenarios.ts';

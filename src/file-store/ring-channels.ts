@@ -26,6 +26,7 @@
  * the job's abort wakes them through the store.
  */
 
+import type { ByteRing } from '../runtime/byte-ring.ts';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
@@ -34,7 +35,6 @@ import type { StoreEntry, StoreFinishOptions } from '../runtime/tensor-store.ts'
 import { sameShape } from '../tensor/shape.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { ArenaViews } from './arena-views.ts';
-import type { ByteRing } from './byte-ring.ts';
 import { type CrossMemory, crossMemory } from './cross-memory.ts';
 import { Doorbell } from './doorbell.ts';
 import { FileStoreCorruptError } from './errors.ts';

@@ -5,7 +5,7 @@
  * this rank's doorbell once it freed room; and a peer's doorbell is rung once
  * per burst of records, and only while the peer sleeps.
  */
-import type { ByteRing } from './byte-ring.ts';
+import type { ByteRing } from '../runtime/byte-ring.ts';
 import { DoorbellPush } from './doorbell.ts';
 import { RingSegment } from './ring-segment.ts';
 

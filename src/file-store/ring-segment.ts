@@ -12,7 +12,7 @@
  * then per ring its control block and data (byte-ring.ts).
  */
 import { closeSync, openSync, unlinkSync } from 'node:fs';
-import { ByteRing, RING_CONTROL_BYTES } from './byte-ring.ts';
+import { ByteRing, RING_CONTROL_BYTES } from '../runtime/byte-ring.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { TMP_DIR } from './file-names.ts';
 import { type Mapping, mapFile } from './mapped-file.ts';

@@ -6,7 +6,13 @@
  * which every publish into that bucket bumps.
  */
 import type { AbortWord } from '../runtime/abort-word.ts';
-import { encodeKey, MAX_ERROR_BYTES, MAX_KEY_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
+import {
+  decodeText,
+  encodeKey,
+  MAX_ERROR_BYTES,
+  MAX_KEY_BYTES,
+  MAX_TAG_BYTES,
+} from '../runtime/store-limits.ts';
 
 /** Int32 word offsets inside a slot. */
 export const W = {
@@ -59,16 +65,6 @@ export interface SlotTableSpec {
 export interface SharedSlotTable {
   spec: SlotTableSpec;
   buffer: SharedArrayBuffer;
-}
-
-const decoder = new TextDecoder();
-
-function decodeText(bytes: Uint8Array, start: number, end: number): string {
-  let ascii = true;
-  for (let i = start; i < end && ascii; i++) ascii = bytes[i] < 0x80;
-  // Decoding needs an unshared copy; these texts are a few hundred bytes at most.
-  if (!ascii) return decoder.decode(bytes.slice(start, end));
-  return String.fromCharCode.apply(null, bytes.subarray(start, end) as unknown as number[]);
 }
 
 function fnv1a(bytes: Uint8Array): number {

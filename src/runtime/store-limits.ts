@@ -9,6 +9,7 @@ export const MAX_ERROR_BYTES = 384;
 export const MAX_DIMS = 16;
 
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 /** UTF-8 of `text`; keys and signatures are ASCII in practice, so that path avoids TextEncoder. */
 export function encodeText(text: string): Uint8Array {
@@ -19,6 +20,15 @@ export function encodeText(text: string): Uint8Array {
     bytes[i] = c;
   }
   return bytes;
+}
+
+/** The text of UTF-8 bytes[start, end), which may lie in shared memory; ASCII (the usual case) without TextDecoder. */
+export function decodeText(bytes: Uint8Array, start = 0, end = bytes.length): string {
+  let ascii = true;
+  for (let i = start; i < end && ascii; i++) ascii = bytes[i] < 0x80;
+  // Decoding needs an unshared copy; these texts are a few hundred bytes at most.
+  if (!ascii) return decoder.decode(bytes.slice(start, end));
+  return String.fromCharCode.apply(null, bytes.subarray(start, end) as unknown as number[]);
 }
 
 /**

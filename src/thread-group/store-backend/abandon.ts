@@ -11,7 +11,7 @@ import type { ArrivalPattern, CallInfo, GroupView } from '../backend.ts';
 import { ABANDONED, type Exchange } from './exchange.ts';
 
 /** How long the marker waits for its readers, and a read for its value, at most. */
-const TELL_TIMEOUT_MS = 5_000;
+export const TELL_TIMEOUT_MS = 5_000;
 /** How often a wait checks whether the peers it waits for have failed the call themselves. */
 const PEER_CHECK_MS = 25;
 

@@ -42,6 +42,21 @@ export function mismatchError(
   );
 }
 
+/** This rank expects `want` (e.g. `float32[4]`) from group rank `producer`, which sent `sent`. */
+export function layoutMismatchError(
+  group: GroupView,
+  call: CallInfo,
+  want: string,
+  producer: number,
+  sent: string,
+): CallMismatchError {
+  return new CallMismatchError(
+    `${callWhere(call, group)}: rank ${group.ranks[group.rank]} expects ${want} from rank ` +
+      `${group.ranks[producer]}, which sent ${sent}`,
+    group.ranks[producer],
+  );
+}
+
 /** Group rank `producer` failed this call locally and said why. */
 export function abandonedError(group: GroupView, call: CallInfo, producer: number, why: string): Error {
   return new Error(`${callWhere(call, group)}: group rank ${producer} failed this call: ${why}`);

@@ -21,23 +21,16 @@
  * needs to write nothing first.
  */
 import type { AbortWord } from '../../runtime/abort-word.ts';
-import { CommTimeoutError } from '../../runtime/errors.ts';
-import { encodeBounded, MAX_TAG_BYTES } from '../../runtime/store-limits.ts';
+import { decodeText, encodeBounded, MAX_TAG_BYTES } from '../../runtime/store-limits.ts';
 import type { SharedRegion } from '../../runtime/tensor-store.ts';
-import { deadlineAfter, waitBriefly, waitForWord } from '../../runtime/wait.ts';
+import { deadlineAfter, waitBriefly } from '../../runtime/wait.ts';
 import { arrayConstructor, type DType, type TypedArray } from '../../tensor/dtype.ts';
 import { reduceArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { CallInfo, GroupView } from '../backend.ts';
-import {
-  abandonedError,
-  departedError,
-  mismatchError,
-  peerFailureError,
-  ranksText,
-  timeoutError,
-} from './call-failure.ts';
+import { abandonedError, mismatchError, ranksText } from './call-failure.ts';
+import { waitMonitored } from './monitored-wait.ts';
 
 /** Calls of one group that may be in flight at once before the next waits for a slot. */
 export const SLOTS = 4;
@@ -60,8 +53,6 @@ const SLOT_HEADER_BYTES = 64;
 const R = { cycle: 0, kind: 1, textLength: 2 } as const;
 const RECORD_HEADER_BYTES = 16;
 const RECORD_BYTES = RECORD_HEADER_BYTES + MAX_TAG_BYTES + REGION_MAX_BYTES;
-/** A monitored call's slow wait looks at the ranks it waits for this often (as Exchange does). */
-const PEER_CHECK_MS = 100;
 /** How long a wait in the region blocks its thread before it parks on the event loop (see waitForWord). */
 const BLOCK_MS = 10;
 /** Encoded signatures kept per group: a program repeats a handful of calls. */
@@ -325,7 +316,7 @@ export class CallRegion {
 
   #text(record: number): string {
     const at = (record << 2) + RECORD_HEADER_BYTES;
-    return new TextDecoder().decode(this.#bytes.slice(at, at + this.#words[record + R.textLength]));
+    return decodeText(this.#bytes, at, at + this.#words[record + R.textLength]);
   }
 
   /** Group ranks that have not arrived for `cycle` of `slot`. */
@@ -356,42 +347,23 @@ export class CallRegion {
    * "group rank 2 (global rank 2)") and fails at once when one of `waitedFor`
    * failed the call or left.
    */
-  async #wait(
+  #wait(
     index: number,
     target: number,
     call: CallInfo,
     waitingFor: () => string,
     waitedFor?: () => number[],
   ): Promise<void> {
-    const what = () => `waiting for ${waitingFor()}`;
-    const ready = (value: number) => value === target;
-    const deadline = performance.now() + call.timeoutMs;
-    const debug = call.debug;
-    for (;;) {
-      const sliceEnd = debug && waitedFor ? Math.min(deadline, performance.now() + PEER_CHECK_MS) : deadline;
-      try {
-        await waitForWord(this.#words, index, ready, {
-          deadline: sliceEnd,
-          abort: this.#abort,
-          describe: what,
-          // Every rank of the group is in this call: waking the thread itself beats an event-loop turn.
-          blockMs: this.#mayBlock?.() ? BLOCK_MS : undefined,
-        });
-        return;
-      } catch (error) {
-        if (!(error instanceof CommTimeoutError)) throw error;
-        if (sliceEnd >= deadline) throw timeoutError(this.#group, call, what());
-      }
-      if (!debug || !waitedFor) continue;
-      debug.monitor.waiting(debug.record, waitingFor());
-      for (const p of waitedFor()) {
-        const peer = this.#group.ranks[p];
-        const failure = peerFailureError(this.#group, call, debug, peer);
-        if (failure) throw failure;
-        const departure = debug.monitor.departure(peer);
-        if (departure !== undefined) throw departedError(this.#group, call, debug, peer, departure);
-      }
-    }
+    return waitMonitored(this.#words, index, (value) => value === target, {
+      group: this.#group,
+      call,
+      abort: this.#abort,
+      deadline: deadlineAfter(call.timeoutMs),
+      waitingFor,
+      waitedFor,
+      // Every rank of the group is in this call: waking the thread itself beats an event-loop turn.
+      blockMs: this.#mayBlock?.() ? BLOCK_MS : undefined,
+    });
   }
 
   #slotOffset(slot: number): number {

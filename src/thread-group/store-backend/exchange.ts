@@ -17,11 +17,12 @@
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
 import type { StoreEntry, StoreWaitOptions, TensorStore } from '../../runtime/tensor-store.ts';
 import { Tensor } from '../../tensor/tensor.ts';
-import { type CallInfo, CallMismatchError, type GroupView } from '../backend.ts';
+import type { CallInfo, GroupView } from '../backend.ts';
 import {
   abandonedError,
   callWhere,
   departedError,
+  layoutMismatchError,
   mismatchError,
   peerFailureError,
   ranksText,
@@ -363,11 +364,7 @@ export class Exchange {
   ): void {
     const want = `${expected.dtype}[${expected.shape.join(',')}]`;
     if (received.describe() !== want) {
-      throw new CallMismatchError(
-        `${this.where()}: rank ${this.#group.ranks[this.rank]} expects ${want} from rank ` +
-          `${this.#group.ranks[producer]}, which sent ${received.describe()}`,
-        this.#group.ranks[producer],
-      );
+      throw layoutMismatchError(this.#group, this.#call, want, producer, received.describe());
     }
   }
 

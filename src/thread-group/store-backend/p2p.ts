@@ -6,7 +6,8 @@
  */
 import { CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import type { CallInfo } from '../backend.ts';
+import type { CallInfo, GroupView } from '../backend.ts';
+import { callWhere } from './call-failure.ts';
 import { type Exchange, landed } from './exchange.ts';
 import { copyElements } from './slices.ts';
 
@@ -32,52 +33,42 @@ export async function receive(x: Exchange, value: Tensor, tensor: Tensor, src: n
   await x.finish(0, src);
 }
 
-/** One peer's stream as recvFromAny looks at it: the exchange of its next message. */
-export interface Candidate {
-  src: number;
-  x: Exchange;
-}
-
 /**
- * The first of the candidates' next messages to be there, taken (and so owed
- * a finish) from exactly one stream. A store waits on one key at a time, so
- * this looks at each stream without claiming anything, then sleeps briefly:
- * a message is seen within a few milliseconds of its send. Fails at the
- * call's timeout, or once every peer has left.
+ * The first of the peers' next messages to be there: `look` tells whether
+ * peer `p` (the i-th) has it, taking it where it says so, and this returns
+ * what it said. A store waits on one key at a time, so this looks at each
+ * stream in turn, then sleeps briefly: a message is seen within a few
+ * milliseconds of its send. Fails at the call's timeout, or once every peer
+ * has left.
  */
-export async function firstMessage(
-  candidates: readonly Candidate[],
+export async function firstMessage<V>(
+  peers: readonly number[],
   call: CallInfo,
-): Promise<Candidate & { value: Tensor }> {
+  group: GroupView,
+  look: (p: number, i: number) => V | undefined | Promise<V | undefined>,
+): Promise<V> {
   const deadline = performance.now() + call.timeoutMs;
-  // Every candidate's exchange names the same call and receiver.
-  const { x } = candidates[0];
-  const me = `rank ${x.globalRank(x.rank)}`;
+  const where = callWhere(call, group);
+  const me = `rank ${group.ranks[group.rank]}`;
   const monitor = call.debug?.monitor;
   let sleepMs = 1;
   for (;;) {
-    for (const c of candidates) {
-      let value: Tensor | undefined;
-      try {
-        value = await c.x.tryGet(0, c.src);
-      } catch (error) {
-        await c.x.abort(error);
-        throw error;
-      }
-      if (value) return { ...c, value };
+    for (let i = 0; i < peers.length; i++) {
+      const found = await look(peers[i], i);
+      if (found !== undefined) return found;
     }
-    const left = candidates.map((c) => monitor?.departure(x.globalRank(c.src)));
+    const left = peers.map((p) => monitor?.departure(group.ranks[p]));
     if (left.every((d) => d !== undefined)) {
       throw new RankFailedError(
-        `${x.where()}: ${me} waits for a message from any rank, but every other rank left: ${left[0]}`,
+        `${where}: ${me} waits for a message from any rank, but every other rank left: ${left[0]}`,
         undefined,
       );
     }
     const remaining = deadline - performance.now();
     if (remaining <= 0) {
       throw new CommTimeoutError(
-        `${x.where()}: ${me} timed out after ${call.timeoutMs} ms waiting for a message from any of group ` +
-          `ranks ${candidates.map((c) => c.src).join(', ')}`,
+        `${where}: ${me} timed out after ${call.timeoutMs} ms waiting for a message from any of group ` +
+          `ranks ${peers.join(', ')}`,
       );
     }
     if (sleepMs === 1 && call.debug) monitor?.waiting(call.debug.record, 'a message from any group rank');

@@ -16,7 +16,7 @@ import {
   MONITORED_BARRIER_ROOT,
 } from '../backend.ts';
 import { isPremulSum, type Reduction } from '../reduction.ts';
-import { arrivals, tellPeers } from './abandon.ts';
+import { arrivals, TELL_TIMEOUT_MS, tellPeers } from './abandon.ts';
 import { allReduce, ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
 import {
   allReduceAcrossNodes,
@@ -29,11 +29,14 @@ import {
 } from './all-reduce-nodes.ts';
 import { allReduceInRegion, fitsRegion } from './all-reduce-region.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
+import { layoutMismatchError } from './call-failure.ts';
 import { CallRegion, regionBytes } from './call-region.ts';
 import { Exchange, FINGERPRINT, runExchange } from './exchange.ts';
 import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './gather-scatter.ts';
+import { MAIL, Mailbox, type MailRecord, mailboxBytes } from './mailbox.ts';
+import { expectInline, inlineTensor, landInline } from './mailbox-p2p.ts';
 import { monitoredBarrier, verdictTimeoutMs } from './monitored-barrier.ts';
-import { type Candidate, firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
+import { firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
 import { premultiplied } from './premul-sum.ts';
 import { broadcast, broadcastCompared, gather, reduce, scatter } from './rooted.ts';
 import { copyElements } from './slices.ts';
@@ -64,6 +67,8 @@ export class StoreBackend implements Backend {
   readonly #choosing = new Map<number, Promise<void>>();
   /** Where small collectives meet when every member maps the same memory (threads sharing a MemoryTensorStore). */
   readonly #region: CallRegion | undefined;
+  /** Where point-to-point messages go first when every member maps the same memory (see mailbox.ts). */
+  readonly #mailbox: Mailbox | undefined;
 
   /**
    * `sharedRegion: false` for a backend that serves only some of the group's calls (NcclBackend's
@@ -76,6 +81,8 @@ export class StoreBackend implements Backend {
     const wanted = group.size > 1 && options.sharedRegion !== false;
     const shared = wanted ? store.sharedRegion?.(group.id, regionBytes(group.size)) : undefined;
     this.#region = shared && new CallRegion(shared, group);
+    const mail = wanted ? store.sharedRegion?.(`${group.id}:mail`, mailboxBytes(group.size)) : undefined;
+    this.#mailbox = mail && new Mailbox(mail, group);
   }
 
   get lendsViews(): boolean {
@@ -241,21 +248,76 @@ export class StoreBackend implements Backend {
   }
 
   send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void> {
-    const x = this.#p2p(call, this.#group.rank, dst, this.#sent.take(this.#group.rank, dst, tag), tag);
-    return runExchange(x, (ex) => send(ex, tensor, dst));
+    const message = this.#sent.take(this.#group.rank, dst, tag);
+    const mailbox = this.#mailbox;
+    const inline = mailbox?.carriesInline(tensor) && mailbox.sendInline(call, dst, tag, message, tensor);
+    if (inline) return inline;
+    return this.#sendStored(call, dst, tag, message, (x) => send(x, tensor, dst));
   }
 
-  /** The exchange of the next message from `src` on `tag`, once no earlier recvFromAny on `tag` is still choosing. */
-  #nextReceive(call: CallInfo, src: number, tag: number): Exchange | Promise<Exchange> {
-    const take = () =>
-      this.#p2p(call, src, this.#group.rank, this.#received.take(src, this.#group.rank, tag), tag);
+  /** Message `message` to `dst` through the keyed store, announced first by a marker in the mailbox if any. */
+  async #sendStored(
+    call: CallInfo,
+    dst: number,
+    tag: number,
+    message: number,
+    algorithm: (x: Exchange) => Promise<void>,
+  ): Promise<void> {
+    await this.#mailbox?.post(call, dst, tag, message);
+    return runExchange(this.#p2p(call, this.#group.rank, dst, message, tag), algorithm);
+  }
+
+  /** The number of the next message from `src` on `tag`, once no earlier recvFromAny on `tag` is still choosing. */
+  #nextMessage(src: number, tag: number): number | Promise<number> {
+    const take = () => this.#received.take(src, this.#group.rank, tag);
     const choosing = this.#choosing.get(tag);
     return choosing ? choosing.then(take) : take();
   }
 
-  async recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void> {
-    const x = await this.#nextReceive(call, src, tag);
-    return runExchange(x, (ex) => recv(ex, tensor, src));
+  /**
+   * The next message from `src` on `tag`: handed to `inline` when it came in
+   * the mailbox with its bytes, else to `stored` with the exchange of its key.
+   */
+  #receive<T>(
+    call: CallInfo,
+    src: number,
+    tag: number,
+    inline: (record: MailRecord) => T,
+    stored: (x: Exchange) => Promise<T>,
+  ): Promise<T> {
+    const message = this.#nextMessage(src, tag);
+    if (typeof message === 'number') return this.#receiveMessage(call, src, tag, message, inline, stored);
+    return message.then((m) => this.#receiveMessage(call, src, tag, m, inline, stored));
+  }
+
+  #receiveMessage<T>(
+    call: CallInfo,
+    src: number,
+    tag: number,
+    message: number,
+    inline: (record: MailRecord) => T,
+    stored: (x: Exchange) => Promise<T>,
+  ): Promise<T> {
+    const viaStore = () => stored(this.#p2p(call, src, this.#group.rank, message, tag));
+    const mailbox = this.#mailbox;
+    if (!mailbox) return viaStore();
+    return settled(() => {
+      const got = mailbox.receive(call, src, tag, message, (record) =>
+        record.kind === MAIL.inline ? { value: inline(record) } : undefined,
+      );
+      if (got instanceof Promise) return got.then((g) => (g ? g.value : viaStore()));
+      return got ? got.value : viaStore();
+    });
+  }
+
+  recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void> {
+    return this.#receive(
+      call,
+      src,
+      tag,
+      (record) => landInline(this.#group, call, record, tensor, src),
+      (x) => runExchange(x, (ex) => recv(ex, tensor, src)),
+    );
   }
 
   /**
@@ -271,57 +333,109 @@ export class StoreBackend implements Backend {
     });
     const mine = earlier ? earlier.then(() => choice) : choice;
     this.#choosing.set(tag, mine);
-    let taken: Candidate & { value: Tensor };
+    const mailbox = this.#mailbox;
+    let src!: number;
+    let message!: number;
+    let taken: { x: Exchange; value: Tensor } | undefined;
     try {
       await earlier;
-      const candidates = Array.from({ length: this.#group.size }, (_, src) => src)
-        .filter((src) => src !== me)
-        .map((src) => ({ src, x: this.#p2p(call, src, me, this.#received.peek(src, me, tag), tag) }));
-      taken = await firstMessage(candidates, call);
-      this.#received.take(taken.src, me, tag);
+      const peers = Array.from({ length: this.#group.size }, (_, p) => p).filter((p) => p !== me);
+      if (mailbox) {
+        src = await firstMessage(peers, call, this.#group, (p) =>
+          mailbox.has(p, tag, this.#received.peek(p, me, tag)) ? p : undefined,
+        );
+      } else {
+        const exchanges = peers.map((p) => this.#p2p(call, p, me, this.#received.peek(p, me, tag), tag));
+        [src, taken] = await firstMessage(peers, call, this.#group, async (p, i) => {
+          const x = exchanges[i];
+          try {
+            const value = await x.tryGet(0, p);
+            return value && ([p, { x, value }] as const);
+          } catch (error) {
+            await x.abort(error);
+            throw error;
+          }
+        });
+      }
+      message = this.#received.take(src, me, tag);
     } finally {
       chosen();
       if (this.#choosing.get(tag) === mine) this.#choosing.delete(tag);
     }
-    await runExchange(taken.x, (x) => receive(x, taken.value, tensor, taken.src));
-    return taken.src;
+    if (taken) {
+      const { value } = taken;
+      await runExchange(taken.x, (x) => receive(x, value, tensor, src));
+    } else {
+      await this.#receiveMessage(
+        call,
+        src,
+        tag,
+        message,
+        (record) => landInline(this.#group, call, record, tensor, src),
+        (x) => runExchange(x, (ex) => recv(ex, tensor, src)),
+      );
+    }
+    return src;
   }
 
   recvBorrowed(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor> {
-    return this.#lend(call, src, tag, async (x) => {
-      const tensor = await x.get(0, src);
-      x.expectLike(tensor, like, src);
-      return { tensor };
-    });
+    return this.#receive(
+      call,
+      src,
+      tag,
+      (record) => ({
+        tensor: expectInline(this.#group, call, record, like, src).clone(),
+        release: NOTHING_HELD,
+      }),
+      (x) =>
+        this.#lend(x, src, async () => {
+          const tensor = await x.get(0, src);
+          x.expectLike(tensor, like, src);
+          return { tensor };
+        }),
+    );
   }
 
   recvAnyBorrowed(call: CallInfo, src: number, tag: number): Promise<BorrowedTensor> {
-    return this.#lend(call, src, tag, async (x) => ({ tensor: await x.get(0, src) }));
+    return this.#receive(
+      call,
+      src,
+      tag,
+      (record) => ({ tensor: inlineTensor(record).clone(), release: NOTHING_HELD }),
+      (x) => this.#lend(x, src, async () => ({ tensor: await x.get(0, src) })),
+    );
   }
 
   sendViews(call: CallInfo, tensors: readonly Tensor[], dst: number, tag: number): Promise<void> {
-    const x = this.#p2p(call, this.#group.rank, dst, this.#sent.take(this.#group.rank, dst, tag), tag);
-    return runExchange(x, async (ex) => {
-      await ex.publishViews(0, tensors, [dst]);
-      await ex.consumed(0);
+    const message = this.#sent.take(this.#group.rank, dst, tag);
+    return this.#sendStored(call, dst, tag, message, async (x) => {
+      await x.publishViews(0, tensors, [dst]);
+      await x.consumed(0);
     });
   }
 
   recvViews(call: CallInfo, src: number, tag: number): Promise<BorrowedViews> {
-    return this.#lend(call, src, tag, async (x) => ({ views: await x.getViews(0, src) }));
+    return this.#receive(
+      call,
+      src,
+      tag,
+      (record) => {
+        const sent = `${record.dtype}[${record.shape.join(',')}]`;
+        throw layoutMismatchError(this.#group, call, 'a list of views (sendViews)', src, sent);
+      },
+      (x) => this.#lend(x, src, async () => ({ views: await x.getViews(0, src) })),
+    );
   }
 
-  /** The sender's value as the store hands it out (`take` reads and checks it), until release(). */
+  /** The sender's value as the store hands it out on `x` (`take` reads and checks it), until release(). */
   async #lend<T>(
-    call: CallInfo,
+    x: Exchange,
     src: number,
-    tag: number,
-    take: (x: Exchange) => Promise<T>,
+    take: () => Promise<T>,
   ): Promise<T & { release(): Promise<void> }> {
-    const x = await this.#nextReceive(call, src, tag);
     let value: T;
     try {
-      value = await take(x);
+      value = await take();
     } catch (error) {
       await x.abort(error);
       throw error;
@@ -333,13 +447,20 @@ export class StoreBackend implements Backend {
     };
   }
 
-  async recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor> {
-    const x = await this.#nextReceive(call, src, tag);
-    let value: Tensor | undefined;
-    await runExchange(x, async (ex) => {
-      value = await takeCopy(ex, 0, src);
-    });
-    return value!;
+  recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor> {
+    return this.#receive(
+      call,
+      src,
+      tag,
+      (record) => inlineTensor(record).clone(),
+      async (x) => {
+        let value: Tensor | undefined;
+        await runExchange(x, async (ex) => {
+          value = await takeCopy(ex, 0, src);
+        });
+        return value!;
+      },
+    );
   }
 
   async broadcastAny(call: CallInfo, tensor: Tensor | undefined, src: number): Promise<Tensor> {
@@ -385,16 +506,50 @@ export class StoreBackend implements Backend {
     const own = given.kind === 'send' || given.kind === 'recv' || given.kind === 'viaRoot';
     const pattern: ArrivalPattern = call.checks !== false && !own ? { kind: 'all' } : given;
     const me = this.#group.rank;
-    const x =
-      pattern.kind === 'send'
-        ? this.#p2p(call, me, pattern.peer, this.#sent.take(me, pattern.peer, pattern.tag), pattern.tag)
-        : pattern.kind === 'recv'
-          ? await this.#nextReceive(call, pattern.peer, pattern.tag)
-          : new Exchange(this.#store, this.#group, call);
+    let x: Exchange;
+    if (pattern.kind === 'send') {
+      const message = this.#sent.take(me, pattern.peer, pattern.tag);
+      // The marker goes first, so the receive looks for this rank's error in the keyed store.
+      await this.#mailbox?.post(call, pattern.peer, pattern.tag, message);
+      x = this.#p2p(call, me, pattern.peer, message, pattern.tag);
+    } else if (pattern.kind === 'recv') {
+      const message = await this.#nextMessage(pattern.peer, pattern.tag);
+      // The message this receive was for leaves the mailbox; one that came inline needs no answer.
+      const mailbox = this.#mailbox;
+      if (mailbox) {
+        const bounded = { ...call, timeoutMs: Math.min(call.timeoutMs, TELL_TIMEOUT_MS) };
+        const peer = pattern.peer;
+        const tag = pattern.tag;
+        // An inline message's send waits for this receive's verdict: this rank's error.
+        const told = new Error(`rank ${this.#group.ranks[me]}: ${error.message}`);
+        const stored = await settled(() =>
+          mailbox.receive(bounded, peer, tag, message, (record) => {
+            if (record.kind === MAIL.inline) throw told;
+            return true;
+          }),
+        ).catch(() => false);
+        if (!stored) return;
+      }
+      x = this.#p2p(call, pattern.peer, me, message, pattern.tag);
+    } else {
+      x = new Exchange(this.#store, this.#group, call);
+    }
     // Peers that came to the region learn the error there, the others from the markers.
     if (this.#region && call.seq >= 0) await this.#region.abandon(call, error);
     await tellPeers(this.#store, this.#group, x, call, arrivals(pattern, me, x.peers()), error);
   }
 
   destroy(): void {}
+}
+
+/** What releasing a message received as the receiver's own copy does: nothing. */
+const NOTHING_HELD = async (): Promise<void> => {};
+
+/** `run()` as a promise: a fast path that completes at once still answers with a promise, and fails as one. */
+function settled<T>(run: () => T | Promise<T>): Promise<T> {
+  try {
+    return Promise.resolve(run());
+  } catch (error) {
+    return Promise.reject(error);
+  }
 }

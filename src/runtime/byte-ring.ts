@@ -14,8 +14,11 @@
 
 /** Bytes of a ring's control block, before its data. */
 export const RING_CONTROL_BYTES = 256;
-const HEAD = 0;
-const TAIL = 16;
+/** Int32 indices of the control words: the producer moves `head`, the consumer `tail` (wait on them). */
+export const RING_HEAD = 0;
+export const RING_TAIL = 16;
+const HEAD = RING_HEAD;
+const TAIL = RING_TAIL;
 /** Set by a producer that found no room; the consumer clears it and rings the producer's doorbell. */
 const BLOCKED = 32;
 const WRAP = 0xffffffff;
@@ -31,7 +34,7 @@ export class ByteRing {
   #pendingTail: number | undefined;
 
   /** `memory` holds the control block and then `dataBytes` (a power of two) of records. */
-  constructor(memory: ArrayBuffer, byteOffset: number, dataBytes: number) {
+  constructor(memory: ArrayBufferLike, byteOffset: number, dataBytes: number) {
     if (dataBytes < 1024 || (dataBytes & (dataBytes - 1)) !== 0) {
       throw new RangeError(`ByteRing: data bytes must be a power of two of at least 1024, got ${dataBytes}`);
     }
@@ -39,6 +42,11 @@ export class ByteRing {
     this.#data = new Uint8Array(memory, byteOffset + RING_CONTROL_BYTES, dataBytes);
     this.#view = new DataView(memory, byteOffset + RING_CONTROL_BYTES, dataBytes);
     this.#size = dataBytes;
+  }
+
+  /** The control block's words, for waiting on RING_HEAD or RING_TAIL. */
+  get controlWords(): Int32Array {
+    return this.#control;
   }
 
   /** The largest record body one write can carry. */

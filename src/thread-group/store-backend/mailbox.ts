@@ -1,0 +1,476 @@
+/**
+ * Mailboxes: point-to-point messages between the thread ranks of one group
+ * without the keyed handshake for small ones. Every ordered pair of group
+ * ranks has a single-producer single-consumer ring (runtime/byte-ring.ts) in
+ * a region the group's threads share, and every message of every stream
+ * (src, dst, tag) goes through it, in order, as one record: a small
+ * contiguous host tensor with its bytes inline, so the send is done once the
+ * record is written (MPI's eager protocol, Open MPI's fastboxes), and
+ * anything else as a marker saying the value waits in the keyed store under
+ * the message's key. So the n-th receive of a stream always reads the n-th
+ * record, learns dtype and shape before it touches the store, and a sender
+ * and receiver that disagree about a message's size still meet.
+ *
+ * An inline send completes once its receive took the message (as a send
+ * through the store does), so a receive that fails on it (a shape mismatch,
+ * a receive that failed its own checks) fails the send too, with the
+ * receive's words: each pair has a few acknowledgement slots where the
+ * receive leaves its verdict. A send that finds them all in use goes through
+ * the keyed store instead.
+ *
+ * A receive that meets records of other streams first keeps them aside for
+ * the receives they belong to, at most STASHED_MAX per peer: past that it
+ * stops reading, its peer's sends wait for room, and the calls time out
+ * saying so, rather than memory growing with what a peer sends.
+ */
+import type { AbortWord } from '../../runtime/abort-word.ts';
+import { ByteRing, RING_CONTROL_BYTES, RING_HEAD, RING_TAIL } from '../../runtime/byte-ring.ts';
+import { CollectiveMismatchError } from '../../runtime/errors.ts';
+import { decodeText, encodeBounded, MAX_DIMS, MAX_ERROR_BYTES } from '../../runtime/store-limits.ts';
+import type { SharedRegion } from '../../runtime/tensor-store.ts';
+import { deadlineAfter, waitBriefly } from '../../runtime/wait.ts';
+import { type DType, dtypeCode, dtypeFromCode } from '../../tensor/dtype.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import { type CallInfo, CallMismatchError, type GroupView } from '../backend.ts';
+import { ranksText } from './call-failure.ts';
+import { waitMonitored } from './monitored-wait.ts';
+
+/** What a record carries: the message's bytes, or word that they wait in the keyed store. */
+export const MAIL = { inline: 1, stored: 2 } as const;
+export type MailKind = (typeof MAIL)[keyof typeof MAIL];
+
+/** Records of other streams a rank keeps aside per peer before it stops reading that peer's ring. */
+export const STASHED_MAX = 1024;
+/** Ring bytes per ordered pair: the region grows with the square of the group's size. */
+const SMALL_GROUP_RING_BYTES = 8 << 10;
+const LARGE_GROUP_RING_BYTES = 2 << 10;
+const SMALL_GROUP_MAX = 16;
+/**
+ * Record header: kind, dtype code, ndim, a spare byte; tag and message number
+ * as float64 (tags are any safe integer); one float64 per dimension. It is 20
+ * bytes plus the dimensions, so with the ring's 4-byte length word in front
+ * the payload starts 8-byte aligned and is read in place as any dtype.
+ */
+const FIXED_HEADER_BYTES = 20;
+/** What a marker's header says of its value: nothing (the keyed store carries and checks it). */
+const NO_SHAPE: readonly number[] = [];
+const MARKER_DTYPE: DType = 'uint8';
+/** #locate's answer for a record that is the next one in the ring. */
+const AT_RING = -1;
+
+export interface MailRecord {
+  kind: MailKind;
+  /** The acknowledgement slot + 1 the sender waits on, 0 for none. */
+  ack: number;
+  dtype: DType;
+  shape: number[];
+  /** Inline messages: the payload, readable only while the consumer that was handed it runs. */
+  bytes: Uint8Array | undefined;
+}
+
+interface Stashed extends MailRecord {
+  tag: number;
+  message: number;
+}
+
+/** An acknowledgement slot: its state and text length words, then the receive's error text. */
+const ACK = { state: 0, textLength: 1 } as const;
+const ACK_HEADER_BYTES = 16;
+const ACK_SLOT_BYTES = ACK_HEADER_BYTES + MAX_ERROR_BYTES;
+/** A slot's states: the send waits; the receive took the message, or failed on it (mismatch, or otherwise). */
+const ACK_STATE = { pending: 1, received: 2, mismatch: 3, failed: 4 } as const;
+
+function ringBytes(size: number): number {
+  return size <= SMALL_GROUP_MAX ? SMALL_GROUP_RING_BYTES : LARGE_GROUP_RING_BYTES;
+}
+
+/** Inline sends in flight per ordered pair (more go through the store). */
+function ackSlots(size: number): number {
+  return size <= SMALL_GROUP_MAX ? 8 : 4;
+}
+
+function pairBytes(size: number): number {
+  return RING_CONTROL_BYTES + ringBytes(size) + ackSlots(size) * ACK_SLOT_BYTES;
+}
+
+/** Bytes of a group's mailbox region: a ring and its acknowledgement slots per ordered pair of its ranks. */
+export function mailboxBytes(size: number): number {
+  return size * size * pairBytes(size);
+}
+
+function headerBytes(ndim: number): number {
+  return FIXED_HEADER_BYTES + 8 * ndim;
+}
+
+/** The most bytes a message of `ndim` dimensions carries inline in a group of `size`: a record of a quarter ring. */
+export function inlinePayloadMax(size: number, ndim: number): number {
+  return ringBytes(size) / 4 - headerBytes(ndim);
+}
+
+export class Mailbox {
+  readonly #region: SharedRegion;
+  readonly #group: GroupView;
+  readonly #abort: AbortWord | undefined;
+  readonly #ringBytes: number;
+  readonly #pairBytes: number;
+  readonly #words: Int32Array;
+  readonly #bytes: Uint8Array;
+  /** Per peer, the acknowledgement slots of this rank's sends to it that are free. */
+  readonly #freeAcks: number[][];
+  readonly #outRings: (ByteRing | undefined)[];
+  readonly #inRings: (ByteRing | undefined)[];
+  /** Per peer, the record writes still waiting for room: later ones queue behind them, in order. */
+  readonly #posting: (Promise<void> | undefined)[];
+  readonly #stash: Stashed[][];
+  readonly #header = new Uint8Array(headerBytes(MAX_DIMS));
+  readonly #headerView = new DataView(this.#header.buffer);
+  /** The parts of a record as ByteRing.tryWrite takes them: header and payload, or the header alone. */
+  readonly #inlineParts: Uint8Array[] = [this.#header, this.#header];
+  readonly #markerParts: Uint8Array[] = [this.#header];
+
+  constructor(region: SharedRegion, group: GroupView) {
+    this.#region = region;
+    this.#group = group;
+    this.#abort = region.abort;
+    this.#ringBytes = ringBytes(group.size);
+    this.#pairBytes = pairBytes(group.size);
+    this.#words = new Int32Array(region.buffer, region.byteOffset, region.byteLength >> 2);
+    this.#bytes = new Uint8Array(region.buffer, region.byteOffset, region.byteLength);
+    const slots = ackSlots(group.size);
+    this.#freeAcks = Array.from({ length: group.size }, () => Array.from({ length: slots }, (_, i) => i));
+    this.#outRings = new Array(group.size).fill(undefined);
+    this.#inRings = new Array(group.size).fill(undefined);
+    this.#posting = new Array(group.size).fill(undefined);
+    this.#stash = Array.from({ length: group.size }, () => []);
+  }
+
+  /** Whether `tensor` travels inline: a contiguous host tensor within inlinePayloadMax. */
+  carriesInline(tensor: Tensor): boolean {
+    return (
+      tensor.device === 'cpu' &&
+      tensor.isContiguous() &&
+      tensor.nbytes <= inlinePayloadMax(this.#group.size, tensor.shape.length)
+    );
+  }
+
+  /**
+   * Writes message `message` of stream (this rank → dst, tag): `inline`'s
+   * bytes (see carriesInline), or without it a marker saying the value waits
+   * in the keyed store. Returns at once when there is room and no earlier
+   * write to `dst` waits for some.
+   */
+  post(
+    call: CallInfo,
+    dst: number,
+    tag: number,
+    message: number,
+    inline?: Tensor,
+    ack = 0,
+  ): void | Promise<void> {
+    const earlier = this.#posting[dst];
+    if (earlier === undefined && this.#tryPost(dst, tag, message, inline, ack)) return;
+    const deadline = deadlineAfter(call.timeoutMs);
+    const posted = (earlier ?? Promise.resolve()).then(() =>
+      this.#postWhenRoom(call, dst, tag, message, inline, ack, deadline),
+    );
+    const queued: Promise<void> = posted.then(
+      () => this.#posted(dst, queued),
+      () => this.#posted(dst, queued),
+    );
+    this.#posting[dst] = queued;
+    return posted;
+  }
+
+  #posted(dst: number, queued: Promise<void>): void {
+    if (this.#posting[dst] === queued) this.#posting[dst] = undefined;
+  }
+
+  /**
+   * Sends `tensor` inline (see carriesInline) and completes once `dst`
+   * received it, failing as that receive failed on it; undefined, with
+   * nothing sent, when every acknowledgement slot to `dst` is in use.
+   */
+  sendInline(
+    call: CallInfo,
+    dst: number,
+    tag: number,
+    message: number,
+    tensor: Tensor,
+  ): Promise<void> | undefined {
+    const slot = this.#freeAcks[dst].pop();
+    if (slot === undefined) return undefined;
+    const state = this.#ackWord(this.#group.rank, dst, slot) + ACK.state;
+    Atomics.store(this.#words, state, ACK_STATE.pending);
+    let posted: void | Promise<void>;
+    try {
+      posted = this.post(call, dst, tag, message, tensor, slot + 1);
+    } catch (error) {
+      this.#freeAcks[dst].push(slot);
+      return Promise.reject(error);
+    }
+    if (posted === undefined) return this.#acknowledged(call, dst, slot);
+    return posted.then(
+      () => this.#acknowledged(call, dst, slot),
+      (error: unknown) => {
+        this.#freeAcks[dst].push(slot);
+        throw error;
+      },
+    );
+  }
+
+  /** The receive's verdict on this rank's message in acknowledgement slot `slot` to `dst`. */
+  #acknowledged(call: CallInfo, dst: number, slot: number): Promise<void> {
+    const state = this.#ackWord(this.#group.rank, dst, slot) + ACK.state;
+    const answered = (value: number) => value !== ACK_STATE.pending;
+    const deadline = deadlineAfter(call.timeoutMs);
+    if (waitBriefly(this.#words, state, answered, deadline, this.#abort)) return this.#verdict(dst, slot);
+    // A slot whose wait failed stays taken: its receive may still answer in it.
+    return waitMonitored(this.#words, state, answered, {
+      group: this.#group,
+      call,
+      abort: this.#abort,
+      deadline,
+      waitingFor: () => `${ranksText(this.#group, [dst])} to read its value`,
+      waitedFor: () => [dst],
+    }).then(() => this.#verdict(dst, slot));
+  }
+
+  #verdict(dst: number, slot: number): Promise<void> {
+    const at = this.#ackWord(this.#group.rank, dst, slot);
+    const state = this.#words[at + ACK.state];
+    this.#freeAcks[dst].push(slot);
+    if (state === ACK_STATE.received) return Promise.resolve();
+    const textAt = (at << 2) + ACK_HEADER_BYTES;
+    const text = decodeText(this.#bytes.subarray(textAt, textAt + this.#words[at + ACK.textLength]));
+    const peer = this.#group.ranks[dst];
+    return Promise.reject(state === ACK_STATE.mismatch ? new CallMismatchError(text, peer) : new Error(text));
+  }
+
+  /** Receive side: leaves the verdict on a message in the acknowledgement slot its sender waits on. */
+  #answer(src: number, ack: number, error: unknown): void {
+    if (ack === 0) return;
+    const at = this.#ackWord(src, this.#group.rank, ack - 1);
+    let state: number = ACK_STATE.received;
+    if (error !== undefined) {
+      const text = encodeBounded(error instanceof Error ? error.message : String(error), MAX_ERROR_BYTES);
+      this.#bytes.set(text, (at << 2) + ACK_HEADER_BYTES);
+      this.#words[at + ACK.textLength] = text.length;
+      state = error instanceof CollectiveMismatchError ? ACK_STATE.mismatch : ACK_STATE.failed;
+    }
+    Atomics.store(this.#words, at + ACK.state, state);
+    Atomics.notify(this.#words, at + ACK.state);
+  }
+
+  /** Word index (in the region) of acknowledgement slot `slot` of the pair src → dst. */
+  #ackWord(src: number, dst: number, slot: number): number {
+    const pair = src * this.#group.size + dst;
+    return (pair * this.#pairBytes + RING_CONTROL_BYTES + this.#ringBytes + slot * ACK_SLOT_BYTES) >> 2;
+  }
+
+  #tryPost(dst: number, tag: number, message: number, inline: Tensor | undefined, ack: number): boolean {
+    const ring = this.#outRing(dst);
+    const shape = inline?.shape ?? NO_SHAPE;
+    const h = this.#headerView;
+    h.setUint8(0, inline ? MAIL.inline : MAIL.stored);
+    h.setUint8(1, dtypeCode(inline?.dtype ?? MARKER_DTYPE));
+    h.setUint8(2, shape.length);
+    h.setUint8(3, ack);
+    h.setFloat64(4, tag, true);
+    h.setFloat64(12, message, true);
+    for (let d = 0; d < shape.length; d++) h.setFloat64(FIXED_HEADER_BYTES + 8 * d, shape[d], true);
+    const head = this.#header.subarray(0, headerBytes(shape.length));
+    let written: boolean;
+    if (inline) {
+      const payload = inline.bytes();
+      this.#inlineParts[0] = head;
+      this.#inlineParts[1] = payload;
+      written = ring.tryWrite(this.#inlineParts, head.length + payload.length);
+    } else {
+      this.#markerParts[0] = head;
+      written = ring.tryWrite(this.#markerParts, head.length);
+    }
+    if (written) Atomics.notify(ring.controlWords, RING_HEAD);
+    return written;
+  }
+
+  async #postWhenRoom(
+    call: CallInfo,
+    dst: number,
+    tag: number,
+    message: number,
+    inline: Tensor | undefined,
+    ack: number,
+    deadline: number,
+  ): Promise<void> {
+    const ring = this.#outRing(dst);
+    const words = ring.controlWords;
+    for (;;) {
+      ring.markBlocked();
+      const tail = Atomics.load(words, RING_TAIL);
+      if (this.#tryPost(dst, tag, message, inline, ack)) return;
+      await waitMonitored(words, RING_TAIL, (value) => value !== tail, {
+        group: this.#group,
+        call,
+        abort: this.#abort,
+        deadline,
+        waitingFor: () =>
+          `${ranksText(this.#group, [dst])} to take this rank's earlier messages: its mailbox from this rank is full`,
+        waitedFor: () => [dst],
+      });
+    }
+  }
+
+  /**
+   * Hands message `message` of stream (src → this rank, tag) to `consume`,
+   * which must take what it needs before it returns (an inline payload is
+   * read in place); without a promise when the record is there within the
+   * brief wait.
+   */
+  receive<T>(
+    call: CallInfo,
+    src: number,
+    tag: number,
+    message: number,
+    consume: (record: MailRecord) => T,
+  ): T | Promise<T> {
+    const ring = this.#inRing(src);
+    const words = ring.controlWords;
+    const head = Atomics.load(words, RING_HEAD);
+    const found = this.#take(src, tag, message, consume);
+    if (found !== undefined) return found.value;
+    const deadline = deadlineAfter(call.timeoutMs);
+    if (waitBriefly(words, RING_HEAD, (value) => value !== head, deadline, this.#abort)) {
+      const soon = this.#take(src, tag, message, consume);
+      if (soon !== undefined) return soon.value;
+    }
+    return this.#receiveLater(call, src, tag, message, consume, deadline);
+  }
+
+  async #receiveLater<T>(
+    call: CallInfo,
+    src: number,
+    tag: number,
+    message: number,
+    consume: (record: MailRecord) => T,
+    deadline: number,
+  ): Promise<T> {
+    const words = this.#inRing(src).controlWords;
+    for (;;) {
+      const head = Atomics.load(words, RING_HEAD);
+      const found = this.#take(src, tag, message, consume);
+      if (found !== undefined) return found.value;
+      await waitMonitored(words, RING_HEAD, (value) => value !== head, {
+        group: this.#group,
+        call,
+        abort: this.#abort,
+        deadline,
+        waitingFor: () => this.#waitingFor(src),
+        waitedFor: () => [src],
+      });
+    }
+  }
+
+  /** Whom a receive waits for, in the keyed store's words, and what this rank holds of that peer's already. */
+  #waitingFor(src: number): string {
+    const held = this.#stash[src].length;
+    if (held === 0) return ranksText(this.#group, [src]);
+    const full = held >= STASHED_MAX ? ': the most it holds, so it reads no more from that rank' : '';
+    return `${ranksText(this.#group, [src])} (this rank holds ${held} earlier messages from it that no receive took yet${full})`;
+  }
+
+  /** Whether message `message` of stream (src → this rank, tag) has come (it stays to be received). */
+  has(src: number, tag: number, message: number): boolean {
+    return this.#locate(src, tag, message) !== undefined;
+  }
+
+  /** The record of (src, tag, message), handed to `consume` and then gone; undefined when it has not come. */
+  #take<T>(
+    src: number,
+    tag: number,
+    message: number,
+    consume: (record: MailRecord) => T,
+  ): { value: T } | undefined {
+    const at = this.#locate(src, tag, message);
+    if (at === undefined) return undefined;
+    const fromRing = at === AT_RING;
+    const ring = this.#inRing(src);
+    const record = fromRing ? decode(ring.peek() as Uint8Array) : this.#stash[src].splice(at, 1)[0];
+    try {
+      const value = consume(record);
+      this.#answer(src, record.ack, undefined);
+      return { value };
+    } catch (error) {
+      this.#answer(src, record.ack, error);
+      throw error;
+    } finally {
+      if (fromRing) this.#free(ring);
+    }
+  }
+
+  /**
+   * Where the record of (src, tag, message) is: its index in the stash, or
+   * AT_RING when it is the next record of the ring; records of other streams
+   * read on the way are stashed. Undefined when it has not come (or the
+   * stash is full before it).
+   */
+  #locate(src: number, tag: number, message: number): number | undefined {
+    const stash = this.#stash[src];
+    for (let i = 0; i < stash.length; i++) {
+      if (stash[i].tag === tag && stash[i].message === message) return i;
+    }
+    const ring = this.#inRing(src);
+    for (;;) {
+      const body = ring.peek();
+      if (body === undefined) return undefined;
+      if (typeof body === 'number') {
+        throw new Error(
+          `mailbox from ${ranksText(this.#group, [src])}: a record of ${body} bytes cannot be one (memory overwritten)`,
+        );
+      }
+      const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+      const recordTag = view.getFloat64(4, true);
+      const recordMessage = view.getFloat64(12, true);
+      if (recordTag === tag && recordMessage === message) return AT_RING;
+      if (stash.length >= STASHED_MAX) return undefined;
+      const record = decode(body);
+      stash.push({ ...record, bytes: record.bytes?.slice(), tag: recordTag, message: recordMessage });
+      this.#free(ring);
+    }
+  }
+
+  #free(ring: ByteRing): void {
+    ring.release();
+    if (ring.takeBlocked()) Atomics.notify(ring.controlWords, RING_TAIL);
+  }
+
+  #outRing(dst: number): ByteRing {
+    this.#outRings[dst] ??= this.#ring(this.#group.rank, dst);
+    return this.#outRings[dst];
+  }
+
+  #inRing(src: number): ByteRing {
+    this.#inRings[src] ??= this.#ring(src, this.#group.rank);
+    return this.#inRings[src];
+  }
+
+  #ring(src: number, dst: number): ByteRing {
+    const pair = src * this.#group.size + dst;
+    const offset = this.#region.byteOffset + pair * this.#pairBytes;
+    return new ByteRing(this.#region.buffer, offset, this.#ringBytes);
+  }
+}
+
+function decode(body: Uint8Array): MailRecord {
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const kind = view.getUint8(0) as MailKind;
+  const ndim = view.getUint8(2);
+  const shape = new Array<number>(ndim);
+  for (let d = 0; d < ndim; d++) shape[d] = view.getFloat64(FIXED_HEADER_BYTES + 8 * d, true);
+  return {
+    kind,
+    ack: view.getUint8(3),
+    dtype: dtypeFromCode(view.getUint8(1)),
+    shape,
+    bytes: kind === MAIL.inline ? body.subarray(headerBytes(ndim)) : undefined,
+  };
+}

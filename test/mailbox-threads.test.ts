@@ -1,0 +1,207 @@
+/**
+ * Point-to-point messages between real rank threads through their group's mailboxes
+ * (src/thread-group/store-backend/mailbox.ts): small ones inline, larger ones as markers for the
+ * keyed store, in one order per stream. Every dtype on both sides of the inline cutoff at 2, 3, 4,
+ * 8 and 17 ranks (past 16 the rings are smaller); many in-flight sends on several tags received in another order (some kept aside,
+ * some past the acknowledgement slots through the store); recvFromAny; both ends failing on a
+ * mismatch and on a receive that failed its checks; a lost rank; the bound on what a rank keeps aside.
+ */
+import { expect } from 'vitest';
+import { CommTimeoutError, RankFailedError, Tensor } from '../src/index.ts';
+import { DTYPES, type DType, itemSize } from '../src/tensor/dtype.ts';
+import { rankTest } from '../src/testing/index.ts';
+import { CallMismatchError } from '../src/thread-group/backend.ts';
+import { inlinePayloadMax, STASHED_MAX } from '../src/thread-group/store-backend/mailbox.ts';
+import { failure } from './fixtures/failure.ts';
+
+/** A tensor whose bytes say who sent it and which message it is. */
+function message(shape: number[], dtype: DType, from: number, n: number): Tensor {
+  const t = Tensor.zeros(shape, dtype);
+  const bytes = t.bytes();
+  for (let i = 0; i < bytes.length; i++)
+    bytes[i] = dtype === 'bool' ? (from + n + i) & 1 : (from * 31 + n * 7 + i) & 0xff;
+  return t;
+}
+
+function sameBytes(a: Tensor, b: Tensor): boolean {
+  return Buffer.from(a.bytes()).equals(Buffer.from(b.bytes()));
+}
+
+/** Element counts of a 1-D message just inside and just past the inline cutoff. */
+function aroundCutoff(worldSize: number, dtype: DType): number[] {
+  const inside = Math.floor(inlinePayloadMax(worldSize, 1) / itemSize(dtype));
+  return [1, inside, inside + 1];
+}
+
+/** Every rank sends to the next and receives from the one before, every dtype and size at once. */
+async function ringOfMessages(
+  ctx: { rank: number; world: import('../src/index.ts').ThreadGroup },
+  dtypes: readonly DType[],
+) {
+  const n = ctx.world.size;
+  const next = (ctx.rank + 1) % n;
+  const prev = (ctx.rank + n - 1) % n;
+  const shapes: number[][] = [[], [2, 3]];
+  for (const dtype of dtypes) for (const numel of aroundCutoff(n, dtype)) shapes.push([numel]);
+  let m = 0;
+  for (const dtype of dtypes) {
+    for (const shape of shapes) {
+      const out = message(shape, dtype, ctx.rank, m);
+      const into = Tensor.zeros(shape, dtype);
+      await Promise.all([ctx.world.send(out, next), ctx.world.recv(into, prev)]);
+      expect(sameBytes(into, message(shape, dtype, prev, m)), `${dtype}[${shape}] from ${prev}`).toBe(true);
+      m++;
+    }
+  }
+}
+
+// Largest first: later tests reuse its warm rank threads.
+for (const worldSize of [8, 4, 3, 2]) {
+  rankTest(
+    `every dtype and size on both sides of the inline cutoff, on ${worldSize} thread ranks`,
+    { worldSize },
+    (ctx) => ringOfMessages(ctx, DTYPES),
+  );
+}
+
+rankTest(
+  "17 thread ranks (the smallest group with the larger groups' smaller rings): messages around their cutoff",
+  { worldSize: 17, collectiveTimeoutMs: 120_000 },
+  (ctx) => ringOfMessages(ctx, ['float32', 'uint8']),
+);
+
+rankTest(
+  'many un-awaited sends on three tags, small and large, are received per tag in order in another order of tags',
+  { worldSize: 2 },
+  async (ctx) => {
+    const count = 300;
+    const numel = (i: number) => (i % 7 === 3 ? 4096 : 1 + (i % 5));
+    const tagOf = (i: number) => i % 3;
+    if (ctx.rank === 0) {
+      const works = [];
+      for (let i = 0; i < count; i++) {
+        works.push(ctx.world.send(message([numel(i)], 'int32', 0, i), 1, { tag: tagOf(i) }));
+      }
+      await Promise.all(works);
+      return;
+    }
+    // Tag 2 first: the messages of tags 0 and 1 before each are kept aside for their receives.
+    for (const tag of [2, 0, 1]) {
+      for (let i = tag; i < count; i += 3) {
+        const into = Tensor.zeros([numel(i)], 'int32');
+        await ctx.world.recv(into, 0, { tag });
+        expect(sameBytes(into, message([numel(i)], 'int32', 0, i)), `message ${i}`).toBe(true);
+      }
+    }
+    expect(tagOf(count - 1)).toBe(2);
+  },
+);
+
+rankTest(
+  'recvFromAny takes inline messages from whichever peer sent first, and each once',
+  { worldSize: 4 },
+  async (ctx) => {
+    if (ctx.rank !== 0) {
+      await ctx.world.send(Tensor.full([3], ctx.rank, 'float64'), 0, { tag: 5 });
+      await ctx.world.send(Tensor.full([3], 10 * ctx.rank, 'float64'), 0, { tag: 5 });
+      return;
+    }
+    const got: Record<number, number[]> = { 1: [], 2: [], 3: [] };
+    for (let k = 0; k < 6; k++) {
+      const t = Tensor.zeros([3], 'float64');
+      const src = await ctx.world.recvFromAny(t, { tag: 5 });
+      expect(t.toArray()).toEqual([t.data[0], t.data[0], t.data[0]]);
+      got[src].push(t.data[0] as number);
+    }
+    expect(got).toEqual({ 1: [1, 10], 2: [2, 20], 3: [3, 30] });
+  },
+);
+
+rankTest(
+  "a shape mismatch on an inline message fails the send and the receive in the receiver's words, and the stream goes on",
+  { worldSize: 2 },
+  async (ctx) => {
+    const call = ctx.rank === 0 ? ctx.world.send(Tensor.ones([4]), 1) : ctx.world.recv(Tensor.zeros([3]), 0);
+    const error = await failure(call);
+    expect(error).toBeInstanceOf(CallMismatchError);
+    expect(error.message).toMatch(/rank 1 expects float32\[3\] from rank 0, which sent float32\[4\]/);
+    const t = Tensor.full([2], 7, 'int32');
+    if (ctx.rank === 0) await ctx.world.send(t, 1);
+    else {
+      const into = Tensor.zeros([2], 'int32');
+      await ctx.world.recv(into, 0);
+      expect(into.toArray()).toEqual([7, 7]);
+    }
+  },
+);
+
+rankTest(
+  'a receive that fails its own checks takes its inline message and fails the send with its error',
+  { worldSize: 2 },
+  async (ctx) => {
+    if (ctx.rank === 0) {
+      const error = await failure(ctx.world.send(Tensor.ones([2, 2]), 1));
+      expect(error.message).toMatch(/rank 1: recv: tensor float32\[2,2\] is not contiguous/);
+    } else {
+      const strided = Tensor.zeros([2, 2]).transpose(0, 1);
+      const error = await failure(ctx.world.recv(strided, 0));
+      expect(error.message).toMatch(/not contiguous/);
+    }
+    // The failed receive took its message: the next one is the next send's.
+    if (ctx.rank === 0) await ctx.world.send(Tensor.full([1], 3), 1);
+    else {
+      const into = Tensor.zeros([1]);
+      await ctx.world.recv(into, 0);
+      expect(into.toArray()).toEqual([3]);
+    }
+  },
+);
+
+rankTest(
+  'a rank lost while a peer waits on its mailbox fails that peer long before its timeout',
+  { worldSize: 3, collectiveTimeoutMs: 20_000, faults: [{ rank: 1, op: 'recv', nth: 0, kind: 'exit' }] },
+  async (ctx) => {
+    if (ctx.rank === 1) {
+      await ctx.world.recv(Tensor.zeros([2]), 0);
+      return;
+    }
+    const started = performance.now();
+    // Rank 2 waits for a message rank 1 will never send; rank 0 for rank 1 to take its message.
+    const error = await failure(
+      ctx.rank === 2 ? ctx.world.recv(Tensor.zeros([2]), 1) : ctx.world.send(Tensor.ones([2]), 1),
+    );
+    expect(error).toBeInstanceOf(RankFailedError);
+    expect(error.message).toMatch(/rank 1 \(rank-1\)/);
+    // A second in the design; the bound leaves a loaded machine room and still rules out the 20 s timeout.
+    expect(performance.now() - started).toBeLessThan(5_000);
+  },
+);
+
+rankTest(
+  'a receive behind more messages of other tags than a rank keeps aside times out saying so; they are received after',
+  { worldSize: 2, collectiveTimeoutMs: 60_000 },
+  async (ctx) => {
+    const flood = STASHED_MAX + 300;
+    if (ctx.rank === 0) {
+      const works = [];
+      for (let i = 0; i < flood; i++) works.push(ctx.world.send(Tensor.full([1], i, 'int32'), 1, { tag: 1 }));
+      const last = failure(ctx.world.send(Tensor.full([1], -1, 'int32'), 1, { tag: 2, timeoutMs: 3_000 }));
+      await Promise.all(works);
+      expect((await last).message).toMatch(/send.*timed out after 3000 ms/);
+      await ctx.world.barrier();
+      return;
+    }
+    const error = await failure(ctx.world.recv(Tensor.zeros([1], 'int32'), 0, { tag: 2, timeoutMs: 1_000 }));
+    expect(error).toBeInstanceOf(CommTimeoutError);
+    expect(error.message).toContain(
+      `this rank holds ${STASHED_MAX} earlier messages from it that no receive took yet`,
+    );
+    for (let i = 0; i < flood; i++) {
+      const into = Tensor.zeros([1], 'int32');
+      await ctx.world.recv(into, 0, { tag: 1 });
+      expect(into.data[0]).toBe(i);
+    }
+    // Staying until the sender's last send timed out: leaving would fail it sooner, for leaving.
+    await ctx.world.barrier();
+  },
+);
