@@ -17,8 +17,6 @@ export const RING_CONTROL_BYTES = 256;
 /** Int32 indices of the control words: the producer moves `head`, the consumer `tail` (wait on them). */
 export const RING_HEAD = 0;
 export const RING_TAIL = 16;
-const HEAD = RING_HEAD;
-const TAIL = RING_TAIL;
 /** Set by a producer that found no room; the consumer clears it and rings the producer's doorbell. */
 const BLOCKED = 32;
 const WRAP = 0xffffffff;
@@ -62,8 +60,8 @@ export class ByteRing {
     if (bodyBytes > this.maxRecordBytes) {
       throw new RangeError(`ByteRing: a record of ${bodyBytes} bytes exceeds ${this.maxRecordBytes}`);
     }
-    const head = Atomics.load(this.#control, HEAD) >>> 0;
-    const tail = Atomics.load(this.#control, TAIL) >>> 0;
+    const head = Atomics.load(this.#control, RING_HEAD) >>> 0;
+    const tail = Atomics.load(this.#control, RING_TAIL) >>> 0;
     const free = this.#size - ((head - tail) >>> 0);
     const need = align(LENGTH_BYTES + bodyBytes);
     let at = head & (this.#size - 1);
@@ -79,7 +77,7 @@ export class ByteRing {
       this.#data.set(part, offset);
       offset += part.length;
     }
-    Atomics.store(this.#control, HEAD, (head + skip + need) | 0);
+    Atomics.store(this.#control, RING_HEAD, (head + skip + need) | 0);
     return true;
   }
 
@@ -95,7 +93,7 @@ export class ByteRing {
 
   /** Consumer: whether a record is there to read. */
   hasRecord(): boolean {
-    return Atomics.load(this.#control, HEAD) !== Atomics.load(this.#control, TAIL);
+    return Atomics.load(this.#control, RING_HEAD) !== Atomics.load(this.#control, RING_TAIL);
   }
 
   /**
@@ -104,8 +102,8 @@ export class ByteRing {
    * record's is returned as a number: the ring's memory was overwritten.
    */
   peek(): Uint8Array | number | undefined {
-    const head = Atomics.load(this.#control, HEAD) >>> 0;
-    let tail = Atomics.load(this.#control, TAIL) >>> 0;
+    const head = Atomics.load(this.#control, RING_HEAD) >>> 0;
+    let tail = Atomics.load(this.#control, RING_TAIL) >>> 0;
     if (head === tail) return undefined;
     let at = tail & (this.#size - 1);
     let length = this.#view.getUint32(at, true);
@@ -124,7 +122,7 @@ export class ByteRing {
   /** Consumer: frees the record peek() returned. */
   release(): void {
     if (this.#pendingTail === undefined) throw new Error('ByteRing.release: no record was peeked');
-    Atomics.store(this.#control, TAIL, this.#pendingTail);
+    Atomics.store(this.#control, RING_TAIL, this.#pendingTail);
     this.#pendingTail = undefined;
   }
 }

@@ -4,10 +4,9 @@
  * ranks has a single-producer single-consumer ring (runtime/byte-ring.ts) in
  * a region the group's threads share, and every message of every stream
  * (src, dst, tag) goes through it, in order, as one record: a small
- * contiguous host tensor with its bytes inline, so the send is done once the
- * record is written (MPI's eager protocol, Open MPI's fastboxes), and
- * anything else as a marker saying the value waits in the keyed store under
- * the message's key. So the n-th receive of a stream always reads the n-th
+ * contiguous host tensor with its bytes inline (MPI's eager protocol, Open
+ * MPI's fastboxes), anything else as a marker saying the value waits in the
+ * keyed store under the message's key. So the n-th receive of a stream always reads the n-th
  * record, learns dtype and shape before it touches the store, and a sender
  * and receiver that disagree about a message's size still meet.
  *
@@ -46,7 +45,7 @@ const SMALL_GROUP_RING_BYTES = 8 << 10;
 const LARGE_GROUP_RING_BYTES = 2 << 10;
 const SMALL_GROUP_MAX = 16;
 /**
- * Record header: kind, dtype code, ndim, a spare byte; tag and message number
+ * Record header: kind, dtype code, ndim, acknowledgement slot + 1; tag and message number
  * as float64 (tags are any safe integer); one float64 per dimension. It is 20
  * bytes plus the dimensions, so with the ring's 4-byte length word in front
  * the payload starts 8-byte aligned and is read in place as any dtype.

@@ -311,13 +311,19 @@ export class StoreBackend implements Backend {
   }
 
   recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void> {
-    return this.#receive(
-      call,
-      src,
-      tag,
+    return this.#receive(call, src, tag, ...this.#landing(call, tensor, src));
+  }
+
+  /** What recv does with its message into `tensor`: for one that came inline, and for one in the store. */
+  #landing(
+    call: CallInfo,
+    tensor: Tensor,
+    src: number,
+  ): [(record: MailRecord) => void, (x: Exchange) => Promise<void>] {
+    return [
       (record) => landInline(this.#group, call, record, tensor, src),
       (x) => runExchange(x, (ex) => recv(ex, tensor, src)),
-    );
+    ];
   }
 
   /**
@@ -366,14 +372,7 @@ export class StoreBackend implements Backend {
       const { value } = taken;
       await runExchange(taken.x, (x) => receive(x, value, tensor, src));
     } else {
-      await this.#receiveMessage(
-        call,
-        src,
-        tag,
-        message,
-        (record) => landInline(this.#group, call, record, tensor, src),
-        (x) => runExchange(x, (ex) => recv(ex, tensor, src)),
-      );
+      await this.#receiveMessage(call, src, tag, message, ...this.#landing(call, tensor, src));
     }
     return src;
   }
@@ -514,13 +513,13 @@ export class StoreBackend implements Backend {
       x = this.#p2p(call, me, pattern.peer, message, pattern.tag);
     } else if (pattern.kind === 'recv') {
       const message = await this.#nextMessage(pattern.peer, pattern.tag);
-      // The message this receive was for leaves the mailbox; one that came inline needs no answer.
       const mailbox = this.#mailbox;
       if (mailbox) {
+        // The message this receive was for leaves the mailbox. An inline one's send waits for this
+        // receive's verdict, which is this rank's error; only a stored one is answered through the store.
         const bounded = { ...call, timeoutMs: Math.min(call.timeoutMs, TELL_TIMEOUT_MS) };
         const peer = pattern.peer;
         const tag = pattern.tag;
-        // An inline message's send waits for this receive's verdict: this rank's error.
         const told = new Error(`rank ${this.#group.ranks[me]}: ${error.message}`);
         const stored = await settled(() =>
           mailbox.receive(bounded, peer, tag, message, (record) => {
