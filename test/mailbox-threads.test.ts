@@ -201,3 +201,36 @@ rankTest(
     await ctx.world.barrier();
   },
 );
+
+rankTest(
+  'a waiting receive whose message sat behind a full stash gets it once a receive makes room; nothing new need come',
+  { worldSize: 2, collectiveTimeoutMs: 60_000 },
+  async (ctx) => {
+    if (ctx.rank === 0) {
+      const works = [];
+      // One more than rank 1 keeps aside: its receive on tag 2 stops reading one record short of its own.
+      for (let i = 0; i <= STASHED_MAX; i++)
+        works.push(ctx.world.send(Tensor.full([1], i, 'int32'), 1, { tag: 1 }));
+      // The last record the ring gets: once rank 1 stopped reading at the full stash, its head never moves again.
+      works.push(ctx.world.send(Tensor.full([1], -1, 'int32'), 1, { tag: 2 }));
+      await Promise.all(works);
+      await ctx.world.barrier();
+      return;
+    }
+    const into = Tensor.zeros([1], 'int32');
+    const waiting = ctx.world.recv(into, 0, { tag: 2, timeoutMs: 10_000 });
+    // Time for every record to come and for the receive to stop at the full stash (nothing asserts on it).
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const first = Tensor.zeros([1], 'int32');
+    await ctx.world.recv(first, 0, { tag: 1 });
+    expect(first.data[0]).toBe(0);
+    await waiting;
+    expect(into.data[0]).toBe(-1);
+    for (let i = 1; i <= STASHED_MAX; i++) {
+      await ctx.world.recv(first, 0, { tag: 1 });
+      expect(first.data[0]).toBe(i);
+    }
+    // A stored send completes once its receive released the value: leaving first would fail it, for leaving.
+    await ctx.world.barrier();
+  },
+);

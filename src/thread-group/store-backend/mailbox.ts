@@ -17,22 +17,27 @@
  * receive leaves its verdict. A send that finds them all in use goes through
  * the keyed store instead.
  *
- * A receive that meets records of other streams first keeps them aside for
- * the receives they belong to, at most STASHED_MAX per peer: past that it
- * stops reading, its peer's sends wait for room, and the calls time out
- * saying so, rather than memory growing with what a peer sends.
+ * A receive whose record has not come is posted (MPI's posted-receive
+ * queue): one reader per peer parks on that peer's ring and hands each record
+ * that comes to the receive posted for it, as does any receive that reads
+ * past it on the way to its own. A record no receive is posted for yet is
+ * kept aside (the unexpected queue), at most STASHED_MAX per peer: past that
+ * reading stops until a receive takes one, the peer's sends wait for room,
+ * and a receive behind them times out saying so, rather than memory growing
+ * with what a peer sends. Kept-aside records are mostly markers: the inline
+ * ones are at most the acknowledgement slots of the pair.
  */
 import type { AbortWord } from '../../runtime/abort-word.ts';
 import { ByteRing, RING_CONTROL_BYTES, RING_HEAD, RING_TAIL } from '../../runtime/byte-ring.ts';
-import { CollectiveMismatchError } from '../../runtime/errors.ts';
+import { CollectiveMismatchError, CommTimeoutError } from '../../runtime/errors.ts';
 import { decodeText, encodeBounded, MAX_DIMS, MAX_ERROR_BYTES } from '../../runtime/store-limits.ts';
 import type { SharedRegion } from '../../runtime/tensor-store.ts';
-import { deadlineAfter, waitBriefly } from '../../runtime/wait.ts';
+import { deadlineAfter, waitBriefly, waitForWord } from '../../runtime/wait.ts';
 import { type DType, dtypeCode, dtypeFromCode } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { type CallInfo, CallMismatchError, type GroupView } from '../backend.ts';
 import { ranksText } from './call-failure.ts';
-import { waitMonitored } from './monitored-wait.ts';
+import { waitMonitored, watchMonitored } from './monitored-wait.ts';
 
 /** What a record carries: the message's bytes, or word that they wait in the keyed store. */
 export const MAIL = { inline: 1, stored: 2 } as const;
@@ -54,8 +59,8 @@ const FIXED_HEADER_BYTES = 20;
 /** What a marker's header says of its value: nothing (the keyed store carries and checks it). */
 const NO_SHAPE: readonly number[] = [];
 const MARKER_DTYPE: DType = 'uint8';
-/** #locate's answer for a record that is the next one in the ring. */
-const AT_RING = -1;
+/** A peer's reader parks on its ring in slices of this, looking whether receives are still posted. */
+const READER_SLICE_MS = 1_000;
 
 export interface MailRecord {
   kind: MailKind;
@@ -67,9 +72,15 @@ export interface MailRecord {
   bytes: Uint8Array | undefined;
 }
 
-interface Stashed extends MailRecord {
-  tag: number;
-  message: number;
+/** A receive waiting for its record: what takes it, and what ends the wait (a value, or an error). */
+interface Posted {
+  consume: (record: MailRecord) => unknown;
+  settle: (value: unknown, error: unknown) => void;
+}
+
+/** The key of message `message` of a stream with `tag` (the stream's peer is the stash's). */
+function streamKey(tag: number, message: number): string {
+  return `${tag}:${message}`;
 }
 
 /** An acknowledgement slot: its state and text length words, then the receive's error text. */
@@ -120,7 +131,11 @@ export class Mailbox {
   readonly #inRings: (ByteRing | undefined)[];
   /** Per peer, the record writes still waiting for room: later ones queue behind them, in order. */
   readonly #posting: (Promise<void> | undefined)[];
-  readonly #stash: Stashed[][];
+  /** Per peer, the records read on the way to others that no receive took yet. */
+  readonly #stash: Map<string, MailRecord>[];
+  /** Per peer, the receives waiting for their record, and whether a reader waits on the ring for them. */
+  readonly #posted: Map<string, Posted>[];
+  readonly #reading: boolean[];
   readonly #header = new Uint8Array(headerBytes(MAX_DIMS));
   readonly #headerView = new DataView(this.#header.buffer);
   /** The parts of a record as ByteRing.tryWrite takes them: header and payload, or the header alone. */
@@ -140,7 +155,9 @@ export class Mailbox {
     this.#outRings = new Array(group.size).fill(undefined);
     this.#inRings = new Array(group.size).fill(undefined);
     this.#posting = new Array(group.size).fill(undefined);
-    this.#stash = Array.from({ length: group.size }, () => []);
+    this.#stash = Array.from({ length: group.size }, () => new Map());
+    this.#posted = Array.from({ length: group.size }, () => new Map());
+    this.#reading = new Array(group.size).fill(false);
   }
 
   /** Whether `tensor` travels inline: a contiguous host tensor within inlinePayloadMax. */
@@ -173,14 +190,14 @@ export class Mailbox {
       this.#postWhenRoom(call, dst, tag, message, inline, ack, deadline),
     );
     const queued: Promise<void> = posted.then(
-      () => this.#posted(dst, queued),
-      () => this.#posted(dst, queued),
+      () => this.#postingDone(dst, queued),
+      () => this.#postingDone(dst, queued),
     );
     this.#posting[dst] = queued;
     return posted;
   }
 
-  #posted(dst: number, queued: Promise<void>): void {
+  #postingDone(dst: number, queued: Promise<void>): void {
     if (this.#posting[dst] === queued) this.#posting[dst] = undefined;
   }
 
@@ -332,8 +349,7 @@ export class Mailbox {
     message: number,
     consume: (record: MailRecord) => T,
   ): T | Promise<T> {
-    const ring = this.#inRing(src);
-    const words = ring.controlWords;
+    const words = this.#inRing(src).controlWords;
     const head = Atomics.load(words, RING_HEAD);
     const found = this.#take(src, tag, message, consume);
     if (found !== undefined) return found.value;
@@ -342,36 +358,95 @@ export class Mailbox {
       const soon = this.#take(src, tag, message, consume);
       if (soon !== undefined) return soon.value;
     }
-    return this.#receiveLater(call, src, tag, message, consume, deadline);
+    return this.#awaitRecord(call, src, streamKey(tag, message), consume, deadline);
   }
 
-  async #receiveLater<T>(
+  /**
+   * Posts the receive: whichever look at the ring meets its record hands it
+   * over (this peer's reader, or another receive on its way to its own).
+   */
+  #awaitRecord<T>(
     call: CallInfo,
     src: number,
-    tag: number,
-    message: number,
+    key: string,
     consume: (record: MailRecord) => T,
     deadline: number,
   ): Promise<T> {
-    const words = this.#inRing(src).controlWords;
-    for (;;) {
-      const head = Atomics.load(words, RING_HEAD);
-      const found = this.#take(src, tag, message, consume);
-      if (found !== undefined) return found.value;
-      await waitMonitored(words, RING_HEAD, (value) => value !== head, {
-        group: this.#group,
-        call,
-        abort: this.#abort,
-        deadline,
-        waitingFor: () => this.#waitingFor(src),
-        waitedFor: () => [src],
+    const posted = this.#posted[src];
+    return new Promise<T>((resolve, reject) => {
+      let done = false;
+      const stopWatch = watchMonitored(
+        {
+          group: this.#group,
+          call,
+          abort: this.#abort,
+          deadline,
+          waitingFor: () => this.#waitingFor(src),
+          waitedFor: () => [src],
+        },
+        () => {
+          this.#lookOnce(src);
+          return done;
+        },
+        (error) => {
+          posted.delete(key);
+          this.#wakeReader(src);
+          reject(error);
+        },
+      );
+      posted.set(key, {
+        consume,
+        settle: (value, error) => {
+          done = true;
+          stopWatch();
+          if (error === undefined) resolve(value as T);
+          else reject(error);
+        },
       });
+      void this.#read(src);
+    });
+  }
+
+  /**
+   * While receives from `src` are posted, one reader parks on its ring's
+   * head and hands each record that comes to its receive (or keeps it
+   * aside); a failure to read fails them all.
+   */
+  async #read(src: number): Promise<void> {
+    if (this.#reading[src]) return;
+    this.#reading[src] = true;
+    const posted = this.#posted[src];
+    const words = this.#inRing(src).controlWords;
+    try {
+      while (posted.size > 0) {
+        const head = Atomics.load(words, RING_HEAD);
+        this.#look(src);
+        if (posted.size === 0) break;
+        try {
+          await waitForWord(words, RING_HEAD, (value) => value !== head || posted.size === 0, {
+            deadline: deadlineAfter(READER_SLICE_MS),
+            abort: this.#abort,
+            describe: () => `the mailbox from ${ranksText(this.#group, [src])}`,
+          });
+        } catch (error) {
+          if (!(error instanceof CommTimeoutError)) throw error;
+        }
+      }
+    } catch (error) {
+      this.#failPosted(src, error);
+    } finally {
+      this.#reading[src] = false;
     }
+  }
+
+  /** Wakes `src`'s reader once no receive is posted any more, so it stops now rather than at its next slice. */
+  #wakeReader(src: number): void {
+    if (this.#posted[src].size === 0) Atomics.notify(this.#inRing(src).controlWords, RING_HEAD);
   }
 
   /** Whom a receive waits for, in the keyed store's words, and what this rank holds of that peer's already. */
   #waitingFor(src: number): string {
-    const held = this.#stash[src].length;
+    const held = this.#stash[src].size;
     if (held === 0) return ranksText(this.#group, [src]);
     const full = held >= STASHED_MAX ? ': the most it holds, so it reads no more from that rank' : '';
     return `${ranksText(this.#group, [src])} (this rank holds ${held} earlier messages from it that no receive took yet${full})`;
@@ -379,7 +454,7 @@ export class Mailbox {
 
   /** Whether message `message` of stream (src → this rank, tag) has come (it stays to be received). */
   has(src: number, tag: number, message: number): boolean {
-    return this.#locate(src, tag, message) !== undefined;
+    return this.#stash[src].has(streamKey(tag, message)) || this.#look(src, tag, message);
   }
 
   /** The record of (src, tag, message), handed to `consume` and then gone; undefined when it has not come. */
@@ -389,38 +464,68 @@ export class Mailbox {
     message: number,
     consume: (record: MailRecord) => T,
   ): { value: T } | undefined {
-    const at = this.#locate(src, tag, message);
-    if (at === undefined) return undefined;
-    const fromRing = at === AT_RING;
+    const stash = this.#stash[src];
+    if (stash.size > 0) {
+      const key = streamKey(tag, message);
+      const kept = stash.get(key);
+      if (kept !== undefined) {
+        const wasFull = stash.size >= STASHED_MAX;
+        stash.delete(key);
+        const value = this.#hand(src, kept, consume);
+        // Room again: records behind the full stash may be what posted receives wait for.
+        if (wasFull) this.#lookOnce(src);
+        return { value };
+      }
+    }
+    if (!this.#look(src, tag, message)) return undefined;
     const ring = this.#inRing(src);
-    const record = fromRing ? decode(ring.peek() as Uint8Array) : this.#stash[src].splice(at, 1)[0];
     try {
-      const value = consume(record);
-      this.#answer(src, record.ack, undefined);
-      return { value };
-    } catch (error) {
-      this.#answer(src, record.ack, error);
-      throw error;
+      return { value: this.#hand(src, decode(ring.peek() as Uint8Array), consume) };
     } finally {
-      if (fromRing) this.#free(ring);
+      this.#free(ring);
     }
   }
 
-  /**
-   * Where the record of (src, tag, message) is: its index in the stash, or
-   * AT_RING when it is the next record of the ring; records of other streams
-   * read on the way are stashed. Undefined when it has not come (or the
-   * stash is full before it).
-   */
-  #locate(src: number, tag: number, message: number): number | undefined {
-    const stash = this.#stash[src];
-    for (let i = 0; i < stash.length; i++) {
-      if (stash[i].tag === tag && stash[i].message === message) return i;
+  /** `consume(record)`, its verdict left for the sender where it waits for one. */
+  #hand<T>(src: number, record: MailRecord, consume: (record: MailRecord) => T): T {
+    try {
+      const value = consume(record);
+      this.#answer(src, record.ack, undefined);
+      return value;
+    } catch (error) {
+      this.#answer(src, record.ack, error);
+      throw error;
     }
+  }
+
+  /** #look for no record in particular, from a path that cannot fail for it: its failure goes to the posted receives. */
+  #lookOnce(src: number): void {
+    try {
+      this.#look(src);
+    } catch (error) {
+      this.#failPosted(src, error);
+    }
+  }
+
+  /** Ends every receive posted for `src` with `error` (its ring could not be read). */
+  #failPosted(src: number, error: unknown): void {
+    const posted = this.#posted[src];
+    for (const receive of posted.values()) receive.settle(undefined, error);
+    posted.clear();
+  }
+
+  /**
+   * Reads `src`'s ring until the record of (tag, message), left in place
+   * (true), or until it is empty or the stash full (false). Each record on
+   * the way goes to the receive posted for it, or into the stash.
+   */
+  #look(src: number, tag?: number, message?: number): boolean {
+    const stash = this.#stash[src];
+    const posted = this.#posted[src];
     const ring = this.#inRing(src);
     for (;;) {
       const body = ring.peek();
-      if (body === undefined) return undefined;
+      if (body === undefined) return false;
       if (typeof body === 'number') {
         throw new Error(
           `mailbox from ${ranksText(this.#group, [src])}: a record of ${body} bytes cannot be one (memory overwritten)`,
@@ -429,11 +534,30 @@ export class Mailbox {
       const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
       const recordTag = view.getFloat64(4, true);
       const recordMessage = view.getFloat64(12, true);
-      if (recordTag === tag && recordMessage === message) return AT_RING;
-      if (stash.length >= STASHED_MAX) return undefined;
+      if (recordTag === tag && recordMessage === message) return true;
+      const key = streamKey(recordTag, recordMessage);
+      const receive = posted.get(key);
+      if (receive !== undefined) {
+        posted.delete(key);
+        this.#deliver(src, ring, decode(body), receive);
+        continue;
+      }
+      if (stash.size >= STASHED_MAX) return false;
       const record = decode(body);
-      stash.push({ ...record, bytes: record.bytes?.slice(), tag: recordTag, message: recordMessage });
+      stash.set(key, { ...record, bytes: record.bytes?.slice() });
       this.#free(ring);
+    }
+  }
+
+  /** Hands the ring's next record to the posted receive it is for, and frees it. */
+  #deliver(src: number, ring: ByteRing, record: MailRecord, receive: Posted): void {
+    try {
+      receive.settle(this.#hand(src, record, receive.consume), undefined);
+    } catch (error) {
+      receive.settle(undefined, error);
+    } finally {
+      this.#free(ring);
+      this.#wakeReader(src);
     }
   }
 

@@ -2,7 +2,8 @@
  * The slow wait of a call on shared words (the group region, the mailboxes):
  * parked on the word until it is ready or the call's deadline passes, and,
  * when the call is monitored, woken every PEER_CHECK_MS to say whom it waits
- * for and to fail at once when one of them failed this call or left.
+ * for and to fail at once when one of them failed this call or left; or the
+ * same watch kept by a timer over a wait that something else ends.
  */
 import type { AbortWord } from '../../runtime/abort-word.ts';
 import { CommTimeoutError } from '../../runtime/errors.ts';
@@ -33,11 +34,10 @@ export async function waitMonitored(
   ready: (value: number) => boolean,
   wait: MonitoredWait,
 ): Promise<void> {
-  const { group, call, deadline, waitingFor, waitedFor } = wait;
+  const { group, call, deadline, waitingFor } = wait;
   const what = () => `waiting for ${waitingFor()}`;
-  const debug = call.debug;
   for (;;) {
-    const sliceEnd = debug && waitedFor ? Math.min(deadline, performance.now() + PEER_CHECK_MS) : deadline;
+    const sliceEnd = sliceEndOf(wait);
     try {
       await waitForWord(words, index, ready, {
         deadline: sliceEnd,
@@ -50,16 +50,63 @@ export async function waitMonitored(
       if (!(error instanceof CommTimeoutError)) throw error;
       if (sliceEnd >= deadline) throw timeoutError(group, call, what());
     }
-    if (!debug || !waitedFor) continue;
     // A peer may answer and leave within one slice: what it left behind counts first.
     if (ready(Atomics.load(words, index))) return;
-    debug.monitor.waiting(debug.record, waitingFor());
-    for (const p of waitedFor()) {
-      const peer = group.ranks[p];
-      const failure = peerFailureError(group, call, debug, peer);
-      if (failure) throw failure;
-      const departure = debug.monitor.departure(peer);
-      if (departure !== undefined) throw departedError(group, call, debug, peer, departure);
-    }
+    const problem = peerProblem(wait);
+    if (problem) throw problem;
   }
+}
+
+/**
+ * The same watch over a wait that something else ends (a mailbox receive
+ * whose message another look at the ring hands over): `fail` gets the
+ * timeout, or the failure or departure of a peer waited for, unless
+ * `ended()` says the wait ended meanwhile (it takes a last look); the job's
+ * abort too, for the word it would have been woken on is not this watch's. Returns
+ * what stops the watch.
+ */
+export function watchMonitored(
+  wait: MonitoredWait,
+  ended: () => boolean,
+  fail: (error: Error) => void,
+): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  const check = () => {
+    if (ended()) return;
+    const problem =
+      wait.abort?.error() ??
+      (performance.now() >= wait.deadline
+        ? timeoutError(wait.group, wait.call, `waiting for ${wait.waitingFor()}`)
+        : peerProblem(wait));
+    if (problem) fail(problem);
+    else schedule();
+  };
+  const schedule = () => {
+    timer = setTimeout(check, Math.max(0, sliceEndOf(wait) - performance.now()));
+  };
+  schedule();
+  return () => clearTimeout(timer);
+}
+
+/** Where a slow wait next looks up: at the deadline, or sooner for a monitored call that watches its peers. */
+function sliceEndOf(wait: MonitoredWait): number {
+  return wait.call.debug && wait.waitedFor
+    ? Math.min(wait.deadline, performance.now() + PEER_CHECK_MS)
+    : wait.deadline;
+}
+
+/** A monitored wait's look at its peers: whom it waits for, said to the monitor; a peer that failed this call or left. */
+function peerProblem(wait: MonitoredWait): Error | undefined {
+  const { group, call, waitingFor, waitedFor } = wait;
+  const debug = call.debug;
+  if (!debug || !waitedFor) return undefined;
+  debug.monitor.waiting(debug.record, waitingFor());
+  for (const p of waitedFor()) {
+    const peer = group.ranks[p];
+    const failure = peerFailureError(group, call, debug, peer);
+    if (failure) return failure;
+    const departure = debug.monitor.departure(peer);
+    if (departure !== undefined) return departedError(group, call, debug, peer, departure);
+  }
+  return undefined;
 }
