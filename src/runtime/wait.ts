@@ -152,6 +152,8 @@ export async function waitForWord(
 ): Promise<void> {
   if (waitBriefly(words, index, ready, options.deadline, options.abort, options.blockMs)) return;
   let value = Atomics.load(words, index);
+  // Stored between the brief wait's last look and this load, its notify already went: parking would miss it.
+  if (ready(value)) return;
   holdEventLoop();
   try {
     for (;;) {
