@@ -168,16 +168,36 @@ export function decodeRecord(body: Uint8Array): RingRecord {
   at += keyBytes + tagBytes;
   const nbytes = numel * itemSize(dtype);
   if (!Number.isSafeInteger(nbytes)) throw new RangeError(`a value record's shape [${shape}] is too large`);
-  const value = { type: 'value', id, key, tag, dtype, shape, nbytes } as const;
+  // One literal: a spread followed by a key it lacks (`{ ...value, payload }`) leaves V8's fast path.
+  return {
+    type: 'value',
+    id,
+    key,
+    tag,
+    dtype,
+    shape,
+    nbytes,
+    payload: valuePayload(type, body, view, at, nbytes),
+  };
+}
+
+/** Where a value record of `type` says its payload is; `at` is where the payload (or its reference) starts. */
+function valuePayload(
+  type: number,
+  body: Uint8Array,
+  view: DataView,
+  at: number,
+  nbytes: number,
+): ValueRecord['payload'] {
   if (type === RecordType.inline) {
     if (body.length !== at + nbytes) {
       throw new RangeError(`an inline value of ${nbytes} bytes comes with ${body.length - at} payload bytes`);
     }
-    return { ...value, payload: { at: 'inline', bytes: body.subarray(at) } };
+    return { at: 'inline', bytes: body.subarray(at) };
   }
   if (type === RecordType.file) {
     if (body.length !== at) throw new RangeError('a value file record has trailing bytes');
-    return { ...value, payload: { at: 'file' } };
+    return { at: 'file' };
   }
   if (type === RecordType.remote) {
     if (body.length !== at + 12) {
@@ -187,7 +207,7 @@ export function decodeRecord(body: Uint8Array): RingRecord {
     if (!Number.isSafeInteger(address) || address <= 0) {
       throw new RangeError(`a remote value record has address ${address}`);
     }
-    return { ...value, payload: { at: 'remote', pid: view.getUint32(at, true), address } };
+    return { at: 'remote', pid: view.getUint32(at, true), address };
   }
   if (body.length !== at + 16) {
     throw new RangeError(`an arena value record is ${body.length} bytes, ${at + 16} expected`);
@@ -197,5 +217,5 @@ export function decodeRecord(body: Uint8Array): RingRecord {
   const offset = view.getFloat64(at + 8, true);
   if (!Number.isSafeInteger(offset) || offset < 0)
     throw new RangeError(`an arena value record has offset ${offset}`);
-  return { ...value, payload: { at: 'arena', ref: { index, offset }, nonce } };
+  return { at: 'arena', ref: { index, offset }, nonce };
 }

@@ -295,7 +295,9 @@ export class Exchange {
     const waitingFor = () => this.#ranksText([producer]);
     try {
       const from = this.globalRank(producer);
-      entry = await this.#getEntry(key, producer, waitingFor, (k, options) => take(k, { ...options, from }));
+      entry = await this.#getEntry(key, producer, waitingFor, (k, options) =>
+        take(k, { timeoutMs: options.timeoutMs, from }),
+      );
     } catch (error) {
       throw this.#explain(error, `waiting for ${waitingFor()}`);
     }

@@ -89,6 +89,8 @@ const ACK_HEADER_BYTES = 16;
 const ACK_SLOT_BYTES = ACK_HEADER_BYTES + MAX_ERROR_BYTES;
 /** A slot's states: the send waits; the receive took the message, or failed on it (mismatch, or otherwise). */
 const ACK_STATE = { pending: 1, received: 2, mismatch: 3, failed: 4 } as const;
+/** Made once: a closure made per send is also a keepNames wrapper per send in rank bundles. */
+const answered = (state: number) => state !== ACK_STATE.pending;
 
 function ringBytes(size: number): number {
   return size <= SMALL_GROUP_MAX ? SMALL_GROUP_RING_BYTES : LARGE_GROUP_RING_BYTES;
@@ -237,7 +239,6 @@ export class Mailbox {
   /** The receive's verdict on this rank's message in acknowledgement slot `slot` to `dst`. */
   #acknowledged(call: CallInfo, dst: number, slot: number): Promise<void> {
     const state = this.#ackWord(this.#group.rank, dst, slot) + ACK.state;
-    const answered = (value: number) => value !== ACK_STATE.pending;
     const deadline = deadlineAfter(call.timeoutMs);
     if (waitBriefly(this.#words, state, answered, deadline, this.#abort)) return this.#verdict(dst, slot);
     // A slot whose wait failed stays taken: its receive may still answer in it.
