@@ -3,13 +3,12 @@
  * mpirun and Slurm's srun, read as each sets it, and processes started by
  * hand with each engine's variables joining one job.
  */
-import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { defaultStoreRoot } from '../src/index.ts';
 import { readProcessEnv } from '../src/launch/process-env.ts';
 import { expandSlurmHosts } from '../src/launch/slurm-hosts.ts';
 import { type ChildRun, cleanEnv, runCollecting } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
+import { jobDirectoriesOf } from './fixtures/job-directories.ts';
 import { nodeScript } from './fixtures/node-script.ts';
 
 const HOST = 'this-host';
@@ -164,14 +163,6 @@ describe('readProcessEnv', () => {
   });
 });
 
-/** The job directories this test's own processes made (other jobs may run on the machine meanwhile). */
-function storeEntries(pids: readonly number[]): string[] {
-  return readdirSync(defaultStoreRoot()).filter((name) => {
-    const job = /^tensorcomm-job-(\d+)-/.exec(name);
-    return job !== null && pids.includes(Number(job[1]));
-  });
-}
-
 const rankScript = await nodeScript('test/fixtures/engine-env.ts');
 
 /** Starts one process per environment, as the engine would, and waits for all of them. */
@@ -221,6 +212,6 @@ describe('processes started by another engine', { timeout: 120_000 }, () => {
     ).toEqual([0, 0]);
     expect(slurm[1].out).toContain('rank 1 of 2: sum=3');
     // Rank 0 made each job's directory, named after its pid, and removed it.
-    expect(storeEntries([...mpi, ...slurm].map((r) => r.pid))).toEqual([]);
+    expect(jobDirectoriesOf([...mpi, ...slurm].map((r) => r.pid))).toEqual([]);
   });
 });

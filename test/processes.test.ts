@@ -1,11 +1,11 @@
 import { execFile, spawn } from 'node:child_process';
-import { readdirSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { defaultStoreRoot, JobFailedError, launchProcesses, RankFailedError } from '../src/index.ts';
+import { JobFailedError, launchProcesses, RankFailedError } from '../src/index.ts';
 import { alive } from './fixtures/child-run.ts';
 import { conformanceSuite } from './fixtures/conformance-suite.ts';
 import { freePort } from './fixtures/free-port.ts';
+import { jobDirectoriesOf } from './fixtures/job-directories.ts';
 import { nodeScript } from './fixtures/node-script.ts';
 
 const run = promisify(execFile);
@@ -23,21 +23,9 @@ conformanceSuite(
   [2, 3, 4],
 );
 
-/**
- * tensorcomm's entries in the store root, less the job directories of processes other than `pids`:
- * a job directory is named after the process that made it, and other tests on this machine make
- * and remove theirs meanwhile.
- */
-function storeEntries(pids: readonly number[]): string[] {
-  return readdirSync(defaultStoreRoot()).filter((name) => {
-    const job = /^tensorcomm-job-(\d+)-/.exec(name);
-    return name.startsWith('tensorcomm') && (job === null || pids.includes(Number(job[1])));
-  });
-}
-
 describe('launchProcesses', { timeout: 120_000 }, () => {
   it('a rank killed with SIGKILL mid-collective fails the job fast, naming it, and leaves nothing behind', async () => {
-    const before = storeEntries([process.pid]);
+    const before = jobDirectoriesOf([process.pid]);
     const pids: number[] = [];
     const output = (_rank: number, line: string) => {
       const match = /^pid=(\d+)$/.exec(line);
@@ -65,7 +53,7 @@ describe('launchProcesses', { timeout: 120_000 }, () => {
     expect(pids).toHaveLength(3);
     for (const pid of pids) expect(alive(pid), `process ${pid}`).toBe(false);
     // The launcher (this process) made the job's directory; its ranks could have made their own.
-    expect(storeEntries([process.pid, ...pids])).toEqual(before);
+    expect(jobDirectoriesOf([process.pid, ...pids])).toEqual(before);
   });
 
   it('rejects naming the rank whose main threw, with its error', async () => {
@@ -165,7 +153,7 @@ describe('tensorcomm run', { timeout: 120_000 }, () => {
 describe('initProcess without a launcher', { timeout: 120_000 }, () => {
   it('rank 0 serves the rendezvous when processes are started by hand with torchrun variables', async () => {
     const port = await freePort();
-    const before = storeEntries([process.pid]);
+    const before = jobDirectoriesOf([process.pid]);
     const pids: number[] = [];
     const ranks = [0, 1].map((rank) => {
       const child = spawn(process.execPath, [...scriptRun, 'manual'], {
@@ -193,6 +181,6 @@ describe('initProcess without a launcher', { timeout: 120_000 }, () => {
     expect(results[1].stdout).toContain('rank-1 of 2: sum=3 arg=manual');
     // Rank 0 made the job's directory.
     expect(pids).toHaveLength(2);
-    expect(storeEntries([process.pid, ...pids])).toEqual(before);
+    expect(jobDirectoriesOf([process.pid, ...pids])).toEqual(before);
   });
 });

@@ -15,13 +15,14 @@ import { FileStatusBoard, statusFilePath } from '../src/debug/file-status-board.
 import { describeRanks } from '../src/debug/hang-report.ts';
 import { RankMonitor } from '../src/debug/monitor.ts';
 import { resolveDebugOptions } from '../src/debug/options.ts';
-import { defaultStoreRoot, JobFailedError, launchProcesses } from '../src/index.ts';
+import { JobFailedError, launchProcesses } from '../src/index.ts';
 import { alive, type StartedChild, startCollecting } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
 import { nodeScript } from './fixtures/node-script.ts';
 import type { scenarios } from './fixtures/rank-exit.ts';
 import type { Outcome } from './fixtures/scenarios.ts';
 import '../src/thread-group/ops.ts';
+import { jobDirectoriesOf } from './fixtures/job-directories.ts';
 
 const root = new URL('..', import.meta.url).pathname;
 const fixture = 'test/fixtures/rank-exit.ts';
@@ -62,13 +63,6 @@ function environmentOf(pid: number): string[] {
   } catch {
     return [];
   }
-}
-
-/** Job directories the processes `pids` made (a job directory is named after its maker). */
-function jobDirectoriesOf(pids: readonly number[]): string[] {
-  return readdirSync(defaultStoreRoot()).filter((name) =>
-    pids.some((pid) => name.startsWith(`tensorcomm-job-${pid}-`)),
-  );
 }
 
 const scenario = (name: keyof typeof scenarios) => name;
