@@ -18,12 +18,12 @@ export const OWN_FOLDERS = ['src', 'dist'].map((folder) =>
 const CAPTURED_FRAMES = 12;
 const SHOWN_FRAMES = 3;
 /**
- * The most one capture is charged: above a warm one (about 20 µs with source
+ * The most one capture is charged: above a warm one (4-20 µs, the more with source
  * maps on), far below a cold one (a new call path, V8's source positions made
  * on first use) or one the scheduler interrupted on a loaded machine. Both are
  * one-off wall time, not the steady cost the share bounds.
  */
-const MAX_CHARGE_MS = 0.05;
+const MAX_CHARGE_MS = 0.025;
 
 export interface CapturedSite {
   stack?: string;
@@ -53,8 +53,8 @@ export interface SiteBudgetOptions {
  * token bucket that earns `share` of each elapsed millisecond, holds at most
  * `creditMs` (so idle periods cannot bank a burst), and pays each capture's
  * measured cost, at most MAX_CHARGE_MS. Calls made milliseconds apart always
- * get a site, and so do a job's first few hundred calls however slowly
- * their sites come; in a hot loop of tiny calls some go without, which
+ * get a site, and so do a job's first 80 calls however slowly their
+ * sites come; in a hot loop of tiny calls some go without, which
  * bounds the cost instead of the loop's speed.
  */
 export class SiteBudget {
@@ -67,7 +67,7 @@ export class SiteBudget {
 
   constructor(options: SiteBudgetOptions = {}) {
     this.#share = options.share ?? 0.005;
-    this.#creditMs = options.creditMs ?? 10;
+    this.#creditMs = options.creditMs ?? 2;
     this.#now = options.now ?? (() => performance.now());
     this.#capture = options.capture ?? captureSite;
     this.#tokensMs = this.#creditMs;
