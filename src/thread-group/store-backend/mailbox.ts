@@ -418,6 +418,7 @@ export class Mailbox {
     this.#reading[src] = true;
     const posted = this.#posted[src];
     const words = this.#inRing(src).controlWords;
+    const describe = () => `the mailbox from ${ranksText(this.#group, [src])}`;
     try {
       while (posted.size > 0) {
         const head = Atomics.load(words, RING_HEAD);
@@ -427,7 +428,7 @@ export class Mailbox {
           await waitForWord(words, RING_HEAD, (value) => value !== head || posted.size === 0, {
             deadline: deadlineAfter(READER_SLICE_MS),
             abort: this.#abort,
-            describe: () => `the mailbox from ${ranksText(this.#group, [src])}`,
+            describe,
           });
         } catch (error) {
           if (!(error instanceof CommTimeoutError)) throw error;

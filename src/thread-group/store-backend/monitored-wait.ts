@@ -58,12 +58,12 @@ export async function waitMonitored(
 }
 
 /**
- * The same watch over a wait that something else ends (a mailbox receive
- * whose message another look at the ring hands over): `fail` gets the
- * timeout, or the failure or departure of a peer waited for, unless
- * `ended()` says the wait ended meanwhile (it takes a last look); the job's
- * abort too, for the word it would have been woken on is not this watch's. Returns
- * what stops the watch.
+ * The same watch, kept by a timer, over a wait that something else ends (a
+ * mailbox receive whose record another look at the ring hands over). At each
+ * slice `ended()` takes a last look and says whether the wait ended; if not,
+ * `fail` gets the job's abort (no word of this watch is notified for it), the
+ * timeout, or the failure or departure of a peer waited for. Returns what
+ * stops the watch.
  */
 export function watchMonitored(
   wait: MonitoredWait,
