@@ -53,7 +53,8 @@ export const ERROR_NONE = 0;
 export const ERROR_LOCAL = 1;
 export const ERROR_MISMATCH = 2;
 
-const GLOBAL = { lock: 0, freeHead: 1, freeEpoch: 2 } as const;
+/** `fresh`: slots handed out at least once; the rest are free without a free-list entry, so a new table writes nothing. */
+const GLOBAL = { lock: 0, freeHead: 1, freeEpoch: 2, fresh: 3 } as const;
 const GLOBAL_WORDS = 4;
 
 export interface SlotTableSpec {
@@ -87,9 +88,8 @@ export class SlotTable {
   static create(spec: SlotTableSpec): SharedSlotTable {
     const slotBytes = HEADER_BYTES + align(spec.inlineBytes, 64);
     const size = layoutBytes(spec) + spec.slots * slotBytes;
-    const table = new SlotTable({ spec, buffer: new SharedArrayBuffer(size) });
-    table.#initFreeList();
-    return { spec, buffer: table.buffer };
+    // Zero-filled, it is an empty table: a job's first page faults come with its first keys, not all at start.
+    return { spec, buffer: new SharedArrayBuffer(size) };
   }
 
   constructor(shared: SharedSlotTable) {
@@ -102,12 +102,6 @@ export class SlotTable {
     this.#bucketHeads = GLOBAL_WORDS;
     this.#bucketEpochs = GLOBAL_WORDS + this.spec.buckets;
     this.#slotsBase = layoutBytes(this.spec);
-  }
-
-  #initFreeList(): void {
-    for (let s = 0; s < this.spec.slots; s++)
-      this.words[this.word(s, W.next)] = s + 1 < this.spec.slots ? s + 2 : 0;
-    this.words[GLOBAL.freeHead] = this.spec.slots > 0 ? 1 : 0;
   }
 
   /** Byte offset of a slot's first byte. */
@@ -163,9 +157,12 @@ export class SlotTable {
   insert(keyBytes: Uint8Array, bucket: number, hash: number): number {
     const w = this.words;
     const head = w[GLOBAL.freeHead];
-    if (head === 0) return -1;
-    const slot = head - 1;
-    w[GLOBAL.freeHead] = w[this.word(slot, W.next)];
+    let slot: number;
+    if (head !== 0) {
+      slot = head - 1;
+      w[GLOBAL.freeHead] = w[this.word(slot, W.next)];
+    } else if (w[GLOBAL.fresh] < this.spec.slots) slot = w[GLOBAL.fresh]++;
+    else return -1;
     w.fill(0, this.word(slot, 0), this.word(slot, 16));
     w[this.word(slot, W.hash)] = hash;
     w[this.word(slot, W.keyLength)] = keyBytes.length;
@@ -228,7 +225,7 @@ export class SlotTable {
     let free = 0;
     for (let link = this.words[GLOBAL.freeHead]; link !== 0; link = this.words[this.word(link - 1, W.next)])
       free++;
-    return this.spec.slots - free;
+    return this.words[GLOBAL.fresh] - free;
   }
 
   /** Wakes everything parked on this table (used when the job aborts). */

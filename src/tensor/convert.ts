@@ -3,7 +3,7 @@
  * (float16/bfloat16 as 16-bit patterns, int64 as BigInt, bool as 0/1).
  */
 import type { DType } from './dtype.ts';
-import { bfloat16BitsToFloat32, FLOAT16_TABLE, float32ToBfloat16Bits, float32ToFloat16Bits } from './half.ts';
+import { bfloat16BitsToFloat32, float16Table, float32ToBfloat16Bits, float32ToFloat16Bits } from './half.ts';
 
 /** What one element of a typed array holds. */
 export type Raw = number | bigint;
@@ -65,8 +65,10 @@ function describeScalar(value: unknown): string {
 /** Decodes a raw word to a JavaScript number (int64 may lose precision beyond 2^53; bool gives 0/1). */
 export function rawToNumber(dtype: DType): (raw: Raw) => number {
   switch (dtype) {
-    case 'float16':
-      return (raw) => FLOAT16_TABLE[raw as number];
+    case 'float16': {
+      const table = float16Table();
+      return (raw) => table[raw as number];
+    }
     case 'bfloat16':
       return (raw) => bfloat16BitsToFloat32(raw as number);
     case 'bool':

@@ -64,14 +64,23 @@ function decodeFloat16(h: number): number {
   return sign * (1 + mant / 1024) * 2 ** (exp - 15);
 }
 
-export const FLOAT16_TABLE: Float32Array = (() => {
-  const table = new Float32Array(65536);
-  for (let h = 0; h < 65536; h++) table[h] = decodeFloat16(h);
-  return table;
-})();
+let float16Decoded: Float32Array | undefined;
+
+/**
+ * Every float16 word's value, built on first use: every rank thread loads
+ * this module, few decode float16, and 65,536 calls at load cost each of 64
+ * threads on two cores up to 0.2 s of start-up.
+ */
+export function float16Table(): Float32Array {
+  if (float16Decoded === undefined) {
+    float16Decoded = new Float32Array(65536);
+    for (let h = 0; h < 65536; h++) float16Decoded[h] = decodeFloat16(h);
+  }
+  return float16Decoded;
+}
 
 export function float16BitsToFloat32(bits: number): number {
-  return FLOAT16_TABLE[bits & 0xffff];
+  return float16Table()[bits & 0xffff];
 }
 
 export function float32ToBfloat16Bits(value: number): number {

@@ -10,7 +10,7 @@
  * reduce-loops.ts. Both give the same bits, NaN payloads aside.
  */
 import { arrayConstructor, assertDType, type DType, type TypedArray } from './dtype.ts';
-import { FLOAT16_TABLE, float32BitsToBfloat16Bits, float32BitsToFloat16Bits } from './half.ts';
+import { float16Table, float32BitsToBfloat16Bits, float32BitsToFloat16Bits } from './half.ts';
 import { divideLoop, type FoldLoop, type FoldOp, foldLoop } from './reduce-loops.ts';
 import { assertReduceOp, type ReduceOp } from './reduce-ops.ts';
 import { type BlockFinish, bytesOf, simdAvailable, simdReducer } from './simd-kernels.ts';
@@ -28,7 +28,6 @@ const halfAcc = new Float32Array(HALF_BLOCK);
 const halfTmp = new Float32Array(HALF_BLOCK);
 const halfAccBits = new Uint32Array(halfAcc.buffer);
 const halfTmpBits = new Uint32Array(halfTmp.buffer);
-const FLOAT16_TABLE_BITS = new Uint32Array(FLOAT16_TABLE.buffer);
 
 /**
  * out[i] = op(inputs[0][i], inputs[1][i], ...), folding left to right.
@@ -208,8 +207,11 @@ function reduceHalves(
 // Imported bindings are read into locals before each loop: tsx and vitest compile imports to getter
 // calls, which inside the loop cost more than the conversion itself.
 
+let float16Bits: Uint32Array | undefined;
+
 function decodeFloat16(dst: Uint32Array, src: Uint16Array): void {
-  const table = FLOAT16_TABLE_BITS;
+  float16Bits ??= new Uint32Array(float16Table().buffer);
+  const table = float16Bits;
   for (let i = 0; i < src.length; i++) dst[i] = table[src[i]];
 }
 

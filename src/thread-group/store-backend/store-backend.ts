@@ -233,9 +233,18 @@ export class StoreBackend implements Backend {
 
   barrier(call: CallInfo): Promise<void> {
     const token = Tensor.empty([0], 'uint8');
-    return this.#run(call, async (x) => {
+    const keyed = async (x: Exchange) => {
       await allGatherAny(x, token);
-    });
+    };
+    if (!this.#region) return this.#run(call, keyed);
+    // In the region a barrier is an allReduce of nothing: every rank arrives before any leaves, and the
+    // last arrival wakes them all at once, where the keyed store reads every peer's token (N² reads). Peers
+    // that made another call in the keyed store (a monitoredBarrier, a large allReduce) wait there for
+    // this rank's values and verdicts, so it joins them there as a keyed barrier would, and they fail
+    // as they would against one.
+    return allReduceInRegion(this.#region, call, token, 'sum', () =>
+      runExchange(new Exchange(this.#store, this.#group, call), keyed),
+    );
   }
 
   monitoredBarrier(call: CallInfo, waitAllRanks: boolean): Promise<void> {
