@@ -1,32 +1,19 @@
 /**
- * What every rank thread and rank process loads before its entry (the module
- * the launchers' setup seam names), so a rank has the whole library whether
- * or not its entry imports tensorcomm: the context builders, and the layers
- * that register themselves with lower ones (the GPU backend with tensors and
- * stores, p2p's `ctx.collective` with the rank context).
+ * What every rank process loads before its entry (the module the process
+ * launchers' setup seam names), and what the package root loads: the
+ * thread side (thread-setup.ts) and the process context builders, so a rank
+ * has the whole library whether or not its entry imports tensorcomm.
  */
-import './cuda/device-backend.ts';
-import './cuda/device-ipc.ts';
-import './p2p/collective.ts';
+import './thread-setup.ts';
 import {
   abortProcessJob,
   createProcessJob,
   initProcess,
   removeProcessJob,
 } from './context/process-context.ts';
-import { createJobShared, createRankContext, wakeJob } from './context/rank-context.ts';
-import { registerProcessSetup, registerRankSetup } from './launch/rank-setup.ts';
+import { registerProcessSetup } from './launch/rank-setup.ts';
 
-export {
-  abortProcessJob,
-  createJobShared,
-  createProcessJob,
-  createRankContext,
-  initProcess,
-  removeProcessJob,
-  wakeJob,
-};
+export { abortProcessJob, createProcessJob, initProcess, removeProcessJob };
 
-// The launchers of this process use these, however this module was loaded (a bundle, tsx, dist/).
-registerRankSetup(import.meta.url, { createJobShared, createRankContext, wakeJob });
+// The process launchers of this process use these, however this module was loaded (a bundle, tsx, dist/).
 registerProcessSetup(import.meta.url, { abortProcessJob, createProcessJob, initProcess, removeProcessJob });

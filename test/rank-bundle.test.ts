@@ -3,12 +3,14 @@
  * a TypeScript entry with relative imports runs without a loader in the thread,
  * sees the rank's own library instance, its own import.meta.url and source
  * lines; an edited entry is rebuilt, an unchanged one is not; two jobs share
- * no module state; an entry that cannot be bundled fails in its ranks as before.
+ * no module state; an entry that cannot be bundled fails in its ranks as before;
+ * the threads load the thread side of the library only.
  */
 import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -16,11 +18,11 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { JobFailedError, spawnThreads } from '../src/index.ts';
-import { BUNDLE_CACHE_DIR, rankBundle } from '../src/launch/rank-bundle.ts';
+import { BUNDLE_CACHE_DIR, rankBundle, scriptBundle } from '../src/launch/rank-bundle.ts';
 import { rankSetupUrl } from '../src/launch/rank-setup.ts';
 import { rankWorkerUrl } from '../src/launch/spawn-threads.ts';
 import type { BundledRank } from './fixtures/bundled-entry.ts';
@@ -29,6 +31,18 @@ const entry = new URL('./fixtures/bundled-entry.ts', import.meta.url);
 const helper = new URL('./fixtures/bundled-helper.ts', import.meta.url);
 const scratch = mkdtempSync(join(tmpdir(), 'tensorcomm-bundle-test-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** Every file of the bundle whose module is at `url`, as one text. */
+function bundleText(url: URL | string): string {
+  const dir = dirname(fileURLToPath(url));
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.mjs'))
+    .map((name) => readFileSync(join(dir, name), 'utf8'))
+    .join('\n');
+}
+
+// How esbuild writes a class declaration.
+const PROCESS_ONLY = ['FileTensorStore = class', 'NetworkTensorStore = class', 'RendezvousServer = class'];
 
 function lineOf(url: URL, text: string): number {
   return (
@@ -85,6 +99,26 @@ describe('bundled rank threads', () => {
     expect([existsSync(stale), existsSync(young)]).toEqual([false, true]);
     rmSync(young, { recursive: true });
     expect(await spawnThreads(file, { worldSize: 2 })).toEqual([22, 22]);
+  });
+
+  it('rank threads load the thread side of the library only; a script bundle keeps the process side', async () => {
+    const file = join(scratch, 'root-import.mjs');
+    const root = fileURLToPath(new URL('../src/index.ts', import.meta.url));
+    writeFileSync(
+      file,
+      `import { Tensor } from ${JSON.stringify(root)};\n` +
+        'export default async function main(ctx) { const t = Tensor.full([2], ctx.rank + 1); await ctx.world.allReduce(t); return t.toArray(); }\n',
+    );
+    const built = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href);
+    const threads = bundleText(built!.setupUrl);
+    for (const code of PROCESS_ONLY) expect(threads).not.toContain(code);
+    expect(threads).toContain('MemoryTensorStore = class');
+    expect(await spawnThreads(file, { worldSize: 2 })).toEqual([
+      [3, 3],
+      [3, 3],
+    ]);
+    const script = bundleText((await scriptBundle(pathToFileURL(file).href))!);
+    for (const code of PROCESS_ONLY) expect(script).toContain(code);
   });
 
   it('an entry that cannot be bundled fails in its ranks with its own error', async () => {

@@ -1,9 +1,9 @@
-/** Resource limits of thread ranks: a worldSize that cannot fit is refused up front; long kernels stop on abort. */
+/** Resource limits of thread ranks: a worldSize that cannot fit is refused up front, many ranks get small heaps; long kernels stop on abort. */
 import os from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JobFailedError, launchProcesses, spawnThreads, Tensor } from '../src/index.ts';
 import { RankThreadPool } from '../src/launch/rank-thread-pool.ts';
-import { DEFAULT_RANK_THREAD_BYTES } from '../src/launch/thread-memory.ts';
+import { DEFAULT_RANK_THREAD_BYTES, SMALL_HEAP_RANKS_PER_CORE } from '../src/launch/thread-memory.ts';
 import { INTERRUPT_CHUNK_ELEMENTS, registerInterruptCheck } from '../src/tensor/interrupt.ts';
 import { rankTest } from '../src/testing/index.ts';
 import { FILL_FAILURE, type scenarios } from './fixtures/resource-limits.ts';
@@ -50,6 +50,21 @@ describe('spawnThreads memory check', () => {
       await expect(job(3, 2 ** 50)).rejects.toThrow(
         /worldSize 3 needs about 1073741824 MiB for the 1 rank threads it has to start/,
       );
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('ranks that outnumber the cores many times over get a small young generation; others V8’s own', async () => {
+    const many = SMALL_HEAP_RANKS_PER_CORE * os.availableParallelism();
+    const youngMb = (worldSize: number, run = spawnThreads) =>
+      fixture.run('youngGenerationMb', (entry, args) => run(entry, { worldSize, args }));
+    expect(await youngMb(many)).toEqual(Array(many).fill(2));
+    const few = await youngMb(2);
+    expect(few.every((mb) => mb > 2)).toBe(true);
+    const pool = new RankThreadPool({ typeScript: true });
+    try {
+      expect(await youngMb(many, (entry, options) => pool.run(entry, options))).toEqual(Array(many).fill(2));
     } finally {
       await pool.close();
     }

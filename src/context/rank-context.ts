@@ -1,7 +1,7 @@
 /**
  * RankContext for ranks that are threads of one process: a MemoryTensorStore
  * shared by the job, the world group, subgroups and the group manager. This
- * module builds what launch/spawnThreads starts in every rank thread (through src/setup.ts).
+ * module builds what launch/spawnThreads starts in every rank thread (through src/thread-setup.ts).
  */
 import { availableParallelism } from 'node:os';
 import { releaseDeviceMemory } from '../cuda/device-memory.ts';

@@ -28,7 +28,7 @@ import {
 } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve, sep } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Loader, Plugin } from 'esbuild';
 import { OWN_FOLDERS } from '../debug/call-site.ts';
@@ -43,9 +43,11 @@ export interface RankBundle {
 }
 
 /** Bumped when what a bundle holds changes, so older cached bundles are not used. */
-const LAYOUT = 2;
+const LAYOUT = 3;
 export const BUNDLE_CACHE_DIR = join(tmpdir(), `tensorcomm-bundles-${process.getuid?.() ?? 'user'}`);
 const PACKAGE_DIR = fileURLToPath(new URL('../../', import.meta.url));
+/** The library's own modules (src/, or dist/ when installed), its index among them. */
+const LIBRARY_DIR = fileURLToPath(new URL('../', import.meta.url));
 const OWN_DEPENDENCIES = join(PACKAGE_DIR, 'node_modules', sep);
 const NAMES = ['rank-worker', 'setup', 'entry'] as const;
 const RESOLVING = Symbol('resolving');
@@ -148,6 +150,24 @@ function externalPackages(): Plugin {
         if (inPackage || !found.path.includes(`${sep}node_modules${sep}`)) return { path: found.path };
         return { path: pathToFileURL(found.path).href, external: true };
       });
+    },
+  };
+}
+
+/**
+ * In a rank thread the package root loads the thread side of its setup only
+ * (see thread-setup.ts): what registers the process launchers stays out of
+ * the bundle, and with it the code only process ranks use.
+ */
+function threadSetupOnly(): Plugin {
+  return {
+    name: 'tensorcomm-thread-setup-only',
+    setup(build) {
+      build.onResolve({ filter: /^\.\/setup\.[jt]s$/ }, ({ path, importer }) =>
+        /^index\.[jt]s$/.test(relative(LIBRARY_DIR, importer))
+          ? { path: join(LIBRARY_DIR, `thread-${path.slice(2)}`) }
+          : undefined,
+      );
     },
   };
 }
@@ -263,7 +283,10 @@ export async function rankBundle(
   const key = sha(JSON.stringify([LAYOUT, ...modules]));
   try {
     const dir =
-      cached(key) ?? (await build(key, Object.fromEntries(NAMES.map((name, i) => [name, modules[i]]))));
+      cached(key) ??
+      (await build(key, Object.fromEntries(NAMES.map((name, i) => [name, modules[i]])), undefined, [
+        threadSetupOnly(),
+      ]));
     return bundleAt(dir);
   } catch {
     return undefined;
@@ -311,7 +334,8 @@ export async function testFileBundle(
   const key = sha(JSON.stringify([LAYOUT, 'test-file', ...modules]));
   const entries = { 'pool-worker': workerUrl, setup: setupUrl, entry: entryUrl, 'test-file': fileUrl };
   try {
-    const dir = cached(key) ?? (await build(key, entries, undefined, [vitestStandIn(standInUrl)]));
+    const dir =
+      cached(key) ?? (await build(key, entries, undefined, [vitestStandIn(standInUrl), threadSetupOnly()]));
     return {
       worker: fileIn(dir, 'pool-worker'),
       setupUrl: fileIn(dir, 'setup').href,

@@ -9,9 +9,8 @@
  * at the next job; the others go back to the pool once they reported.
  */
 import { EventEmitter } from 'node:events';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { checkJobOptions } from './job-options.ts';
-import { sourceMapsBootstrap, typeScriptBootstrap } from './module-url.ts';
 import type { PoolReport, PoolRequest, PoolWorkerData } from './pool-worker.ts';
 import { reviveError } from './rank-report.ts';
 import { rankSetupUrl } from './rank-setup.ts';
@@ -22,8 +21,9 @@ import {
   type RankWorkerReport,
   runRankThreads,
   type SpawnThreadsOptions,
+  startRankWorker,
 } from './spawn-threads.ts';
-import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES } from './thread-memory.ts';
+import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES, rankResourceLimits } from './thread-memory.ts';
 
 /** Far above a thread's start-up on a loaded machine (seconds), far below forever. */
 const START_TIMEOUT_MS = 120_000;
@@ -83,13 +83,10 @@ class PooledThread {
   /** Settles the request in flight (the start, or a prepare): one at a time, the thread answers in order. */
   #answer: ((report: PoolReport | undefined, error?: Error) => void) | undefined;
 
-  constructor(bootstrap: RankBootstrap, setupUrl: string) {
+  /** `worldSize`: of the job it starts for (a later job may be of another size). */
+  constructor(bootstrap: RankBootstrap, setupUrl: string, worldSize: number) {
     const workerData: PoolWorkerData = { pool: true, setupUrl };
-    this.worker = bootstrap.typeScript
-      ? new Worker(typeScriptBootstrap(bootstrap.url.href), { eval: true, workerData })
-      : bootstrap.bundled
-        ? new Worker(sourceMapsBootstrap(bootstrap.url.href), { eval: true, workerData })
-        : new Worker(bootstrap.url, { workerData });
+    this.worker = startRankWorker(bootstrap, workerData, rankResourceLimits(worldSize));
     this.ready = this.#next('ready', () => 'starting a rank thread');
     this.worker.on('message', (message: PoolReport | RankWorkerReport) => {
       if (message.kind === 'ready' || message.kind === 'prepared' || message.kind === 'prepare-failed') {
@@ -232,7 +229,7 @@ export class RankThreadPool {
   async #acquire(count: number, prepare: PoolPreparation | undefined): Promise<PooledThread[]> {
     this.#idle = this.#idle.filter((t) => t.alive);
     const setupUrl = this.#bundle?.setupUrl ?? rankSetupUrl();
-    while (this.#idle.length < count) this.#idle.push(new PooledThread(this.#bootstrap, setupUrl));
+    while (this.#idle.length < count) this.#idle.push(new PooledThread(this.#bootstrap, setupUrl, count));
     const threads = this.#idle.splice(0, count);
     try {
       await Promise.all(threads.map((t) => t.ready));

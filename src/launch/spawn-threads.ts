@@ -6,7 +6,7 @@
  * accounted for until its thread has exited. A pool's queueing, reuse and
  * idle handling would only stand between us and those lifecycle events.
  */
-import { Worker } from 'node:worker_threads';
+import { type ResourceLimits, Worker } from 'node:worker_threads';
 import { registeredOpNames } from '../debug/call-record.ts';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
 import { mergeTraceParts } from '../debug/trace.ts';
@@ -36,7 +36,7 @@ import { rankBundle } from './rank-bundle.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { type JobOptions, loadRankSetup, type RankIdentity, rankSetupUrl } from './rank-setup.ts';
 import { packTensors, unpackTensors } from './tensor-transfer.ts';
-import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES } from './thread-memory.ts';
+import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES, rankResourceLimits } from './thread-memory.ts';
 
 export interface SpawnThreadsOptions extends JobShapeOptions {
   worldSize: number;
@@ -119,10 +119,20 @@ export function rankWorkerUrl(): URL {
   return new URL(`./rank-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
 }
 
-function startWorker(data: RankWorkerData, { url, typeScript, bundled }: RankBootstrap): RankThread {
-  if (typeScript) return new Worker(typeScriptBootstrap(url.href), { eval: true, workerData: data });
-  if (bundled) return new Worker(sourceMapsBootstrap(url.href), { eval: true, workerData: data });
-  return new Worker(url, { workerData: data });
+/** A rank thread's Worker, started from `bootstrap` with `workerData`. */
+export function startRankWorker(
+  { url, typeScript, bundled }: RankBootstrap,
+  workerData: unknown,
+  resourceLimits: ResourceLimits | undefined,
+): Worker {
+  if (typeScript)
+    return new Worker(typeScriptBootstrap(url.href), { eval: true, workerData, resourceLimits });
+  if (bundled) return new Worker(sourceMapsBootstrap(url.href), { eval: true, workerData, resourceLimits });
+  return new Worker(url, { workerData, resourceLimits });
+}
+
+function startWorker(data: RankWorkerData, bootstrap: RankBootstrap): RankThread {
+  return startRankWorker(bootstrap, data, rankResourceLimits(data.identity.worldSize));
 }
 
 /** The job's modules as they are: the rank bootstrap beside this module, tsx when any is TypeScript. */
