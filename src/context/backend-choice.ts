@@ -15,7 +15,7 @@ export interface BackendChoice {
   devices: readonly Device[];
   /** How long destroying a communicator may take. */
   timeoutMs: number;
-  /** A group that must not open a communicator (the startup barrier). */
+  /** A group that must not open a communicator and sends nothing point to point (the startup barrier). */
   storeOnly?: boolean;
 }
 
@@ -23,8 +23,9 @@ export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
   const { store, devices, timeoutMs } = choice;
   const nodeOf = store.nodeOf?.bind(store);
   const nodes = nodeOf && view.ranks.map((r) => nodeOf(r));
+  // The start-up barrier sends nothing point to point: a mailbox would take N² rings of the job's arena.
+  if (choice.storeOnly) return new StoreBackend(store, view, { mailbox: false });
   if (
-    choice.storeOnly ||
     !ncclServes(
       view.ranks.map((r) => devices[r]),
       nodes,

@@ -10,6 +10,7 @@ import { resolveDebugOptions } from '../debug/options.ts';
 import { ThreadStatusBoard, type ThreadStatusShared } from '../debug/status-board.ts';
 import type { JobOptions, RankEvents, RankIdentity } from '../launch/rank-setup.ts';
 import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memory-tensor-store.ts';
+import { DEFAULT_ARENA_BYTES, REGION_ALIGN } from '../memory-store/region-arena.ts';
 import { NcclBackend } from '../nccl/nccl-backend.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
@@ -21,6 +22,8 @@ import { setSpinBudget } from '../runtime/wait.ts';
 import { Work } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
 import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
+import { regionBytes } from '../thread-group/store-backend/call-region.ts';
+import { mailboxBytes } from '../thread-group/store-backend/mailbox.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ThreadGroupManager } from '../thread-group/thread-group-manager.ts';
 import { chooseBackend } from './backend-choice.ts';
@@ -68,9 +71,25 @@ interface JobShared {
   status: ThreadStatusShared;
 }
 
+/** Groups of every rank whose regions a job's arena holds: the world and three more (newGroup, the manager's). */
+const FULL_GROUPS_IN_ARENA = 4;
+/** The arena's regions are addressed by int32 byte offsets. */
+const MAX_ARENA_BYTES = 2 ** 30;
+
+/**
+ * Bytes of the job's region arena: room for a few groups of every rank (a
+ * group of N ranks takes N² mailbox rings: 19 MiB at 64 ranks, 69 at 128),
+ * at least the store's default. Only the pages of regions in use are backed.
+ */
+export function jobArenaBytes(worldSize: number): number {
+  // Each of its two regions may start up to an alignment past the end of the one before.
+  const fullGroup = regionBytes(worldSize) + mailboxBytes(worldSize) + 2 * REGION_ALIGN;
+  return Math.min(MAX_ARENA_BYTES, Math.max(DEFAULT_ARENA_BYTES, FULL_GROUPS_IN_ARENA * fullGroup));
+}
+
 export function createJobShared(options: JobOptions): JobShared {
   return {
-    store: MemoryTensorStore.createShared(),
+    store: MemoryTensorStore.createShared({}, jobArenaBytes(options.worldSize)),
     status: ThreadStatusBoard.createShared(options.worldSize),
   };
 }

@@ -24,7 +24,7 @@ import { type Device, dtypeCode, dtypeFromCode } from '../tensor/dtype.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
 import { SharedBufferRegistry } from './buffer-registry.ts';
-import { createArena, regionOf } from './region-arena.ts';
+import { createArena, DEFAULT_ARENA_BYTES, regionOf } from './region-arena.ts';
 import {
   ERROR_LOCAL,
   ERROR_MISMATCH,
@@ -90,7 +90,11 @@ export class MemoryTensorStore implements TensorStore {
   readonly #regions: SharedArrayBuffer | undefined;
   #closed = false;
 
-  static createShared(spec: Partial<SlotTableSpec> = {}): MemoryStoreShared {
+  /** `regionBytes`: the arena that sharedRegion carves its regions from (see region-arena.ts). */
+  static createShared(
+    spec: Partial<SlotTableSpec> = {},
+    regionBytes = DEFAULT_ARENA_BYTES,
+  ): MemoryStoreShared {
     const full = { ...DEFAULT_SPEC, ...spec };
     for (const [name, value] of Object.entries(full)) {
       if (!Number.isSafeInteger(value) || value < 1) {
@@ -100,7 +104,7 @@ export class MemoryTensorStore implements TensorStore {
     return {
       table: SlotTable.create(full),
       channel: `tensorcomm-store-${randomUUID()}`,
-      regions: createArena(),
+      regions: createArena(regionBytes),
     };
   }
 

@@ -19,7 +19,7 @@ const HEADER_WORDS = 4; // [regions, next free byte]
 const DIRECTORY_BYTES = (HEADER_WORDS + MAX_REGIONS * ENTRY_WORDS) * 4;
 const NO_ROOM = -1;
 /** Regions start on a cache line: their words are what ranks spin and park on. */
-const ALIGN = 64;
+export const REGION_ALIGN = 64;
 export const DEFAULT_ARENA_BYTES = 64 << 20;
 
 export function createArena(bytes = DEFAULT_ARENA_BYTES): SharedArrayBuffer {
@@ -50,7 +50,7 @@ export function regionOf(
   }
   if (count === MAX_REGIONS) return undefined;
   const at = HEADER_WORDS + count * ENTRY_WORDS;
-  const offset = Math.ceil(words[1] / ALIGN) * ALIGN;
+  const offset = Math.ceil(words[1] / REGION_ALIGN) * REGION_ALIGN;
   const fits = offset + bytes <= arena.byteLength;
   words[at] = hash;
   words[at + 1] = keyBytes.length;

@@ -73,15 +73,23 @@ export class StoreBackend implements Backend {
   /**
    * `sharedRegion: false` for a backend that serves only some of the group's calls (NcclBackend's
    * fallback and bootstrap): region slots are taken by call number, and would wait for calls
-   * that go elsewhere.
+   * that go elsewhere. `mailbox: false` for a group that makes no point-to-point call (the
+   * start-up barrier's): its mailbox would hold a ring per ordered pair of ranks for nothing.
    */
-  constructor(store: TensorStore, group: GroupView, options: { sharedRegion?: boolean } = {}) {
+  constructor(
+    store: TensorStore,
+    group: GroupView,
+    options: { sharedRegion?: boolean; mailbox?: boolean } = {},
+  ) {
     this.#store = store;
     this.#group = group;
     const wanted = group.size > 1 && options.sharedRegion !== false;
     const shared = wanted ? store.sharedRegion?.(group.id, regionBytes(group.size)) : undefined;
     this.#region = shared && new CallRegion(shared, group);
-    const mail = wanted ? store.sharedRegion?.(`${group.id}:mail`, mailboxBytes(group.size)) : undefined;
+    const mail =
+      wanted && options.mailbox !== false
+        ? store.sharedRegion?.(`${group.id}:mail`, mailboxBytes(group.size))
+        : undefined;
     this.#mailbox = mail && new Mailbox(mail, group);
   }
 
