@@ -2,7 +2,7 @@
  * Small allReduces between real rank threads, which meet in their group's shared region
  * (src/thread-group/store-backend/call-region.ts), and sizes just past it, which the keyed store
  * serves: results, order of un-awaited calls, mismatches across the cutoff, a rank lost mid-call,
- * a timeout; a barrier against a late rank and against an allReduce. test/call-region.test.ts covers every dtype and op and 64 ranks in one thread.
+ * a timeout; a barrier against a late rank, against an allReduce, and against one the keyed store serves. test/call-region.test.ts covers every dtype and op and 64 ranks in one thread.
  */
 import { expect } from 'vitest';
 import { CommTimeoutError, RankFailedError, Tensor } from '../src/index.ts';
@@ -83,6 +83,24 @@ rankTest(
     expect(error.message).toMatch(
       ctx.rank === 1 ? /rank 0 called barrier\(\)/ : /rank 1 called allReduce\(float32\[2\], sum\)/,
     );
+    await ctx.world.barrier();
+  },
+);
+
+rankTest(
+  'a barrier against an allReduce the keyed store serves fails every rank with a mismatch, quickly, then the group goes on',
+  { worldSize: 3 },
+  async (ctx) => {
+    const started = performance.now();
+    const large = () => ctx.world.allReduce(Tensor.ones([AT_CUTOFF + 1]), { timeoutMs: 20_000 });
+    const call = ctx.rank === 2 ? ctx.world.barrier({ timeoutMs: 20_000 }) : large();
+    const error = await failure(call);
+    expect(error).toBeInstanceOf(CallMismatchError);
+    expect(error.message).toMatch(
+      ctx.rank === 2 ? /rank \d called allReduce\(float32\[\d+\], sum\)/ : /rank 2 called barrier\(\)/,
+    );
+    // Told through the keyed store, not at the timeout.
+    expect(performance.now() - started).toBeLessThan(10_000);
     await ctx.world.barrier();
   },
 );
