@@ -1,17 +1,24 @@
 /**
  * Jobs that span nodes, on one machine as real as it gets: every "node" is a
  * mount namespace with a private /dev/shm, so ranks of different nodes can
- * only meet through the network store (TCP on loopback). Every layer is
+ * only meet through the network store (TCP on loopback, or over a veth pair
+ * between two network namespaces the test makes and removes). Every layer is
  * checked for exact results across nodes by test/fixtures/many-nodes.ts.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanEnv, runCollecting } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
-import { canMakeNodes, exitCodes, runOnNode } from './fixtures/node-namespace.ts';
+import {
+  canMakeNodes,
+  exitCodes,
+  makeNetworkPair,
+  type NetworkPair,
+  runOnNode,
+} from './fixtures/node-namespace.ts';
 import { nodeScript } from './fixtures/node-script.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -211,6 +218,54 @@ describe.skipIf(!canMakeNodes)('two tensorcomm run launchers as two nodes', { ti
       // `[rank N] rank N of 4 passed: …`, by the launcher's prefix with the global rank.
       const prefixed = run.out.split('\n').filter((line) => / passed: /.test(line));
       expect(prefixed.sort(), run.out).toEqual(ranks.map((r) => `[rank ${r}] ${layersOf(r, 4)}`).sort());
+    }
+  });
+});
+
+describe.skipIf(!canMakeNodes)('two nodes with network stacks of their own', { timeout: 120_000 }, () => {
+  let pair: NetworkPair | undefined;
+  beforeAll(() => {
+    pair = makeNetworkPair(0);
+  });
+  afterAll(() => pair?.remove());
+
+  it('every layer across a veth pair, with the job secret; node 0 listens where TENSORCOMM_SOCKET_IFNAME says, node 1 where it reaches the master', async (ctx) => {
+    if (!pair) {
+      console.warn('skipped: this machine cannot make network namespaces (needs root and ip netns)');
+      return ctx.skip();
+    }
+    const { names, addresses, interfaces } = pair;
+    const cli = await nodeScript('src/cli/tensorcomm.ts');
+    // A master address that is not loopback needs the job's secret on every node.
+    const secret = { TENSORCOMM_RENDEZVOUS_SECRET: 'a-secret-both-nodes-were-given-0123456789' };
+    const launcher = (node: number) => ({
+      env: node === 0 ? { ...secret, TENSORCOMM_SOCKET_IFNAME: interfaces[0] } : secret,
+      // Bounded, so a hang ends the launchers (and their ranks) well before the test gives up.
+      argv: [
+        'timeout',
+        '100',
+        'node',
+        ...cli,
+        'run',
+        '--nnodes',
+        '2',
+        '--node-rank',
+        String(node),
+        '--nproc-per-node',
+        '2',
+        '--master-addr',
+        addresses[0],
+        '--master-port',
+        '29400',
+        'test/fixtures/many-nodes.ts',
+      ],
+    });
+    const runs = await Promise.all(
+      [0, 1].map((node) => runOnNode([launcher(node)], ROOT, { netns: names[node] })),
+    );
+    for (const [node, run] of runs.entries()) {
+      expect(exitCodes(run), run.out).toEqual([0]);
+      expectEveryLayer(run.out.replace(/^\[rank \d+\] /gm, ''), [2 * node, 2 * node + 1], 4);
     }
   });
 });
