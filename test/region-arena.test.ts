@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { chooseBackend } from '../src/context/backend-choice.ts';
 import { createJobShared, jobArenaBytes } from '../src/context/rank-context.ts';
 import { MemoryTensorStore } from '../src/memory-store/memory-tensor-store.ts';
+import { createArena, DEFAULT_ARENA_BYTES } from '../src/memory-store/region-arena.ts';
 import type { TensorStore } from '../src/runtime/tensor-store.ts';
 import { regionBytes } from '../src/thread-group/store-backend/call-region.ts';
 import { mailboxBytes } from '../src/thread-group/store-backend/mailbox.ts';
@@ -29,6 +30,28 @@ describe('region arena', () => {
       }
     });
   }
+
+  it('falls back to the default size where the system will not reserve more', () => {
+    const real = globalThis.SharedArrayBuffer;
+    const sizes: number[] = [];
+    class Refusing extends real {
+      constructor(bytes: number) {
+        sizes.push(bytes);
+        if (bytes > 512 << 20) throw new RangeError('Array buffer allocation failed');
+        super(bytes);
+      }
+    }
+    globalThis.SharedArrayBuffer = Refusing as SharedArrayBufferConstructor;
+    try {
+      const arena = createArena(1 << 30);
+      expect(sizes).toHaveLength(2);
+      expect(arena.byteLength).toBe(sizes[1]);
+      expect(sizes[1]).toBeLessThan(sizes[0]);
+      expect(sizes[0] - sizes[1]).toBe((1 << 30) - DEFAULT_ARENA_BYTES);
+    } finally {
+      globalThis.SharedArrayBuffer = real;
+    }
+  });
 
   it('stays within what int32 offsets address, however many ranks', () => {
     expect(jobArenaBytes(4096)).toBe(2 ** 30);

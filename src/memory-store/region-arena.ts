@@ -22,8 +22,19 @@ const NO_ROOM = -1;
 export const REGION_ALIGN = 64;
 export const DEFAULT_ARENA_BYTES = 64 << 20;
 
+/**
+ * An arena of `bytes`, or of the default size where the system refuses to
+ * reserve that much (no overcommit): groups that then find no room serve
+ * their calls through the keyed store, slower but whole.
+ */
 export function createArena(bytes = DEFAULT_ARENA_BYTES): SharedArrayBuffer {
-  const buffer = new SharedArrayBuffer(DIRECTORY_BYTES + bytes);
+  let buffer: SharedArrayBuffer;
+  try {
+    buffer = new SharedArrayBuffer(DIRECTORY_BYTES + bytes);
+  } catch (error) {
+    if (!(error instanceof RangeError) || bytes <= DEFAULT_ARENA_BYTES) throw error;
+    buffer = new SharedArrayBuffer(DIRECTORY_BYTES + DEFAULT_ARENA_BYTES);
+  }
   new Int32Array(buffer)[1] = DIRECTORY_BYTES;
   return buffer;
 }
