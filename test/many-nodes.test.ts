@@ -240,10 +240,7 @@ describe.skipIf(!canMakeNodes)('two nodes with network stacks of their own', { t
     const secret = { TENSORCOMM_RENDEZVOUS_SECRET: 'a-secret-both-nodes-were-given-0123456789' };
     const launcher = (node: number) => ({
       env: node === 0 ? { ...secret, TENSORCOMM_SOCKET_IFNAME: interfaces[0] } : secret,
-      // Bounded, so a hang ends the launchers (and their ranks) well before the test gives up.
       argv: [
-        'timeout',
-        '100',
         'node',
         ...cli,
         'run',
