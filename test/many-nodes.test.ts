@@ -23,6 +23,7 @@ import { nodeScript } from './fixtures/node-script.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const RANK_SCRIPT = ['node', ...(await nodeScript('test/fixtures/many-nodes.ts'))];
+const CLI = await nodeScript('src/cli/tensorcomm.ts');
 
 /** What rank r of a job of `worldSize` ranks checks (test/fixtures/many-nodes.ts): some layers only on some ranks. */
 function layersOf(r: number, worldSize: number): string {
@@ -48,6 +49,23 @@ function layersOf(r: number, worldSize: number): string {
     'mismatch detected',
   ];
   return `rank ${r} of ${worldSize} passed: ${layers.join(', ')}`;
+}
+
+/** `tensorcomm run` as node `node` of two with two ranks each, running the layers' fixture. */
+function launcherArgv(node: number, master: readonly string[]): string[] {
+  return [
+    'node',
+    ...CLI,
+    'run',
+    '--nnodes',
+    '2',
+    '--node-rank',
+    String(node),
+    '--nproc-per-node',
+    '2',
+    ...master,
+    'test/fixtures/many-nodes.ts',
+  ];
 }
 
 /** Every rank of the job printed its line, with every layer it checks. */
@@ -178,23 +196,9 @@ describe.skipIf(!canMakeNodes)('two tensorcomm run launchers as two nodes', { ti
     // Each node writes its ranks' trace parts to a private tmpfs here, so only node 0's file can hold them all.
     const traces = mkdtempSync(join(tmpdir(), 'tensorcomm-many-nodes-trace-'));
     const trace = join(traces, 'job.json');
-    const cli = await nodeScript('src/cli/tensorcomm.ts');
     const launcher = (node: number) => ({
       env: { TENSORCOMM_TRACE: trace },
-      argv: [
-        'node',
-        ...cli,
-        'run',
-        '--nnodes',
-        '2',
-        '--node-rank',
-        String(node),
-        '--nproc-per-node',
-        '2',
-        '--master-port',
-        port,
-        'test/fixtures/many-nodes.ts',
-      ],
+      argv: launcherArgv(node, ['--master-port', port]),
     });
     const runs = await Promise.all(
       [0, 1].map((node) =>
@@ -235,27 +239,11 @@ describe.skipIf(!canMakeNodes)('two nodes with network stacks of their own', { t
       return ctx.skip();
     }
     const { names, addresses, interfaces } = pair;
-    const cli = await nodeScript('src/cli/tensorcomm.ts');
     // A master address that is not loopback needs the job's secret on every node.
     const secret = { TENSORCOMM_RENDEZVOUS_SECRET: 'a-secret-both-nodes-were-given-0123456789' };
     const launcher = (node: number) => ({
       env: node === 0 ? { ...secret, TENSORCOMM_SOCKET_IFNAME: interfaces[0] } : secret,
-      argv: [
-        'node',
-        ...cli,
-        'run',
-        '--nnodes',
-        '2',
-        '--node-rank',
-        String(node),
-        '--nproc-per-node',
-        '2',
-        '--master-addr',
-        addresses[0],
-        '--master-port',
-        '29400',
-        'test/fixtures/many-nodes.ts',
-      ],
+      argv: launcherArgv(node, ['--master-addr', addresses[0], '--master-port', '29400']),
     });
     const runs = await Promise.all(
       [0, 1].map((node) => runOnNode([launcher(node)], ROOT, { netns: names[node] })),
