@@ -4,7 +4,8 @@
  * sees the rank's own library instance, its own import.meta.url and source
  * lines; an edited entry is rebuilt, an unchanged one is not; two jobs share
  * no module state; an entry that cannot be bundled fails in its ranks as before;
- * the threads load the thread side of the library only.
+ * the threads load the thread side of the library only, its chunks without
+ * source maps, every chunk in ASCII.
  */
 import {
   existsSync,
@@ -22,9 +23,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { JobFailedError, spawnThreads } from '../src/index.ts';
-import { BUNDLE_CACHE_DIR, rankBundle, scriptBundle } from '../src/launch/rank-bundle.ts';
+import { rankBundle, scriptBundle } from '../src/launch/rank-bundle.ts';
 import { rankSetupUrl } from '../src/launch/rank-setup.ts';
 import { rankWorkerUrl } from '../src/launch/spawn-threads.ts';
+import { BUNDLE_CACHE_DIR } from '../src/runtime/bundle-cache.ts';
 import type { BundledRank } from './fixtures/bundled-entry.ts';
 
 const entry = new URL('./fixtures/bundled-entry.ts', import.meta.url);
@@ -43,6 +45,14 @@ function bundleText(url: URL | string): string {
 
 // How esbuild writes a class declaration.
 const PROCESS_ONLY = ['FileTensorStore = class', 'NetworkTensorStore = class', 'RendezvousServer = class'];
+
+/** An entry in the scratch folder that imports Tensor from the package root, then runs `code`. */
+function rootImporter(name: string, code: string): string {
+  const file = join(scratch, name);
+  const root = fileURLToPath(new URL('../src/index.ts', import.meta.url));
+  writeFileSync(file, `import { Tensor } from ${JSON.stringify(root)};\n${code}\n`);
+  return file;
+}
 
 function lineOf(url: URL, text: string): number {
   return (
@@ -102,12 +112,9 @@ describe('bundled rank threads', () => {
   });
 
   it('rank threads load the thread side of the library only; a script bundle keeps the process side', async () => {
-    const file = join(scratch, 'root-import.mjs');
-    const root = fileURLToPath(new URL('../src/index.ts', import.meta.url));
-    writeFileSync(
-      file,
-      `import { Tensor } from ${JSON.stringify(root)};\n` +
-        'export default async function main(ctx) { const t = Tensor.full([2], ctx.rank + 1); await ctx.world.allReduce(t); return t.toArray(); }\n',
+    const file = rootImporter(
+      'root-import.mjs',
+      'export default async function main(ctx) { const t = Tensor.full([2], ctx.rank + 1); await ctx.world.allReduce(t); return t.toArray(); }',
     );
     const built = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href);
     const threads = bundleText(built!.setupUrl);
@@ -119,6 +126,26 @@ describe('bundled rank threads', () => {
     ]);
     const script = bundleText((await scriptBundle(pathToFileURL(file).href))!);
     for (const code of PROCESS_ONLY) expect(script).toContain(code);
+  });
+
+  it('the library’s own chunks carry no source map, the entry’s does, and every chunk is ASCII', async () => {
+    const file = rootImporter(
+      'non-ascii.mjs',
+      "// rank → sum, ≤ 2 ranks 🙂\nexport default async function main() { return [Tensor.full([1], 1).toArray(), 'π≈3']; }",
+    );
+    const built = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href);
+    const dir = dirname(fileURLToPath(built!.setupUrl));
+    const chunks = readdirSync(dir).filter((name) => name.endsWith('.mjs'));
+    const mapped = chunks.filter((name) =>
+      readFileSync(join(dir, name), 'utf8').includes('//# sourceMappingURL='),
+    );
+    expect(mapped).toEqual(['entry.mjs']);
+    expect(readdirSync(dir).filter((name) => name.endsWith('.map'))).toEqual(['entry.mjs.map']);
+    for (const name of chunks) expect(readFileSync(join(dir, name), 'utf8')).toMatch(/^[\0-\x7f]*$/);
+    expect(await spawnThreads(file, { worldSize: 2 })).toEqual([
+      [[1], 'π≈3'],
+      [[1], 'π≈3'],
+    ]);
   });
 
   it('an entry that cannot be bundled fails in its ranks with its own error', async () => {

@@ -6,6 +6,7 @@
  * fixed share of the rank's time.
  */
 import { fileURLToPath } from 'node:url';
+import { BUNDLE_CACHE_DIR } from '../runtime/bundle-cache.ts';
 
 /**
  * tensorcomm's own folders: its frames are not the user's. Both, whichever
@@ -87,8 +88,13 @@ export class SiteBudget {
   }
 }
 
+/** Node's, or tensorcomm's: its sources, its build, or a rank bundle's chunk of its code alone (which has no source map). */
 function isOwnFrame(line: string): boolean {
-  return line.includes('(node:') || OWN_FOLDERS.some((folder) => line.includes(folder));
+  return (
+    line.includes('(node:') ||
+    line.includes(BUNDLE_CACHE_DIR) ||
+    OWN_FOLDERS.some((folder) => line.includes(folder))
+  );
 }
 
 /** The first user frames, innermost first, as "fn (file:line:col)" joined by " <- "; undefined when none. */

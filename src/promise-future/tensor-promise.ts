@@ -5,7 +5,6 @@
  * once the consumer has copied the value out (the store reads the producer's
  * memory in place, so the tensor must stay untouched until then).
  */
-import { randomUUID } from 'node:crypto';
 import { currentRank } from '../runtime/current-rank.ts';
 import { CommTimeoutError } from '../runtime/errors.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
@@ -90,7 +89,8 @@ export function createTensorPromise(store?: TensorStore): { promise: TensorPromi
   const found = storeOrCurrent(store, 'createTensorPromise');
   const own = (found as { rank?: unknown }).rank;
   const producerRank = typeof own === 'number' ? own : (currentRank()?.rank ?? -1);
-  const key = `tp:${producerRank}:${randomUUID()}`;
+  // The Web Crypto global loads node:crypto on first use; an import of it cost every rank thread 2-3 ms.
+  const key = `tp:${producerRank}:${crypto.randomUUID()}`;
   return {
     promise: new TensorPromise(key, producerRank, found),
     future: new TensorFuture({ kind: HANDLE_KIND, key, producerRank, ready: false }, found),

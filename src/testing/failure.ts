@@ -5,6 +5,7 @@
  * only stopped because another failed in one line, a hang report once.
  */
 import { dropRepeatedHangReports } from '../debug/hang-report.ts';
+import { BUNDLE_CACHE_DIR } from '../runtime/bundle-cache.ts';
 import { JobFailedError } from '../runtime/errors.ts';
 
 const ASSERTION_FIELDS = ['actual', 'expected', 'showDiff', 'operator'] as const;
@@ -15,11 +16,19 @@ const REFERENCE_HINT =
   "file's imports and top-level declarations, and variables of describe blocks, not a variable of an " +
   "enclosing function that only vitest's thread ran, values set by hooks, or vitest's globals: import them)";
 
-/** The `    at …` lines of a stack, without the message it starts with (which may span lines). */
+/**
+ * The `    at …` lines of a stack, without the message it starts with (which
+ * may span lines), and without tensorcomm's frames in the rank bundle (its
+ * chunks have no source map: a frame there points into a temporary file).
+ */
 function framesOf(stack: string | undefined): string {
   const lines = (stack ?? '').split('\n');
   const first = lines.findIndex((line) => /^\s+at /.test(line));
-  return first < 0 ? '' : lines.slice(first).join('\n');
+  if (first < 0) return '';
+  return lines
+    .slice(first)
+    .filter((line) => !line.includes(BUNDLE_CACHE_DIR))
+    .join('\n');
 }
 
 function rankError(rank: number, original: Error, message: string): Error {
