@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CUDA_IPC_HANDLE_BYTES } from '../src/cuda/api.ts';
-import { CUDA_CONSTANTS, CUDA_STRUCT_SIZES } from '../src/cuda/cudart.ts';
-import { DIM3_BYTES } from '../src/cuda/kernel-loader.ts';
+import { CUDA_CONSTANTS, cudaStructSizes } from '../src/cuda/cudart.ts';
+import { dim3Bytes } from '../src/cuda/kernel-loader.ts';
 import { NCCL_UNIQUE_ID_BYTES, NcclDataType, NcclRedOp, NcclResult } from '../src/nccl/api.ts';
-import { NCCL_CONFIG, NCCL_CONFIG_LAYOUT } from '../src/nccl/nccl-library.ts';
+import { NCCL_CONFIG, ncclConfigLayout } from '../src/nccl/nccl-library.ts';
 
 const CUDA_INCLUDE = '/usr/local/cuda/include';
 
@@ -43,7 +43,7 @@ function headerProgram(): string {
     number('sizeof dim3', 'sizeof(dim3)'),
     number('INT_MIN', 'INT_MIN'),
     number('sizeof nccl_config_v2_18', 'sizeof(nccl_config_v2_18)'),
-    ...Object.keys(NCCL_CONFIG_LAYOUT.offsets).map((field) =>
+    ...Object.keys(ncclConfigLayout().offsets).map((field) =>
       number(`offsetof ${field}`, `offsetof(nccl_config_v2_18, ${field})`),
     ),
   ];
@@ -88,18 +88,18 @@ describe.skipIf(!haveCompiler)('binding declarations against the CUDA headers', 
 
   it('IPC handles are 64-byte structs, passed as such', () => {
     expect(header.CUDA_IPC_HANDLE_SIZE).toBe(CUDA_IPC_HANDLE_BYTES);
-    expect(CUDA_STRUCT_SIZES.cudaIpcMemHandle_t).toBe(header['sizeof cudaIpcMemHandle_t']);
-    expect(CUDA_STRUCT_SIZES.cudaIpcEventHandle_t).toBe(header['sizeof cudaIpcEventHandle_t']);
+    expect(cudaStructSizes().cudaIpcMemHandle_t).toBe(header['sizeof cudaIpcMemHandle_t']);
+    expect(cudaStructSizes().cudaIpcEventHandle_t).toBe(header['sizeof cudaIpcEventHandle_t']);
   });
 
   it('dim3, passed by value to cudaLaunchKernel, has the header size', () => {
-    expect(DIM3_BYTES).toBe(header['sizeof dim3']);
+    expect(dim3Bytes()).toBe(header['sizeof dim3']);
   });
 
   it('koffi lays out ncclConfig_t as the C compiler does', () => {
-    expect(NCCL_CONFIG_LAYOUT.size).toBe(header['sizeof nccl_config_v2_18']);
-    expect(NCCL_CONFIG_LAYOUT.size).toBe(48);
-    for (const [field, offset] of Object.entries(NCCL_CONFIG_LAYOUT.offsets)) {
+    expect(ncclConfigLayout().size).toBe(header['sizeof nccl_config_v2_18']);
+    expect(ncclConfigLayout().size).toBe(48);
+    for (const [field, offset] of Object.entries(ncclConfigLayout().offsets)) {
       expect({ field, offset }).toEqual({ field, offset: header[`offsetof ${field}`] });
     }
     expect(NCCL_CONFIG.undefInt).toBe(header.INT_MIN);

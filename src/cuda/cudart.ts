@@ -6,7 +6,8 @@
  * bytes (koffi hands C the buffer's address, SharedArrayBuffer-backed ones
  * included), never copied.
  */
-import koffi from 'koffi';
+
+import { koffi, koffiType } from '../runtime/koffi.ts';
 import { CUDA_IPC_HANDLE_BYTES, type CudaRuntime, type DevicePointer, type HostBytes } from './api.ts';
 import { CudaError } from './errors.ts';
 import { CUDART_LIBRARY, type LoadedLibrary, lazyBinding } from './library-loader.ts';
@@ -26,13 +27,13 @@ export const CUDA_CONSTANTS = {
 } as const;
 
 /** cudaIpcMemHandle_t and cudaIpcEventHandle_t: `struct { char reserved[64]; }`, passed by value to the Open calls. */
-const IpcHandle = koffi.struct({ reserved: koffi.array('uint8_t', CUDA_IPC_HANDLE_BYTES) });
+const ipcHandle = koffiType((k) => k.struct({ reserved: k.array('uint8_t', CUDA_IPC_HANDLE_BYTES) }));
 
 /** koffi's sizes of the structs passed by value, to compare with the headers' sizeof. */
-export const CUDA_STRUCT_SIZES = {
-  cudaIpcMemHandle_t: koffi.sizeof(IpcHandle),
-  cudaIpcEventHandle_t: koffi.sizeof(IpcHandle),
-} as const;
+export const cudaStructSizes = () => ({
+  cudaIpcMemHandle_t: koffi().sizeof(ipcHandle()),
+  cudaIpcEventHandle_t: koffi().sizeof(ipcHandle()),
+});
 
 export interface CudaRuntimeBinding extends CudaRuntime {
   /**
@@ -91,10 +92,10 @@ function bindRuntime(library: LoadedLibrary): CudaRuntimeBinding {
     eventSynchronize: lib.func('int cudaEventSynchronize(void *event)'),
     eventDestroy: lib.func('int cudaEventDestroy(void *event)'),
     ipcGetMemHandle: lib.func('int cudaIpcGetMemHandle(uint8_t *handle, void *devPtr)'),
-    ipcOpenMemHandle: lib.func('cudaIpcOpenMemHandle', 'int', ['uint64_t *', IpcHandle, 'unsigned int']),
+    ipcOpenMemHandle: lib.func('cudaIpcOpenMemHandle', 'int', ['uint64_t *', ipcHandle(), 'unsigned int']),
     ipcCloseMemHandle: lib.func('int cudaIpcCloseMemHandle(void *devPtr)'),
     ipcGetEventHandle: lib.func('int cudaIpcGetEventHandle(uint8_t *handle, void *event)'),
-    ipcOpenEventHandle: lib.func('cudaIpcOpenEventHandle', 'int', ['uint64_t *', IpcHandle]),
+    ipcOpenEventHandle: lib.func('cudaIpcOpenEventHandle', 'int', ['uint64_t *', ipcHandle()]),
   };
   // Safe to share: every call is synchronous on this thread and reads the slot right away.
   const handleSlot = new BigUint64Array(1);

@@ -3,16 +3,18 @@
  * (cudaLibraryLoadData / cudaLibraryGetKernel / cudaLaunchKernel), bound from
  * the same libcudart as cudaRuntime() so kernels run in its context.
  */
-import koffi from 'koffi';
+
+import { koffi, koffiType } from '../runtime/koffi.ts';
 import type { CudaKernelLoader, ModuleHandle } from './api.ts';
 import { cudaCheck } from './cudart.ts';
 import { GpuUnavailableError } from './errors.ts';
 import { CUDART_LIBRARY, type LoadedLibrary, lazyBinding, messageOf } from './library-loader.ts';
 
 /** dim3: three unsigned ints, passed by value. */
-const Dim3 = koffi.struct({ x: 'uint32_t', y: 'uint32_t', z: 'uint32_t' });
+const dim3 = koffiType((k) => k.struct({ x: 'uint32_t', y: 'uint32_t', z: 'uint32_t' }));
 
-export const DIM3_BYTES = koffi.sizeof(Dim3);
+/** koffi's size of dim3, to compare with the header's sizeof. */
+export const dim3Bytes = (): number => koffi().sizeof(dim3());
 
 /** CUDA's limit on a grid's x dimension and on threads per block. */
 const MAX_GRID_X = 2 ** 31 - 1;
@@ -76,7 +78,14 @@ function declare(library: LoadedLibrary) {
     ),
     libraryGetKernel: lib.func('int cudaLibraryGetKernel(uint64_t *kernel, void *library, const char *name)'),
     libraryUnload: lib.func('int cudaLibraryUnload(void *library)'),
-    launchKernel: lib.func('cudaLaunchKernel', 'int', ['void *', Dim3, Dim3, 'void **', 'size_t', 'void *']),
+    launchKernel: lib.func('cudaLaunchKernel', 'int', [
+      'void *',
+      dim3(),
+      dim3(),
+      'void **',
+      'size_t',
+      'void *',
+    ]),
   };
 }
 

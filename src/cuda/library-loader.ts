@@ -13,7 +13,8 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
-import koffi, { type LibraryHandle } from 'koffi';
+import type { LibraryHandle } from 'koffi';
+import { koffi } from '../runtime/koffi.ts';
 import { GpuUnavailableError } from './errors.ts';
 
 export interface LibrarySpec {
@@ -78,7 +79,7 @@ export function lazyBinding<T>(spec: LibrarySpec, bind: (library: LoadedLibrary)
 
 function loadOverride(spec: LibrarySpec, path: string): LoadedLibrary | GpuUnavailableError {
   try {
-    return { path, handle: koffi.load(path) };
+    return { path, handle: koffi().load(path) };
   } catch (error) {
     return new GpuUnavailableError(
       `${spec.name}: ${spec.envVar}=${path} could not be loaded: ${messageOf(error)}. ` +
@@ -91,7 +92,7 @@ function search(spec: LibrarySpec): LoadedLibrary | GpuUnavailableError {
   const tried: string[] = [];
   for (const soname of spec.fileNames) {
     try {
-      const handle = koffi.load(soname);
+      const handle = koffi().load(soname);
       return { path: mappedPath(soname) ?? soname, handle };
     } catch (error) {
       tried.push(`dynamic loader search for ${soname}: ${messageOf(error)}`);
@@ -104,7 +105,7 @@ function search(spec: LibrarySpec): LoadedLibrary | GpuUnavailableError {
     }
     for (const path of present) {
       try {
-        return { path, handle: koffi.load(path) };
+        return { path, handle: koffi().load(path) };
       } catch (error) {
         tried.push(`${path}: ${messageOf(error)}`);
       }

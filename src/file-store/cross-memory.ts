@@ -12,7 +12,7 @@
  * or TENSORCOMM_CMA=0, it is off and values go through the arenas.
  */
 import { readFileSync } from 'node:fs';
-import koffi from 'koffi';
+import { koffi } from '../runtime/koffi.ts';
 import { errno, hasLibc } from '../runtime/libc.ts';
 
 export interface CrossMemory {
@@ -36,10 +36,10 @@ export function crossMemory(): CrossMemory | undefined {
 
 function probe(): CrossMemory | undefined {
   if (process.env.TENSORCOMM_CMA === '0' || !hasLibc() || yamaScope() >= 2) return undefined;
-  const lib = koffi.load('libc.so.6');
+  const lib = koffi().load('libc.so.6');
   // memmove with a length of 0 copies nothing and returns its first argument: the buffer's address.
   const memmove = lib.func('uintptr_t memmove(void *dest, const void *src, size_t n)');
-  koffi.struct('tensorcomm_iovec', { base: 'uintptr_t', len: 'size_t' });
+  koffi().struct('tensorcomm_iovec', { base: 'uintptr_t', len: 'size_t' });
   const readv = lib.func(
     'intptr_t process_vm_readv(int pid, const tensorcomm_iovec *local, unsigned long liovcnt, ' +
       'const tensorcomm_iovec *remote, unsigned long riovcnt, unsigned long flags)',

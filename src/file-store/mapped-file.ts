@@ -19,7 +19,7 @@
  * before every view and copy, so a truncation is caught at the next call.
  */
 import { fstatSync } from 'node:fs';
-import koffi from 'koffi';
+import { koffi } from '../runtime/koffi.ts';
 import {
   errno,
   hasLibc,
@@ -80,7 +80,7 @@ export function mapFile(fd: number, length: number, describe: string, shared = f
   const prot = PROT_READ | PROT_WRITE;
   const address = mmap(null, length, prot, shared ? MAP_SHARED : MAP_PRIVATE, fd, 0);
   if (address === MAP_FAILED) throw new Error(`mapping ${describe} failed (errno ${errno()})`);
-  const buffer = koffi.view(address, length);
+  const buffer = koffi().view(address, length);
   unmapWhenCollected.register(buffer, { address, length });
   let released = false;
   return {

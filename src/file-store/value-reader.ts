@@ -15,7 +15,8 @@ import { decodeValueHeader, IPC_HANDLE_BYTES, type ValueHeader } from './value-h
 /** Files up to this size are read whole in one call. */
 export const SMALL_FILE_BYTES = 64 << 10;
 const scratch = Buffer.allocUnsafeSlow(SMALL_FILE_BYTES);
-const mapping = canMapFiles();
+/** Whether large values are mapped: asked on first use, as it loads libc's bindings. */
+let mapping: boolean | undefined;
 
 export interface OpenedValue {
   header: ValueHeader;
@@ -57,6 +58,7 @@ export function readValuePayload(fd: number, opened: OpenedValue, describe: stri
     const own = scratch.buffer.slice(scratch.byteOffset + start, scratch.byteOffset + end);
     return { tensor: Tensor.fromBuffer(own, 0, header.shape, header.dtype), mapping: undefined };
   }
+  mapping ??= canMapFiles();
   if (mapping) {
     const mapped = mapFile(fd, end, describe);
     return { tensor: Tensor.fromBuffer(mapped.buffer, start, header.shape, header.dtype), mapping: mapped };

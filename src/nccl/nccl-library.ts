@@ -4,8 +4,9 @@
  * ncclGetUniqueId, passed by value (a koffi struct wrapping the bytes) to
  * ncclCommInitRankConfig.
  */
-import koffi from 'koffi';
+
 import { type LibrarySpec, type LoadedLibrary, lazyBinding } from '../cuda/library-loader.ts';
+import { koffi, koffiType } from '../runtime/koffi.ts';
 import {
   type CommHandle,
   NCCL_UNIQUE_ID_BYTES,
@@ -37,28 +38,30 @@ export const NCCL_CONFIG = {
   undefInt: -2147483648,
 } as const;
 
-const NcclConfig = koffi.struct({
-  size: 'size_t',
-  magic: 'uint32_t',
-  version: 'uint32_t',
-  blocking: 'int',
-  cgaClusterSize: 'int',
-  minCTAs: 'int',
-  maxCTAs: 'int',
-  netName: 'const char *',
-  splitShare: 'int',
-});
+const ncclConfig = koffiType((k) =>
+  k.struct({
+    size: 'size_t',
+    magic: 'uint32_t',
+    version: 'uint32_t',
+    blocking: 'int',
+    cgaClusterSize: 'int',
+    minCTAs: 'int',
+    maxCTAs: 'int',
+    netName: 'const char *',
+    splitShare: 'int',
+  }),
+);
 
 /** Byte offset of every ncclConfig_t field and the size, as koffi lays them out (checked against g++ by test/cuda-headers.test.ts). */
-export const NCCL_CONFIG_LAYOUT = {
-  size: koffi.sizeof(NcclConfig),
+export const ncclConfigLayout = () => ({
+  size: koffi().sizeof(ncclConfig()),
   offsets: Object.fromEntries(
-    Object.entries(NcclConfig.members ?? {}).map(([name, member]) => [name, member.offset]),
+    Object.entries(ncclConfig().members ?? {}).map(([name, member]) => [name, member.offset]),
   ) as Record<string, number>,
-};
+});
 
 /** ncclUniqueId: `struct { char internal[128]; }`, passed by value. */
-const UniqueId = koffi.struct({ internal: koffi.array('uint8_t', NCCL_UNIQUE_ID_BYTES) });
+const uniqueId = koffiType((k) => k.struct({ internal: k.array('uint8_t', NCCL_UNIQUE_ID_BYTES) }));
 
 /** ncclTimeout (NCCL 2.24+) is not among the results tensorcomm acts on, but may still be reported. */
 const NCCL_TIMEOUT = 8;
@@ -99,9 +102,9 @@ function bindNccl(library: LoadedLibrary): NcclLibrary {
     commInitRankConfig: lib.func('ncclCommInitRankConfig', 'int', [
       'uint64_t *',
       'int',
-      UniqueId,
+      uniqueId(),
       'int',
-      koffi.pointer(NcclConfig),
+      koffi().pointer(ncclConfig()),
     ]),
     commGetAsyncError: lib.func('int ncclCommGetAsyncError(void *comm, int *asyncError)'),
     commFinalize: lib.func('int ncclCommFinalize(void *comm)'),
@@ -172,7 +175,7 @@ function bindNccl(library: LoadedLibrary): NcclLibrary {
     commInitRank(worldSize, uniqueId, rank, options) {
       checkInit(worldSize, uniqueId, rank);
       const config = {
-        size: koffi.sizeof(NcclConfig),
+        size: koffi().sizeof(ncclConfig()),
         magic: NCCL_CONFIG.apiMagic,
         version: NCCL_CONFIG.version,
         blocking: options.blocking ? 1 : 0,

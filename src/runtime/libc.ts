@@ -6,7 +6,7 @@
  * cores, giving the core away. All are called synchronously; none blocks
  * for long.
  */
-import koffi from 'koffi';
+import { koffi } from './koffi.ts';
 
 export interface Libc {
   mmap: (addr: null, length: number, prot: number, flags: number, fd: number, offset: number) => bigint;
@@ -39,7 +39,7 @@ let bound: Libc | undefined;
 /** The bindings; throws where libc cannot be loaded (see hasLibc). */
 export function libc(): Libc {
   if (!bound) {
-    const lib = koffi.load('libc.so.6');
+    const lib = koffi().load('libc.so.6');
     bound = {
       mmap: lib.func('void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset)'),
       mmapAt: lib.func(
@@ -68,5 +68,5 @@ export function hasLibc(): boolean {
 }
 
 export function errno(): number {
-  return koffi.errno();
+  return koffi().errno();
 }

@@ -241,8 +241,19 @@ export class CallRegion {
       this.#isTarget,
       deadlineAfter(call.timeoutMs),
       this.#abort,
-      this.#mayBlock?.() ? BLOCK_MS : undefined,
+      this.#blockMs(call),
     );
+  }
+
+  /**
+   * How long a wait of `call` may keep its thread (WaitOptions.blockMs): not
+   * where other ranks share the thread, nor in the group's first call, whose
+   * ranks arrive as they finish setting up (threads starting, modules
+   * loading): there a first arrival that gave its core away in a loop took
+   * it from the peers still loading, for up to BLOCK_MS a wait.
+   */
+  #blockMs(call: CallInfo): number | undefined {
+    return call.seq > 0 && this.#mayBlock?.() ? BLOCK_MS : undefined;
   }
 
   /** Waits for the verdict on the call in `slot`; returns it, without a promise when it comes within the brief wait. */
@@ -362,7 +373,7 @@ export class CallRegion {
       waitingFor,
       waitedFor,
       // Every rank of the group is in this call: waking the thread itself beats an event-loop turn.
-      blockMs: this.#mayBlock?.() ? BLOCK_MS : undefined,
+      blockMs: this.#blockMs(call),
     });
   }
 

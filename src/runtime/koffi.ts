@@ -1,0 +1,26 @@
+/**
+ * koffi, loaded on first use. Its native module costs each thread that loads
+ * it 3-10 ms and about 0.5 MiB; a rank thread that never calls C (no GPU, no
+ * file store, small calls whose ranks keep pace) need not pay that, and a
+ * 64-rank job of such threads starts that much sooner.
+ */
+import { createRequire } from 'node:module';
+import type { TypeObject } from 'koffi';
+
+export type Koffi = typeof import('koffi');
+
+let loaded: Koffi | undefined;
+
+export function koffi(): Koffi {
+  loaded ??= createRequire(import.meta.url)('koffi') as Koffi;
+  return loaded;
+}
+
+/** A koffi type (a struct passed by value, say), made on first use. */
+export function koffiType(make: (k: Koffi) => TypeObject): () => TypeObject {
+  let type: TypeObject | undefined;
+  return () => {
+    type ??= make(koffi());
+    return type;
+  };
+}
