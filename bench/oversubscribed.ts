@@ -26,7 +26,16 @@ export interface OversubscribedRow {
   mpiUs?: number;
   /** Issue 18's goal for this row: at most this many times Open MPI. */
   goal: number;
+  /**
+   * The process's peak resident memory once this row's job ended. Rows run
+   * in ascending rank counts, so it is this row's peak (issue 18: 64 ranks
+   * doing small collectives within 1 GiB).
+   */
+  peakRssBytes: number;
 }
+
+/** Issue 18's memory goal for 64 thread ranks doing small collectives. */
+const PEAK_RSS_GOAL_BYTES = 2 ** 30;
 
 const ELEMENTS = 256;
 /**
@@ -55,13 +64,14 @@ const COLUMNS: Column<OversubscribedRow>[] = [
   { title: 'openmpi(us)', width: 13, cell: (r) => (r.mpiUs === undefined ? '-' : fixed(r.mpiUs, 1)) },
   { title: 'ratio', width: 8, cell: (r) => (ratio(r) === undefined ? '-' : `${fixed(ratio(r), 1)}x`) },
   { title: 'goal', width: 6, cell: (r) => `${r.goal}x` },
+  { title: 'peakRSS(MiB)', width: 13, cell: (r) => fixed(r.peakRssBytes / 2 ** 20, 0) },
 ];
 
 export async function runOversubscribedBench(
   options: { quick?: boolean; log?: Log; worldSizes?: readonly number[] } = {},
 ): Promise<OversubscribedRow[]> {
   const log = options.log ?? console.log;
-  const worldSizes = options.worldSizes ?? (options.quick ? [4, 8] : [4, 8, 64]);
+  const worldSizes = [...(options.worldSizes ?? (options.quick ? [4, 8] : [4, 8, 64]))].sort((a, b) => a - b);
   const repeats = options.quick ? 3 : 7;
   const mpi = await mpiOversubscribed(worldSizes, repeats);
   const rows: OversubscribedRow[] = [];
@@ -86,6 +96,7 @@ export async function runOversubscribedBench(
       warmupCalls: warmup,
       mpiUs: 'us' in mpi ? median(mpi.us[ranks]) : undefined,
       goal: ranks >= 64 ? 2 : 3,
+      peakRssBytes: process.resourceUsage().maxRSS * 1024,
     });
   }
   log(
@@ -94,6 +105,11 @@ export async function runOversubscribedBench(
   );
   if ('skipped' in mpi) log(`# Open MPI: skipped (${mpi.skipped})`);
   for (const line of formatTable(COLUMNS, rows)) log(line);
+  const many = rows.find((r) => r.ranks === 64);
+  if (many) {
+    const met = many.peakRssBytes <= PEAK_RSS_GOAL_BYTES ? 'met' : 'MISSED';
+    log(`# goal: 64 ranks peak RSS <= 1024 MiB: ${fixed(many.peakRssBytes / 2 ** 20, 0)} MiB (${met})`);
+  }
   return rows;
 }
 
