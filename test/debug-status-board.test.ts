@@ -134,6 +134,25 @@ describe('thread status board', () => {
     ).toThrow('terminated');
     expect(new ThreadStatusBoard(shared).read(0).snapshot).toEqual(snapshot(2));
   });
+
+  it('a row is decoded once per publication: reads in between get the same snapshot', () => {
+    const shared = ThreadStatusBoard.createShared(2);
+    const writer = new ThreadStatusBoard(shared);
+    const reader = new ThreadStatusBoard(shared);
+    writer.writeSnapshot(0, snapshot(1));
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      const first = reader.read(0).snapshot;
+      expect(reader.read(0).snapshot).toBe(first);
+      expect(parse).toHaveBeenCalledTimes(1);
+      writer.writeSnapshot(0, snapshot(2));
+      expect(reader.read(0).snapshot).toEqual(snapshot(2));
+      expect(reader.read(0).snapshot).toEqual(snapshot(2));
+      expect(parse).toHaveBeenCalledTimes(2);
+    } finally {
+      parse.mockRestore();
+    }
+  });
 });
 
 describe('rows of ranks on other nodes', () => {

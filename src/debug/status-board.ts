@@ -128,8 +128,13 @@ export class ThreadStatusBoard implements StatusBoard {
   readonly #times: Float64Array;
   readonly #text: Uint8Array;
   readonly #textBytes: number;
-  /** The last snapshot this reader decoded per rank: served when the writer outruns every attempt. */
-  readonly #lastRead = new Map<number, RankSnapshot>();
+  /**
+   * The last snapshot this reader decoded per rank, with the publication it
+   * came from: served again while the rank publishes nothing newer (waits
+   * look up every peer's row every 100 ms: at 64 ranks a start-up barrier
+   * parsed thousands of unchanged rows), and when the writer outruns every attempt.
+   */
+  readonly #lastRead = new Map<number, { published: number; snapshot: RankSnapshot }>();
 
   static createShared(worldSize: number): ThreadStatusShared {
     const textBytes = textBytesFor(worldSize);
@@ -211,6 +216,9 @@ export class ThreadStatusBoard implements StatusBoard {
     for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
       const published = Atomics.load(this.#words, w + Word.published);
       if (published === 0) return undefined;
+      const last = this.#lastRead.get(rank);
+      // The published slot is never written while it stays published.
+      if (last?.published === published) return last.snapshot;
       const slot = published % SLOTS;
       const before = Atomics.load(this.#words, w + Word.slotVersion + slot);
       if (before % 2 === 1) continue;
@@ -219,10 +227,10 @@ export class ThreadStatusBoard implements StatusBoard {
       const copy = this.#text.slice(start, start + length);
       if (Atomics.load(this.#words, w + Word.slotVersion + slot) !== before) continue;
       const snapshot = JSON.parse(new TextDecoder().decode(copy)) as RankSnapshot;
-      this.#lastRead.set(rank, snapshot);
+      this.#lastRead.set(rank, { published, snapshot });
       return snapshot;
     }
-    return this.#lastRead.get(rank);
+    return this.#lastRead.get(rank)?.snapshot;
   }
 }
 
