@@ -130,9 +130,9 @@ export class ThreadStatusBoard implements StatusBoard {
   readonly #textBytes: number;
   /**
    * The last snapshot this reader decoded per rank, with the publication it
-   * came from: served again while the rank publishes nothing newer (waits
-   * look up every peer's row every 100 ms: at 64 ranks a start-up barrier
-   * parsed thousands of unchanged rows), and when the writer outruns every attempt.
+   * came from: served again while the rank publishes nothing newer (a wait
+   * looks up every peer's row twice every 100 ms: 126 reads a look at 64
+   * ranks), and when the writer outruns every attempt.
    */
   readonly #lastRead = new Map<number, { published: number; snapshot: RankSnapshot }>();
 
