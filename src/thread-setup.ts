@@ -3,7 +3,8 @@
  * launchers' setup seam names): the thread side of setup.ts, the rank
  * context builders and the layers that register themselves with lower ones
  * (the GPU backend with tensors and stores, p2p's `ctx.collective` with the
- * rank context). A rank thread runs no process job, so its bundle
+ * rank context, libc's memcpy with the tensor layer's shared-memory copies).
+ * A rank thread runs no process job, so its bundle
  * (rank-bundle.ts) loads this instead of setup.ts, and leaves out what only
  * process ranks and launchers use (the file and network stores, the
  * rendezvous): 40% less code for each of N threads to compile.
@@ -11,6 +12,7 @@
 import './cuda/device-backend.ts';
 import './cuda/device-ipc.ts';
 import './p2p/collective.ts';
+import './runtime/native-copy.ts';
 import { createJobShared, createRankContext, wakeJob } from './context/rank-context.ts';
 import { registerRankSetup } from './launch/rank-setup.ts';
 

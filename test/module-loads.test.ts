@@ -24,6 +24,11 @@ describe('lazily loaded packages', () => {
     expect(second.some((packages) => packages.includes('koffi'))).toBe(true);
   });
 
+  it('a rank that reduces large tensors loads koffi for libc’s memcpy of shared blocks', async () => {
+    const loaded = await spawnThreads<string[]>(entry, { worldSize: 2, args: { reduceLarge: true } });
+    expect(loaded).toEqual([['koffi'], ['koffi']]);
+  });
+
   it('a rank with lz4 compression loads lz4 and still not zstd', async () => {
     const loaded = await spawnThreads<string[]>(entry, {
       worldSize: 2,

@@ -12,6 +12,7 @@
  */
 import { arrayConstructor, type DType, type TypedArray } from './dtype.ts';
 import type { FoldOp } from './reduce-loops.ts';
+import { copyInto } from './shared-copy.ts';
 import {
   CONVERTS,
   type ConvertName,
@@ -138,11 +139,11 @@ function makeSimdReducer(op: FoldOp, dtype: DType): SimdReduce | undefined {
     const narrow = k.converts[`narrow_${half}`];
     const halfSteps: BlockSteps = {
       load: (words) => {
-        k.heap.set(words, WORDS);
+        copyInto(k.heap, words, WORDS);
         widen(SUMS, WORDS, words.length);
       },
       fold: (words) => {
-        k.heap.set(words, WORDS);
+        copyInto(k.heap, words, WORDS);
         widenFold(SUMS, WORDS, words.length);
       },
       store: (bytes) => {
@@ -157,9 +158,9 @@ function makeSimdReducer(op: FoldOp, dtype: DType): SimdReduce | undefined {
   const fold = k.folds[name];
   const Sums = arrayConstructor(dtype);
   const steps: BlockSteps = {
-    load: (block) => k.heap.set(block, SUMS),
+    load: (block) => copyInto(k.heap, block, SUMS),
     fold: (block) => {
-      k.heap.set(block, OPERAND);
+      copyInto(k.heap, block, OPERAND);
       fold(SUMS, SUMS, OPERAND, block.length);
     },
     store: () => SUMS,
@@ -198,7 +199,7 @@ function reduceInBlocks(
     for (let j = 1; j < inputs.length; j++) steps.fold(blockOf(inputs[j], start, end));
     finish?.(new SumsArray(heap.buffer as ArrayBuffer, SUMS, (end - start) / elementBytes));
     const at = steps.store(end - start);
-    dst.set(heap.subarray(at, at + end - start), start);
+    copyInto(dst, heap.subarray(at, at + end - start), start);
   }
 }
 
