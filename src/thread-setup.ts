@@ -4,10 +4,10 @@
  * context builders and the layers that register themselves with lower ones
  * (the GPU backend with tensors and stores, p2p's `ctx.collective` with the
  * rank context, libc's memcpy with the tensor layer's shared-memory copies).
- * A rank thread runs no process job, so its bundle
- * (rank-bundle.ts) loads this instead of setup.ts, and leaves out what only
- * process ranks and launchers use (the file and network stores, the
- * rendezvous): 40% less code for each of N threads to compile.
+ * A rank thread runs no process job, so its bundle (rank-bundle.ts) loads
+ * this instead of setup.ts, and leaves out what only process ranks and
+ * launchers use (the file and network stores, the rendezvous): 40% less code
+ * for each of N threads to compile.
  */
 import './cuda/device-backend.ts';
 import './cuda/device-ipc.ts';

@@ -5,7 +5,7 @@
  * results are the same bits either way, for every dtype and op.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { hasLibc, libc } from '../src/runtime/libc.ts';
+import { registerLibcCopy } from '../src/runtime/native-copy.ts';
 import { arrayConstructor, DTYPES, type DType, type TypedArray } from '../src/tensor/dtype.ts';
 import { isReduceOpDefined, REDUCE_OPS, reduceArrays } from '../src/tensor/reduce-kernels.ts';
 import {
@@ -17,9 +17,8 @@ import {
 import { Tensor } from '../src/tensor/tensor.ts';
 import { mulberry32 } from './fixtures/mulberry32.ts';
 
-// What runtime/native-copy.ts registers when imported; restored after each routing check.
-const registerNative = () => registerSharedCopy(() => (hasLibc() ? libc().memcpy : undefined));
-afterAll(registerNative);
+// What runtime/native-copy.ts registers when imported; restored after each check that registers another.
+afterAll(registerLibcCopy);
 
 /** Random bytes in a tensor's storage (shared memory, as every host tensor's), as an array of the dtype. */
 function sharedRandomArray(dtype: DType, length: number, seed: number): TypedArray {
@@ -67,7 +66,7 @@ describe('copies of shared memory', () => {
     copyInto(new Uint8Array(2 * large), plain.subarray(0, large));
     expect(counter.calls).toBe(2);
     expect(() => copyInto(plain, shared, 1)).toThrow(RangeError);
-    registerNative();
+    registerLibcCopy();
   });
 
   it('a SIMD reduction copies every block of shared tensors in and out through the registered copy', () => {
@@ -80,7 +79,7 @@ describe('copies of shared memory', () => {
     });
     const expected = a.map((x, i) => x + b[i]);
     reduceArrays('sum', 'float32', a, [a, b]);
-    registerNative();
+    registerLibcCopy();
     // Two 64 KiB blocks: each loaded, folded with b's, and stored.
     expect(counter.calls).toBe(6);
     expect(a).toEqual(expected);
@@ -92,7 +91,7 @@ describe('copies of shared memory', () => {
     const plain = new Uint8Array(NATIVE_COPY_MIN_BYTES);
     copyInto(plain, shared);
     expect(plain.every((b) => b === 3)).toBe(true);
-    registerNative();
+    registerLibcCopy();
   });
 
   const CASES = DTYPES.flatMap((dtype) =>
@@ -113,7 +112,7 @@ describe('copies of shared memory', () => {
       expect(inputs[0].buffer).toBeInstanceOf(SharedArrayBuffer);
       registerSharedCopy(undefined);
       const throughSet = reduce();
-      registerNative();
+      registerLibcCopy();
       expect(Buffer.compare(reduce(), throughSet)).toBe(0);
     },
   );

@@ -6,7 +6,6 @@
  * bytes (koffi hands C the buffer's address, SharedArrayBuffer-backed ones
  * included), never copied.
  */
-
 import { koffi, koffiType } from '../runtime/koffi.ts';
 import { CUDA_IPC_HANDLE_BYTES, type CudaRuntime, type DevicePointer, type HostBytes } from './api.ts';
 import { CudaError } from './errors.ts';

@@ -3,7 +3,6 @@
  * (cudaLibraryLoadData / cudaLibraryGetKernel / cudaLaunchKernel), bound from
  * the same libcudart as cudaRuntime() so kernels run in its context.
  */
-
 import { koffi, koffiType } from '../runtime/koffi.ts';
 import type { CudaKernelLoader, ModuleHandle } from './api.ts';
 import { cudaCheck } from './cudart.ts';

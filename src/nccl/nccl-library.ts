@@ -4,7 +4,6 @@
  * ncclGetUniqueId, passed by value (a koffi struct wrapping the bytes) to
  * ncclCommInitRankConfig.
  */
-
 import { type LibrarySpec, type LoadedLibrary, lazyBinding } from '../cuda/library-loader.ts';
 import { koffi, koffiType } from '../runtime/koffi.ts';
 import {

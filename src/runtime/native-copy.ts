@@ -6,4 +6,9 @@
 import { registerSharedCopy } from '../tensor/shared-copy.ts';
 import { hasLibc, libc } from './libc.ts';
 
-registerSharedCopy(() => (hasLibc() ? libc().memcpy : undefined));
+/** Registers libc's memcpy (again, after a test registered another copy). */
+export function registerLibcCopy(): void {
+  registerSharedCopy(() => (hasLibc() ? libc().memcpy : undefined));
+}
+
+registerLibcCopy();
