@@ -2,6 +2,7 @@
  * NetworkTensorStore on loopback: several stores in this process, each its
  * own rank, connected over TCP as ranks on different nodes would be.
  */
+import { createHook } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -80,13 +81,36 @@ async function pass(src: NetworkTensorStore, dst: NetworkTensorStore, key: strin
   return got;
 }
 
-/** Resolves once `check` holds, polling; fails after `ms`. */
-async function eventually(check: () => boolean, ms = 5000): Promise<void> {
+/** Resolves once `check` holds, polling after each `pause`; fails after `ms`. */
+async function eventually(check: () => boolean, ms = 5000, pause = () => sleep(5)): Promise<void> {
   const until = Date.now() + ms;
   while (!check()) {
     if (Date.now() > until) throw new Error('condition not reached');
-    await sleep(5);
+    await pause();
   }
+}
+
+/**
+ * The types of the resources of `types` created from now on and not yet destroyed;
+ * `sleep` waits without its own timer counting, `stop()` ends the tracking.
+ */
+function trackResources(types: string[]): (() => string[]) & { sleep(): Promise<unknown>; stop(): void } {
+  const alive = new Map<number, string>();
+  const hook = createHook({
+    init(id, type) {
+      if (types.includes(type)) alive.set(id, type);
+    },
+    destroy(id) {
+      alive.delete(id);
+    },
+  }).enable();
+  const untracked = () => {
+    hook.disable();
+    const slept = sleep(5);
+    hook.enable();
+    return slept;
+  };
+  return Object.assign(() => [...alive.values()], { sleep: untracked, stop: () => void hook.disable() });
 }
 
 /** A connection to `port`; it drops what it reads unless `drain` is false (a handshake reads it). */
@@ -658,36 +682,38 @@ describe('failures', () => {
   });
 
   it('close rejects pending waits, and leaves no socket, server or timer behind', async () => {
-    const count = () =>
-      process
-        .getActiveResourcesInfo()
-        .filter((r) => r === 'TCPSocketWrap' || r === 'TCPServerWrap' || r === 'Timeout').length;
-    const before = count();
-    const [a, b] = await job(2);
-    await pass(a, b, 'k', Tensor.ones([1000]));
-    const pending = b.destGet('never', { from: 0 }).catch((e: Error) => e);
-    await a.srcSet('unread', Tensor.ones([4]), 1, { to: [1] });
-    const unfinished = a.srcWaitUntilGetFinished('unread').catch((e: Error) => e);
-    const ports = [a.address.port, b.address.port];
-    expect(count()).toBeGreaterThan(before);
-    a.close();
-    b.close();
-    expect((await pending) as Error).toBeInstanceOf(Error);
-    expect(((await pending) as Error).message).toMatch(
-      /destGet\("never"\): the network store of rank 1 is closed/,
-    );
-    expect(((await unfinished) as Error).message).toMatch(/the network store of rank 0 is closed/);
-    await eventually(() => count() === before);
-    for (const port of ports) {
-      const refused = await new Promise<string>((resolve) => {
-        const probe = net.connect(port, HOST);
-        probe.on('connect', () => {
-          probe.destroy();
-          resolve('connected');
+    // Only what this test creates counts: earlier tests' sockets and timers end on their own schedule.
+    const live = trackResources(['TCPWRAP', 'TCPSERVERWRAP', 'Timeout']);
+    try {
+      const [a, b] = await job(2);
+      await pass(a, b, 'k', Tensor.ones([1000]));
+      const pending = b.destGet('never', { from: 0 }).catch((e: Error) => e);
+      await a.srcSet('unread', Tensor.ones([4]), 1, { to: [1] });
+      const unfinished = a.srcWaitUntilGetFinished('unread').catch((e: Error) => e);
+      const ports = [a.address.port, b.address.port];
+      expect(live()).toContain('TCPSERVERWRAP');
+      expect(live()).toContain('TCPWRAP');
+      a.close();
+      b.close();
+      expect((await pending) as Error).toBeInstanceOf(Error);
+      expect(((await pending) as Error).message).toMatch(
+        /destGet\("never"\): the network store of rank 1 is closed/,
+      );
+      expect(((await unfinished) as Error).message).toMatch(/the network store of rank 0 is closed/);
+      await eventually(() => live().length === 0, 5000, live.sleep).catch(() => expect(live()).toEqual([]));
+      for (const port of ports) {
+        const refused = await new Promise<string>((resolve) => {
+          const probe = net.connect(port, HOST);
+          probe.on('connect', () => {
+            probe.destroy();
+            resolve('connected');
+          });
+          probe.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
         });
-        probe.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
-      });
-      expect(refused).toBe('ECONNREFUSED');
+        expect(refused).toBe('ECONNREFUSED');
+      }
+    } finally {
+      live.stop();
     }
   });
 });
