@@ -2,7 +2,7 @@
  * The allReduce algorithms for ranks on several nodes (store-backend/
  * all-reduce-pipelined.ts and all-reduce-nodes.ts), on thread ranks: their
  * memory store, wrapped to say which "node" each rank is on and to count the
- * bytes that cross between nodes. One rank per node takes the pipelined
+ * bytes that cross between nodes and those set to be read in place. One rank per node takes the pipelined
  * reduce-scatter + all-gather, nodes of equal size the rails, uneven nodes
  * the leaders (whose step among themselves is the pipelined one). Chunks are
  * set small so every tensor is cut into many; results must be exact on every
@@ -24,17 +24,21 @@ const FLAT = ONE_EXCHANGE_MAX_BYTES / 4;
 /** Element counts: tiny, both sides of the one-exchange switch, and ones that cut into uneven chunks. */
 const COUNTS = [1, 5, FLAT, FLAT + 1, 3 * 2000 + 7, 30_011];
 
-/** `store` as a store spanning the nodes `nodeOf`: it counts what its rank sends to other nodes. */
-function nodeStore(
-  store: TensorStore,
-  nodeOf: string[],
-  rank: number,
-  crossed: { bytes: number },
-): TensorStore {
+/** What a rank's store was given: bytes sent to other nodes; bytes set to be read in place, and the rest. */
+interface Counts {
+  bytes: number;
+  readInPlace?: number;
+  landable?: number;
+}
+
+/** `store` as a store spanning the nodes `nodeOf`: it counts what its rank sends (Counts). */
+function nodeStore(store: TensorStore, nodeOf: string[], rank: number, crossed: Counts): TensorStore {
   return {
     nodeOf: (r) => nodeOf[r],
     async srcSet(key, tensor, consumers, options) {
       for (const r of options?.to ?? []) if (nodeOf[r] !== nodeOf[rank]) crossed.bytes += tensor.nbytes;
+      if (options?.readInPlace) crossed.readInPlace = (crossed.readInPlace ?? 0) + tensor.nbytes;
+      else crossed.landable = (crossed.landable ?? 0) + tensor.nbytes;
       await store.srcSet(key, tensor, consumers, options);
     },
     srcWaitUntilGetFinished: (key, options) => store.srcWaitUntilGetFinished(key, options),
@@ -45,7 +49,7 @@ function nodeStore(
   };
 }
 
-function groupOver(ctx: RankContext, nodeOf: string[], crossed: { bytes: number }): ThreadGroup {
+function groupOver(ctx: RankContext, nodeOf: string[], crossed: Counts): ThreadGroup {
   pipelineOptions.chunkBytes = CHUNK_BYTES;
   const ranks = Array.from({ length: ctx.worldSize }, (_, r) => r);
   const view = { id: 'nodes', name: 'nodes', rank: ctx.rank, size: ctx.worldSize, ranks };
@@ -132,6 +136,47 @@ rankTest('rails: each rank sends 2(L-1)/L of its 1/m slice across', { worldSize:
   expect(crossed.bytes).toBe(t.nbytes / 2);
   group.destroy();
 });
+
+rankTest(
+  "a reduction's inputs are set to be read in place, what lands in the ranks' tensors is not",
+  { worldSize: 4 },
+  async (ctx) => {
+    for (const [layout, nodeOf] of [
+      ['rails', ['a', 'a', 'b', 'b']],
+      ['leaders', ['a', 'b', 'b', 'b']],
+      ['one rank per node', ['a', 'b', 'c', 'd']],
+      ['one node', ['a', 'a', 'a', 'a']],
+    ] as const) {
+      const counts: Counts = { bytes: 0 };
+      const group = groupOver(ctx, [...nodeOf], counts);
+      const count = 4 * 10_000;
+      const t = Tensor.full([count], ctx.rank, 'float32');
+      await group.allReduce(t);
+      expect(t.toArray()[count - 1], layout).toBe(6);
+      const quarter = t.nbytes / 4;
+      // Rails: a local peer's half, then a quarter to the rail's peer, are reduced; their results land.
+      // Leaders (0 alone, 1 leading 2 and 3): the leaders reduce half of the tensor each and send the
+      // other half's result back; the members' whole tensors are reduced by 1, whose result lands in
+      // them. One rank per node, and one node (the flat reduce-scatter + all-gather): 3/4 of the tensor
+      // goes to be reduced, each rank's quarter comes back.
+      // The fingerprints are empty values of their own.
+      const leaders = [
+        { readInPlace: 2 * quarter, landable: 2 * quarter },
+        { readInPlace: 2 * quarter, landable: 2 * quarter + 4 * quarter },
+        { readInPlace: 4 * quarter, landable: 0 },
+        { readInPlace: 4 * quarter, landable: 0 },
+      ];
+      const expected = {
+        rails: { readInPlace: 3 * quarter, landable: 3 * quarter },
+        leaders: leaders[ctx.rank],
+        'one rank per node': { readInPlace: 3 * quarter, landable: quarter },
+        'one node': { readInPlace: 3 * quarter, landable: quarter },
+      }[layout];
+      expect({ readInPlace: counts.readInPlace, landable: counts.landable }, layout).toEqual(expected);
+      group.destroy();
+    }
+  },
+);
 
 rankTest('chunks cover each slice exactly, none empty', { worldSize: 1 }, () => {
   for (const numel of [0, 1, 7, 1000, 1001, 29_999]) {

@@ -227,6 +227,46 @@ describe('FileTensorStore rings between the ranks of a node', () => {
   );
 
   it.skipIf(!crossMemoryWorks)(
+    'lends a value its consumers read in place from the arena, not for them to copy out of the producer',
+    async () => {
+      const [p, c] = ringStores(2, { arenaBytes: 1 << 20 });
+      const sent = Tensor.arange(1 << 16, 'float32');
+      await p.srcSet('operand', sent, 1, { to: [1], readInPlace: true });
+      const got = await c.destGet('operand', { from: 0 });
+      expect(got.equal(sent)).toBe(true);
+      // A view of the producer's 1 MiB arena file, not a buffer of the value's size.
+      expect(got.data.buffer.byteLength).toBe(1 << 20);
+      expect(arenaFiles(p.dir)).toHaveLength(1);
+      await c.destFinishGet('operand');
+      await p.srcWaitUntilGetFinished('operand');
+      // The same value for a consumer that may land it is copied out of the producer's memory.
+      await p.srcSet('landable', sent, 1, { to: [1] });
+      const copied = await c.destGet('landable', { from: 0 });
+      expect(copied.data.buffer.byteLength).toBe(sent.nbytes);
+      expect(copied.equal(sent)).toBe(true);
+      await c.destFinishGet('landable');
+      await p.srcWaitUntilGetFinished('landable');
+      expect(valueFiles(p.dir)).toEqual([]);
+    },
+  );
+
+  it.skipIf(!crossMemoryWorks)(
+    'copies a value read in place out of the producer when its arenas may not take it, never into a value file',
+    async () => {
+      const [p, c] = ringStores(2, { maxArenaBytes: 0 });
+      const sent = Tensor.arange(1 << 16, 'int32');
+      await p.srcSet('operand', sent, 1, { to: [1], readInPlace: true });
+      const got = await c.destGet('operand', { from: 0 });
+      expect(got.data.buffer.byteLength).toBe(sent.nbytes);
+      expect(got.equal(sent)).toBe(true);
+      await c.destFinishGet('operand');
+      await p.srcWaitUntilGetFinished('operand');
+      expect(valueFiles(p.dir)).toEqual([]);
+      expect(arenaFiles(p.dir)).toEqual([]);
+    },
+  );
+
+  it.skipIf(!crossMemoryWorks)(
     'a value that cannot be copied from its producer fails the get, naming it and the errno',
     async () => {
       const [p, c] = ringStores(2);

@@ -273,7 +273,8 @@ export class FileTensorStore implements TensorStore {
     const to = options.to;
     if (rings?.servesSet(consumers, to)) {
       const tag = options.tag ?? '';
-      if (tensor.device === 'cpu' && rings.set(key, tensor, to, tag, where())) return;
+      if (tensor.device === 'cpu' && rings.set(key, tensor, to, tag, where(), options.readInPlace === true))
+        return;
       this.#publishFile(key, tensor, consumers, options, where);
       rings.announceFile(key, tensor, to, tag);
       return;

@@ -54,14 +54,24 @@ export class ProducerArenas {
     readonly limits: ArenaLimits,
   ) {}
 
+  /** Bytes the arenas hold allocated in the file system. */
+  get reservedBytes(): number {
+    let bytes = 0;
+    for (const arena of this.#arenas) bytes += arena.reserved;
+    return bytes;
+  }
+
   /**
    * Copies `payload` into a free region and returns where it is, or undefined
-   * when the budget has no room for it. Throws ShmSpaceError when the file
-   * system cannot hold it, FileStoreCorruptError when the arena was truncated.
+   * when the budget has no room for it, or when taking it would allocate
+   * pages in the file system and `admits` refuses that many bytes more.
+   * Throws ShmSpaceError when the file system cannot hold it,
+   * FileStoreCorruptError when the arena was truncated.
    */
-  store(payload: Uint8Array, where: string): ArenaRef | undefined {
+  store(payload: Uint8Array, where: string, admits?: (growth: number) => boolean): ArenaRef | undefined {
     if (!this.#usable) return undefined;
     const bytes = payload.length;
+    const pages = Math.ceil(bytes / PAGE) * PAGE;
     let index = -1;
     let offset: number | undefined;
     for (const [i, arena] of this.#arenas.entries()) {
@@ -71,18 +81,25 @@ export class ProducerArenas {
         break;
       }
     }
+    // A new arena's region starts its file: the growth admits is asked for here is all there is.
+    let admitted = false;
     if (offset === undefined) {
-      const size = Math.max(this.limits.arenaBytes, Math.ceil(bytes / PAGE) * PAGE);
-      if (this.#totalBytes + size > this.limits.maxArenaBytes) return undefined;
+      const size = Math.max(this.limits.arenaBytes, pages);
+      if (this.#totalBytes + size > this.limits.maxArenaBytes || admits?.(pages) === false) return undefined;
+      admitted = true;
       index = this.#arenas.length;
       this.#arenas.push(this.#create(index, size));
       this.#totalBytes += size;
       offset = this.#arenas[index].regions.allocate(bytes) as number;
     }
     const arena = this.#arenas[index];
+    const end = offset + pages;
+    if (!admitted && end > arena.reserved && admits?.(end - arena.reserved) === false) {
+      arena.regions.free(offset);
+      return undefined;
+    }
     try {
       this.#assertWhole(arena);
-      const end = offset + Math.ceil(bytes / PAGE) * PAGE;
       if (end > arena.reserved) {
         reserveFileSpace(arena.fd, arena.reserved, end - arena.reserved, this.dir, where);
         arena.reserved = end;

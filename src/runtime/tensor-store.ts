@@ -33,6 +33,15 @@ export interface StoreSetOptions {
    * spans nodes sends the value to them; stores of one node ignore it.
    */
   to?: readonly number[];
+  /**
+   * Whether the consumers use the value where their get hands it to them (a
+   * reduction's inputs) rather than land it in memory of their own (landIn).
+   * A store between processes then lends it from shared memory, one copy by
+   * the producer, instead of having each consumer copy it out of the
+   * producer's memory into a buffer: the cheaper of the two for a value read
+   * in place.
+   */
+  readInPlace?: boolean;
 }
 
 export interface StoreFinishOptions {

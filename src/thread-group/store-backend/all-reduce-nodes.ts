@@ -60,7 +60,7 @@ export async function allReduceAcrossNodes(
   if (x.rank !== leader) {
     // The leader reads our tensor before it sends the result, which may then land in it.
     x.landIn(1, leader, tensor);
-    await x.publish(0, tensor, [leader]);
+    await x.publishOperand(0, tensor, [leader]);
     const result = await x.get(1, leader);
     await x.consumed(0);
     if (!landed(result, tensor)) copyElements(tensor, 0, result);
@@ -114,7 +114,7 @@ export async function allReduceByRails(
   // Each local peer's slice may land where it goes: the peer sends it only after it read, from that
   // very place, what this rank sends it now.
   for (let i = 0; i < m; i++) if (i !== j) x.landIn(1, node[i], slice(i));
-  for (let i = 0; i < m; i++) if (i !== j) await x.publish(0, slice(i), [node[i]], node[i]);
+  for (let i = 0; i < m; i++) if (i !== j) await x.publishOperand(0, slice(i), [node[i]], node[i]);
   const mine = slice(j);
   const inputs: Tensor[] = [];
   for (const p of node) inputs.push(p === x.rank ? mine : await x.get(0, p, x.rank));

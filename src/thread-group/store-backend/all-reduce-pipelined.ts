@@ -64,7 +64,7 @@ export async function allReducePipelined(
     for (let c = 0; c < chunks[p].length; c++) x.landIn(gatherPhase(c), p, view(chunks[p][c]));
   for (let c = 0; c < most; c++) {
     for (const p of peers)
-      if (c < chunks[p].length) await x.publish(scatterPhase(c), view(chunks[p][c]), [p], p);
+      if (c < chunks[p].length) await x.publishOperand(scatterPhase(c), view(chunks[p][c]), [p], p);
   }
   const reduceOwn = async () => {
     for (let c = 0; c < chunks[me].length; c++) {

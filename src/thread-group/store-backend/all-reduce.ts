@@ -37,7 +37,7 @@ export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Prom
 }
 
 async function allReduceOneExchange(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {
-  await x.publish(0, tensor, x.peers());
+  await x.publishOperand(0, tensor, x.peers());
   const inputs = [];
   for (let p = 0; p < x.size; p++) inputs.push(p === x.rank ? tensor : await x.get(0, p));
   // Peers may be reading our buffer in place: reduce into a scratch copy first. On the host a plain
@@ -65,7 +65,7 @@ async function allReduceScatterGather(x: Exchange, tensor: Tensor, op: ReduceOp)
   // Each peer's reduced slice may land where it goes: the peer sends it only after it read, from that
   // very place, what this rank sends it below.
   for (const p of x.peers()) x.landIn(1, p, slice(p));
-  for (const p of x.peers()) await x.publish(0, slice(p), [p], p);
+  for (const p of x.peers()) await x.publishOperand(0, slice(p), [p], p);
   const mine = slice(x.rank);
   const inputs = [];
   for (let p = 0; p < x.size; p++) inputs.push(p === x.rank ? mine : await x.get(0, p, x.rank));

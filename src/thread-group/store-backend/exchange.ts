@@ -15,7 +15,12 @@
  * shapes, dtypes, order) fails every rank at once.
  */
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
-import type { StoreEntry, StoreWaitOptions, TensorStore } from '../../runtime/tensor-store.ts';
+import type {
+  StoreEntry,
+  StoreSetOptions,
+  StoreWaitOptions,
+  TensorStore,
+} from '../../runtime/tensor-store.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import type { CallInfo, GroupView } from '../backend.ts';
 import {
@@ -175,18 +180,38 @@ export class Exchange {
   }
 
   /** `tensor` for the group ranks `readers` (a store spanning nodes sends it to them), keyed for `consumer` if given. */
-  async publish(
+  publish(
     phase: number,
     tensor: Tensor,
     readers: readonly number[],
     consumer?: number,
     signature?: string,
   ): Promise<void> {
+    return this.#set(phase, tensor, readers, consumer, { tag: signature ?? this.#call.signature });
+  }
+
+  /**
+   * `publish` for a value its readers use where their get hands it to them
+   * and land nowhere: the inputs of a reduction (StoreSetOptions.readInPlace).
+   */
+  publishOperand(
+    phase: number,
+    tensor: Tensor,
+    readers: readonly number[],
+    consumer?: number,
+  ): Promise<void> {
+    return this.#set(phase, tensor, readers, consumer, { tag: this.#call.signature, readInPlace: true });
+  }
+
+  async #set(
+    phase: number,
+    tensor: Tensor,
+    readers: readonly number[],
+    consumer: number | undefined,
+    options: StoreSetOptions,
+  ): Promise<void> {
     const key = this.key(phase, this.rank, consumer);
-    await this.#store.srcSet(key, tensor, readers.length, {
-      tag: signature ?? this.#call.signature,
-      to: this.globalRanks(readers),
-    });
+    await this.#store.srcSet(key, tensor, readers.length, { ...options, to: this.globalRanks(readers) });
     this.#published.add(key);
   }
 

@@ -29,7 +29,7 @@ export async function reduceScatter(
   inputs: readonly Tensor[],
   op: ReduceOp,
 ): Promise<void> {
-  for (const p of x.peers()) await x.publish(0, inputs[p], [p], p);
+  for (const p of x.peers()) await x.publishOperand(0, inputs[p], [p], p);
   const parts = [];
   for (let q = 0; q < x.size; q++) {
     if (q === x.rank) {
@@ -52,7 +52,7 @@ export async function reduceScatterTensor(
   op: ReduceOp,
 ): Promise<void> {
   const start = x.rank * output.numel;
-  await x.publish(0, input, x.peers());
+  await x.publishOperand(0, input, x.peers());
   const parts = [];
   for (let q = 0; q < x.size; q++) {
     parts.push(elements(q === x.rank ? input : await x.get(0, q), start, start + output.numel));

@@ -31,7 +31,7 @@ export async function broadcastCompared(x: Exchange, tensor: Tensor, src: number
 /** Non-roots' tensors are left as they were (gloo's behaviour); the root holds the reduction. */
 export async function reduce(x: Exchange, tensor: Tensor, dst: number, op: ReduceOp): Promise<void> {
   if (x.rank !== dst) {
-    await x.publish(0, tensor, [dst]);
+    await x.publishOperand(0, tensor, [dst]);
     await x.consumed(0);
     return;
   }
