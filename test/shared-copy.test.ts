@@ -1,7 +1,8 @@
 /**
  * The SIMD reductions copy large blocks of shared memory in and out of wasm
- * memory through the copy an upper layer registers (libc's memcpy,
- * runtime/native-copy.ts), and everything else through TypedArray.set: the
+ * memory, and collectives between tensors, through the copy an upper layer
+ * registers (libc's memcpy, runtime/native-copy.ts), and everything else
+ * through TypedArray.set: the
  * results are the same bits either way, for every dtype and op.
  */
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,6 +16,7 @@ import {
   registerSharedCopy,
 } from '../src/tensor/shared-copy.ts';
 import { Tensor } from '../src/tensor/tensor.ts';
+import { copyElements } from '../src/thread-group/store-backend/slices.ts';
 import { mulberry32 } from './fixtures/mulberry32.ts';
 
 // What runtime/native-copy.ts registers when imported; restored after each check that registers another.
@@ -83,6 +85,19 @@ describe('copies of shared memory', () => {
     // Two 64 KiB blocks: each loaded, folded with b's, and stored.
     expect(counter.calls).toBe(6);
     expect(a).toEqual(expected);
+  });
+
+  it("a collective's copy between tensors goes through the registered copy, at its offsets", () => {
+    const counter = countingCopy();
+    registerSharedCopy(() => counter.copy);
+    const source = Tensor.arange(3 * 8192, 'float32');
+    const target = Tensor.zeros([4 * 8192], 'float32');
+    // 8192 float32s (32 KiB) of the source's second third into the target's last quarter.
+    copyElements(target, 3 * 8192, source, 8192, 8192);
+    registerLibcCopy();
+    expect(counter.calls).toBe(1);
+    const got = target.data as Float32Array;
+    expect([got[3 * 8192 - 1], got[3 * 8192], got[4 * 8192 - 1]]).toEqual([0, 8192, 2 * 8192 - 1]);
   });
 
   it('without a registered copy, go through TypedArray.set', () => {

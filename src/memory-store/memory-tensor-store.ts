@@ -20,6 +20,7 @@ import type {
 import { deadlineAfter, waitForWord } from '../runtime/wait.ts';
 import { deviceIndex } from '../tensor/device.ts';
 import { type Device, dtypeCode, dtypeFromCode } from '../tensor/dtype.ts';
+import { copyInto } from '../tensor/shared-copy.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
 import { SharedBufferRegistry } from './buffer-registry.ts';
@@ -217,7 +218,7 @@ export class MemoryTensorStore implements TensorStore {
     const buffer = this.#staging.lease(tensor.nbytes);
     staging.push(buffer);
     const copy = Tensor.fromBuffer(buffer, 0, tensor.shape, tensor.dtype);
-    copy.bytes().set(tensor.bytes());
+    copyInto(copy.bytes(), tensor.bytes());
     return copy;
   }
 

@@ -9,6 +9,7 @@ import { CollectiveMismatchError } from '../../runtime/errors.ts';
 import { itemSize } from '../../tensor/dtype.ts';
 import { reduceArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+import { copyInto } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 
 /** The i-th of n near-equal contiguous ranges of `numel` elements (ceil-sized, trailing ones short). */
@@ -33,7 +34,7 @@ export function copyElements(
 ): void {
   if (dst.device === 'cpu' && src.device === 'cpu') {
     const size = itemSize(dst.dtype);
-    dst.bytes().set(src.bytes().subarray(srcStart * size, (srcStart + count) * size), dstStart * size);
+    copyInto(dst.bytes(), src.bytes().subarray(srcStart * size, (srcStart + count) * size), dstStart * size);
     return;
   }
   elements(dst, dstStart, dstStart + count).copy_(elements(src, srcStart, srcStart + count));
