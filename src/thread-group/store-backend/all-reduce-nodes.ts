@@ -12,8 +12,8 @@ import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { allReduce, ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
 import { allReducePipelined } from './all-reduce-pipelined.ts';
-import { type Exchange, landed, runExchange } from './exchange.ts';
-import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
+import { type Exchange, landOrCopy, runExchange } from './exchange.ts';
+import { elements, reduceInto, sliceRange } from './slices.ts';
 
 /** Group ranks by node, nodes in the order of their lowest group rank; undefined unless the store spans nodes. */
 export function nodesOf(x: Exchange): number[][] | undefined {
@@ -63,7 +63,7 @@ export async function allReduceAcrossNodes(
     await x.publishOperand(0, tensor, [leader]);
     const result = await x.get(1, leader);
     await x.consumed(0);
-    if (!landed(result, tensor)) copyElements(tensor, 0, result);
+    landOrCopy(tensor, result);
     await x.finish(1, leader);
     return;
   }
@@ -129,7 +129,7 @@ export async function allReduceByRails(
   for (let i = 0; i < m; i++) {
     if (i === j) continue;
     const reduced = await x.get(1, node[i]);
-    if (!landed(reduced, slice(i))) copyElements(tensor, range(i)[0], reduced);
+    landOrCopy(slice(i), reduced);
     await x.finish(1, node[i]);
   }
   await x.consumed(1);

@@ -21,8 +21,8 @@
 import { itemSize } from '../../tensor/dtype.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import { type Exchange, landed } from './exchange.ts';
-import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
+import { type Exchange, landOrCopy } from './exchange.ts';
+import { elements, reduceInto, sliceRange } from './slices.ts';
 
 /**
  * The largest chunk a slice is cut into: large enough that per-value costs
@@ -83,7 +83,7 @@ export async function allReducePipelined(
       // The peer finished reading what we sent it from this very place before it sent the result.
       await x.consumed(scatterPhase(c), p);
       const into = view(chunks[p][c]);
-      if (!landed(reduced, into)) copyElements(into, 0, reduced);
+      landOrCopy(into, reduced);
       await x.finish(gatherPhase(c), p);
     }
   };

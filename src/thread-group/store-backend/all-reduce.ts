@@ -18,7 +18,7 @@ import { deviceScratch } from '../../cuda/device-memory.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import { allReducePipelined } from './all-reduce-pipelined.ts';
-import { type Exchange, landed } from './exchange.ts';
+import { type Exchange, landOrCopy } from './exchange.ts';
 import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
 
 export const ONE_EXCHANGE_MAX_BYTES = 64 << 10;
@@ -76,7 +76,7 @@ async function allReduceScatterGather(x: Exchange, tensor: Tensor, op: ReduceOp)
   await x.publish(1, mine, x.peers());
   for (const p of x.peers()) {
     const reduced = await x.get(1, p);
-    if (!landed(reduced, slice(p))) copyElements(tensor, sliceRange(tensor.numel, x.size, p)[0], reduced);
+    landOrCopy(slice(p), reduced);
     await x.finish(1, p);
   }
   await x.consumed(1);

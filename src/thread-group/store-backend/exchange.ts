@@ -33,6 +33,7 @@ import {
   ranksText,
   timeoutError,
 } from './call-failure.ts';
+import { copyElements } from './slices.ts';
 
 /** Signature prefix of a value published in place of data by a rank whose call failed locally. */
 export const ABANDONED = '!abandoned:';
@@ -434,8 +435,13 @@ export class Exchange {
   }
 }
 
+/** Puts a value taken from the store into `into`: nothing to do where it landed there (landIn), else a copy. */
+export function landOrCopy(into: Tensor, value: Tensor): void {
+  if (!landed(value, into)) copyElements(into, 0, value);
+}
+
 /** Whether `value` is `into`'s own memory (a value that landed in place): nothing to copy. */
-export function landed(value: Tensor, into: Tensor): boolean {
+function landed(value: Tensor, into: Tensor): boolean {
   return (
     value.device === 'cpu' &&
     value.data.buffer === into.data.buffer &&

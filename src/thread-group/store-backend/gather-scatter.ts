@@ -1,26 +1,33 @@
-/** allGather and reduceScatter over a TensorStore: every rank reads its peers' buffers in place. */
+/**
+ * allGather and reduceScatter over a TensorStore: allGather's values land in
+ * the outputs where the store can write them there, reduceScatter reads its
+ * peers' buffers in place.
+ */
 
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import type { Exchange } from './exchange.ts';
+import { type Exchange, landOrCopy } from './exchange.ts';
 import { copyElements, elements, reduceInto } from './slices.ts';
 
-/** Gathers every rank's input into place p of the output, as `place(p, value)` decides. */
-async function gatherEach(
-  x: Exchange,
-  input: Tensor,
-  place: (p: number, value: Tensor) => void,
-): Promise<void> {
-  place(x.rank, input);
-  await x.readAll(0, input, place);
+/**
+ * Gathers every rank's input into `into(p)`, a tensor of the input's shape
+ * in the output. Peers' values land there where the store can write them in
+ * place (landIn: straight out of a peer process's memory, or off the
+ * socket), and are copied there otherwise.
+ */
+async function gatherEach(x: Exchange, input: Tensor, into: (p: number) => Tensor): Promise<void> {
+  copyElements(into(x.rank), 0, input);
+  for (const p of x.peers()) x.landIn(0, p, into(p));
+  await x.readAll(0, input, (p, value) => landOrCopy(into(p), value));
 }
 
 export function allGather(x: Exchange, outputs: readonly Tensor[], input: Tensor): Promise<void> {
-  return gatherEach(x, input, (p, value) => copyElements(outputs[p], 0, value));
+  return gatherEach(x, input, (p) => outputs[p]);
 }
 
 export function allGatherInto(x: Exchange, output: Tensor, input: Tensor): Promise<void> {
-  return gatherEach(x, input, (p, value) => copyElements(output, p * input.numel, value));
+  const n = input.numel;
+  return gatherEach(x, input, (p) => elements(output, p * n, (p + 1) * n).reshape(input.shape));
 }
 
 export async function reduceScatter(

@@ -8,8 +8,7 @@ import { CommTimeoutError, RankFailedError } from '../../runtime/errors.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { CallInfo, GroupView } from '../backend.ts';
 import { callWhere } from './call-failure.ts';
-import { type Exchange, landed } from './exchange.ts';
-import { copyElements } from './slices.ts';
+import { type Exchange, landOrCopy } from './exchange.ts';
 
 /** The longest recvFromAny sleeps between looks at its peers' streams (it starts at 1 ms and doubles). */
 const ANY_SOURCE_MAX_SLEEP_MS = 8;
@@ -29,7 +28,7 @@ export async function recv(x: Exchange, tensor: Tensor, src: number): Promise<vo
 /** Checks and copies a message taken from `src` (unless it landed in place), and finishes it. */
 export async function receive(x: Exchange, value: Tensor, tensor: Tensor, src: number): Promise<void> {
   x.expectLike(value, tensor, src);
-  if (!landed(value, tensor)) copyElements(tensor, 0, value);
+  landOrCopy(tensor, value);
   await x.finish(0, src);
 }
 

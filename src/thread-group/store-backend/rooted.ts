@@ -1,8 +1,12 @@
-/** One-to-all and all-to-one collectives over a TensorStore: broadcast, reduce, gather, scatter. */
+/**
+ * One-to-all and all-to-one collectives over a TensorStore: broadcast,
+ * reduce, gather, scatter. What a rank receives lands in its place where the
+ * store can write it there (landIn), else is copied there.
+ */
 
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import { type Exchange, FINGERPRINT } from './exchange.ts';
+import { type Exchange, FINGERPRINT, landOrCopy } from './exchange.ts';
 import { copyElements, reduceInto } from './slices.ts';
 
 export async function broadcast(x: Exchange, tensor: Tensor, src: number): Promise<void> {
@@ -12,7 +16,8 @@ export async function broadcast(x: Exchange, tensor: Tensor, src: number): Promi
     await x.consumed(0);
     return;
   }
-  copyElements(tensor, 0, await x.get(0, src));
+  x.landIn(0, src, tensor);
+  landOrCopy(tensor, await x.get(0, src));
   await x.finish(0, src);
 }
 
@@ -23,8 +28,10 @@ export async function broadcast(x: Exchange, tensor: Tensor, src: number): Promi
  */
 export async function broadcastCompared(x: Exchange, tensor: Tensor, src: number): Promise<void> {
   if (x.size === 1) return;
+  // A non-root publishes an empty value, so the root's may land in its tensor.
+  if (x.rank !== src) x.landIn(0, src, tensor);
   await x.readAll(0, x.rank === src ? tensor : FINGERPRINT, (p, value) => {
-    if (p === src) copyElements(tensor, 0, value);
+    if (p === src) landOrCopy(tensor, value);
   });
 }
 
@@ -54,8 +61,9 @@ export async function gather(
   }
   const list = gatherList!;
   copyElements(list[x.rank], 0, tensor);
+  for (const p of x.peers()) x.landIn(0, p, list[p]);
   for (const p of x.peers()) {
-    copyElements(list[p], 0, await x.get(0, p));
+    landOrCopy(list[p], await x.get(0, p));
     await x.finish(0, p);
   }
 }
@@ -67,7 +75,8 @@ export async function scatter(
   scatterList: readonly Tensor[] | undefined,
 ): Promise<void> {
   if (x.rank !== src) {
-    copyElements(tensor, 0, await x.get(0, src, x.rank));
+    x.landIn(0, src, tensor, x.rank);
+    landOrCopy(tensor, await x.get(0, src, x.rank));
     await x.finish(0, src, x.rank);
     return;
   }
