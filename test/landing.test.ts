@@ -1,6 +1,6 @@
 /**
  * Collectives that hand a rank others' values (allGather, allGatherInto,
- * broadcast, gather, scatter) ask the store to land each in its place
+ * broadcast, gather, scatter, allToAll) ask the store to land each in its place
  * (TensorStore.landIn), so a store that can write values in place (between
  * processes, across nodes) makes one copy per value, not two. Thread ranks
  * over their memory store, wrapped to land values as such a store would and
@@ -124,3 +124,16 @@ rankTest(
     group.destroy();
   },
 );
+
+rankTest('allToAllSingle lands each peer part in its rows of the output', { worldSize: 3 }, async (ctx) => {
+  const wishes: Wish[] = [];
+  const group = groupOver(ctx, wishes);
+  const input = Tensor.full([3 * 4000], ctx.rank + 1, 'float32');
+  const output = Tensor.zeros([3 * 4000], 'float32');
+  await group.allToAllSingle(output, input);
+  const got = output.toArray() as number[];
+  expect([got[0], got[4000], got[11_999]]).toEqual([1, 2, 3]);
+  expect(wishes.map((w) => w.from)).toEqual([0, 1, 2].filter((p) => p !== ctx.rank));
+  for (const wish of wishes) expect(sameRange(wish, output.narrow(0, 4000 * wish.from, 4000))).toBe(true);
+  group.destroy();
+});
