@@ -3,7 +3,8 @@
  * private mount namespace with an 8 MiB tmpfs there (test/fixtures/
  * shm-space-namespace.ts). Values that do not fit are a ShmSpaceError of the
  * call that wanted the room, never a SIGBUS (large values go through /dev/shm
- * only where ranks cannot copy from each other's memory: TENSORCOMM_CMA=0); the launcher exits 1 with the
+ * only where ranks cannot copy from each other's memory, TENSORCOMM_CMA=0, or
+ * as a reduction's inputs where it has room to spare); the launcher exits 1 with the
  * ranks' errors and removes the job directory, also when the file system is
  * so full that its abort record does not fit; TENSORCOMM_SHM_DIR moves the
  * job directories somewhere roomier.
@@ -78,6 +79,20 @@ describe.skipIf(!canMakeNamespaces)('an 8 MiB /dev/shm', { timeout: 180_000 }, (
       });
       expect(exitOf(run.out), run.out).toBe('0');
       expect(results(run.out), run.out).toHaveLength(2);
+      expect(run.out).toContain('left in /dev/shm: []');
+    },
+  );
+
+  it.skipIf(crossMemory() === undefined)(
+    'an allReduce lends its inputs from shared memory only with room to spare: here it copies them, and works',
+    async () => {
+      const run = await runWithSmallShm([tensorcommRun(['--nproc', '2', SCRIPT, 'allReduce']), ...report], {
+        cwd,
+        shmSize: '8m',
+      });
+      expect(exitOf(run.out), run.out).toBe('0');
+      // Its 2 MiB inputs would fit in the 8 MiB, but lending leaves a small /dev/shm alone: no arena file.
+      expect(results(run.out), run.out).toEqual([{ arenaFiles: [] }, { arenaFiles: [] }]);
       expect(run.out).toContain('left in /dev/shm: []');
     },
   );
