@@ -3,7 +3,10 @@
  * the same launcher, else TENSORCOMM_NODE_ID, SLURM_NODEID or the host name)
  * through the rendezvous and reads everyone's, so all ranks agree on the
  * nodes, their order (by lowest rank) and each node's leader (its lowest rank).
+ * It publishes its host name too: several "nodes" may share one machine (node
+ * ids that tests and benches give ranks of one host), and its cores.
  */
+import { hostname } from 'node:os';
 import type { RendezvousClient } from '../rendezvous/client.ts';
 import { CommTimeoutError } from '../runtime/errors.ts';
 
@@ -12,12 +15,15 @@ export class NodeMap {
   readonly nodeOf: readonly string[];
   /** Process ids by global rank: a rank's own node can tell when one of them is gone. */
   readonly pids: readonly number[];
+  /** Host names by global rank. */
+  readonly hosts: readonly string[];
   /** Node ids in the order of their lowest rank. */
   readonly nodes: readonly string[];
 
-  constructor(nodeOf: readonly string[], pids: readonly number[]) {
+  constructor(nodeOf: readonly string[], pids: readonly number[], hosts: readonly string[]) {
     this.nodeOf = nodeOf;
     this.pids = pids;
+    this.hosts = hosts;
     this.nodes = [...new Set(nodeOf)];
   }
 
@@ -34,6 +40,11 @@ export class NodeMap {
     return this.nodeOf.flatMap((node, r) => (node === this.nodeOf[rank] ? [r] : []));
   }
 
+  /** The global ranks on `rank`'s machine (its host name), whatever their nodes, ascending. */
+  ranksOnHost(rank: number): number[] {
+    return this.hosts.flatMap((host, r) => (host === this.hosts[rank] ? [r] : []));
+  }
+
   /** 0 for the node of rank 0, then in order of each node's lowest rank. */
   indexOf(rank: number): number {
     return this.nodes.indexOf(this.nodeOf[rank]);
@@ -45,6 +56,7 @@ const nodeKey = (rank: number) => `tensorcomm/node-of/${rank}`;
 interface RankPlace {
   node: string;
   pid: number;
+  host: string;
 }
 
 /** Publishes this rank's node id (and pid) and waits for every rank's; a rank that never comes is named in the timeout. */
@@ -55,10 +67,12 @@ export async function exchangeNodeIds(
   nodeId: string,
   timeoutMs: number,
 ): Promise<NodeMap> {
-  await client.set(nodeKey(rank), JSON.stringify({ node: nodeId, pid: process.pid } satisfies RankPlace));
+  const mine: RankPlace = { node: nodeId, pid: process.pid, host: hostname() };
+  await client.set(nodeKey(rank), JSON.stringify(mine));
   const deadline = performance.now() + timeoutMs;
   const nodeOf: string[] = [];
   const pids: number[] = [];
+  const hosts: string[] = [];
   for (let r = 0; r < worldSize; r++) {
     try {
       const value = await client.get(nodeKey(r), {
@@ -67,6 +81,7 @@ export async function exchangeNodeIds(
       const place = JSON.parse(new TextDecoder().decode(value)) as RankPlace;
       nodeOf.push(place.node);
       pids.push(place.pid);
+      hosts.push(place.host);
     } catch (error) {
       if (!(error instanceof CommTimeoutError)) throw error;
       const missing: number[] = [];
@@ -77,5 +92,5 @@ export async function exchangeNodeIds(
       );
     }
   }
-  return new NodeMap(nodeOf, pids);
+  return new NodeMap(nodeOf, pids, hosts);
 }

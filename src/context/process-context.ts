@@ -136,7 +136,7 @@ async function networkStore(
     secret: networkSecret(job),
     timeoutMs: job.collectiveTimeoutMs,
     host,
-    spin: spinPays(nodes.ranksWith(env.rank)),
+    spin: spinPays(nodes.ranksOnHost(env.rank)),
   });
   try {
     await client.set(addressKey(env.rank), JSON.stringify(store.address));
@@ -189,7 +189,7 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       dir: node.dir,
       rank: env.rank,
       timeoutMs: job.collectiveTimeoutMs,
-      rings: { ranks: nodeRanks, spin: spinPays(nodeRanks) },
+      rings: { ranks: nodeRanks, spin: spinPays(nodes.ranksOnHost(env.rank)) },
     });
     store = near;
     let far: NetworkTensorStore | undefined;
