@@ -59,7 +59,7 @@ export interface RingChannelOptions {
   ranks: readonly number[];
   /** Data bytes of each ring (a power of two; default from the node's size). */
   ringBytes?: number;
-  /** Whether waits spin before sleeping (only worth it while every rank of the node has a core). */
+  /** Whether waits spin before sleeping (only worth it while every rank of the machine has a core). */
   spin?: boolean;
   /**
    * Bytes of values received and not taken yet that this rank keeps at most

@@ -2,7 +2,7 @@
  * When a wait between processes spins before it sleeps. Spinning answers in
  * microseconds where a sleep costs a wake-up of the process on both sides
  * (the writer's system call wakes the sleeper), but only while the peers
- * are running: so only where every rank of the node has a core of its own
+ * are running: so only where every rank of the machine has a core of its own
  * (`enabled`), and after a few spins that caught nothing (a loaded machine,
  * a peer busy computing) only now and then, to notice when spinning pays
  * again. The file store's rings and the network store's sockets share it.
