@@ -257,9 +257,8 @@ export class RingChannels {
       address: cross.addressOf(tensor.bytes()),
     };
     const readsUs = (consumer: number) => remote !== undefined && this.#outbox.readsPeers(consumer);
-    const allReadUs = to.every(readsUs);
     let region: ArenaRef | undefined;
-    if (large && !allReadUs) {
+    if (large && !to.every(readsUs)) {
       region = this.#host.arenas.store(tensor.bytes(), where);
       if (!region) return false;
     } else if (large && readInPlace) region = this.#lend(tensor, where);
