@@ -56,11 +56,10 @@ function groupOver(ctx: RankContext, wishes: Wish[]): ThreadGroup {
   );
 }
 
-const bytesOf = (t: Tensor) => t.bytes();
-const sameRange = (wish: Wish, t: Tensor) =>
-  wish.buffer === bytesOf(t).buffer &&
-  wish.byteOffset === bytesOf(t).byteOffset &&
-  wish.byteLength === t.nbytes;
+function sameRange(wish: Wish, t: Tensor): boolean {
+  const bytes = t.bytes();
+  return wish.buffer === bytes.buffer && wish.byteOffset === bytes.byteOffset && wish.byteLength === t.nbytes;
+}
 
 rankTest(
   'allGather lands each peer value in its output, allGatherInto in its slice',

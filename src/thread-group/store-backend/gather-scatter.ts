@@ -16,9 +16,10 @@ import { copyElements, elements, reduceInto } from './slices.ts';
  * socket), and are copied there otherwise.
  */
 async function gatherEach(x: Exchange, input: Tensor, into: (p: number) => Tensor): Promise<void> {
-  copyElements(into(x.rank), 0, input);
-  for (const p of x.peers()) x.landIn(0, p, into(p));
-  await x.readAll(0, input, (p, value) => landOrCopy(into(p), value));
+  const places = Array.from({ length: x.size }, (_, p) => into(p));
+  copyElements(places[x.rank], 0, input);
+  for (const p of x.peers()) x.landIn(0, p, places[p]);
+  await x.readAll(0, input, (p, value) => landOrCopy(places[p], value));
 }
 
 export function allGather(x: Exchange, outputs: readonly Tensor[], input: Tensor): Promise<void> {
