@@ -34,11 +34,14 @@ const helper = new URL('./fixtures/bundled-helper.ts', import.meta.url);
 const scratch = mkdtempSync(join(tmpdir(), 'tensorcomm-bundle-test-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** Every file of the bundle whose module is at `url`, as one text. */
+/** The code files of a bundle: its modules and the script chunks that stand behind some of them. */
+const isCode = (name: string) => name.endsWith('.mjs') || name.endsWith('.script.js');
+
+/** Every code file of the bundle whose module is at `url`, as one text. */
 function bundleText(url: URL | string): string {
   const dir = dirname(fileURLToPath(url));
   return readdirSync(dir)
-    .filter((name) => name.endsWith('.mjs'))
+    .filter(isCode)
     .map((name) => readFileSync(join(dir, name), 'utf8'))
     .join('\n');
 }
@@ -135,7 +138,7 @@ describe('bundled rank threads', () => {
     );
     const built = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href);
     const dir = dirname(fileURLToPath(built!.setupUrl));
-    const chunks = readdirSync(dir).filter((name) => name.endsWith('.mjs'));
+    const chunks = readdirSync(dir).filter(isCode);
     const mapped = chunks.filter((name) =>
       readFileSync(join(dir, name), 'utf8').includes('//# sourceMappingURL='),
     );

@@ -6,6 +6,7 @@
  * at a time, in order.
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import { importModule } from '../runtime/import-module.ts';
 import { describeError, type ErrorReport } from './rank-report.ts';
 import { runRank } from './rank-worker.ts';
 import type { RankWorkerData } from './spawn-threads.ts';
@@ -31,7 +32,7 @@ const report = (message: PoolReport) => port.postMessage(message);
 
 async function prepare(module: string, arg: unknown): Promise<void> {
   try {
-    const loaded = (await import(module)) as { prepare?: (arg: unknown) => unknown };
+    const loaded = await importModule<{ prepare?: (arg: unknown) => unknown }>(module);
     if (typeof loaded.prepare !== 'function')
       throw new TypeError(`${module} exports no prepare(arg) function`);
     await loaded.prepare(arg);
@@ -48,5 +49,5 @@ port.on('message', (request: PoolRequest) => {
   );
 });
 
-await import((workerData as PoolWorkerData).setupUrl);
+await importModule((workerData as PoolWorkerData).setupUrl);
 report({ kind: 'ready' });

@@ -5,6 +5,8 @@
  * builds its own context with initProcess(); its rank succeeds when it exits
  * with code 0.
  */
+
+import { importModule } from '../runtime/import-module.ts';
 import type { ProcessMessage } from './launch-processes.ts';
 import { errorReport, type RankReport } from './rank-report.ts';
 import type { ClosableContext, ProcessSetupModule } from './rank-setup.ts';
@@ -45,8 +47,8 @@ async function run(): Promise<boolean> {
     );
   }
   // The launcher's setup module, so the entry need not import tensorcomm itself.
-  const setup = (await import(setupUrl)) as ProcessSetupModule;
-  const entry = (await import(entryUrl)) as { default?: unknown };
+  const setup = await importModule<ProcessSetupModule>(setupUrl);
+  const entry = await importModule<{ default?: unknown }>(entryUrl);
   let value: unknown;
   let ctx: ClosableContext | undefined;
   try {

@@ -27,11 +27,13 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Loader, Plugin } from 'esbuild';
 import { OWN_FOLDERS } from '../debug/call-site.ts';
 import { BUNDLE_CACHE_DIR } from '../runtime/bundle-cache.ts';
+import { writeScriptChunks } from './script-chunks.ts';
 
 export interface RankBundle {
   /** The rank bootstrap (rank-worker) to start each thread from. */
@@ -42,7 +44,7 @@ export interface RankBundle {
 }
 
 /** Bumped when what a bundle holds changes, so older cached bundles are not used. */
-const LAYOUT = 4;
+const LAYOUT = 5;
 const PACKAGE_DIR = fileURLToPath(new URL('../../', import.meta.url));
 /** The library's own modules (src/, or dist/ when installed), its index among them. */
 const LIBRARY_DIR = fileURLToPath(new URL('../', import.meta.url));
@@ -203,9 +205,10 @@ function ownImportMeta(transform: typeof import('esbuild').transform): Plugin {
  * call sites), 40-90 ms and 1 MiB of heap each, even cut to one mapping per
  * line. Its frames keep the bundle's file and line, which is how call sites
  * tell them from the user's (chunks with any of the user's code keep every
- * mapping).
+ * mapping). Returns the chunks whose maps it dropped: those of this library alone.
  */
-function dropOwnSourceMaps(dir: string): void {
+function dropOwnSourceMaps(dir: string): Set<string> {
+  const ownChunks = new Set<string>();
   for (const file of readdirSync(dir)) {
     if (!file.endsWith('.map')) continue;
     const path = join(dir, file);
@@ -218,7 +221,9 @@ function dropOwnSourceMaps(dir: string): void {
     const chunk = path.slice(0, -'.map'.length);
     const comment = `\n//# sourceMappingURL=${file}\n`;
     writeFileSync(chunk, readFileSync(chunk, 'utf8').replace(comment, '\n'));
+    ownChunks.add(file.slice(0, -'.map'.length));
   }
+  return ownChunks;
 }
 
 /**
@@ -238,14 +243,22 @@ function asciiComments(dir: string): void {
   }
 }
 
+interface BuildOptions {
+  banner?: string;
+  /** Plugins that go before the bundle's own. */
+  first?: Plugin[];
+  /** Rank threads load the library's own chunks as scripts with code caches (script-chunks.ts). */
+  scriptChunks?: boolean;
+}
+
 /** Bundles `entries` (output name → file URL) into the cache under `key`; resolves to the bundle's directory. */
 async function build(
   key: string,
   entries: Record<string, string>,
-  banner?: string,
-  first: Plugin[] = [],
+  { banner, first = [], scriptChunks = false }: BuildOptions,
 ): Promise<string> {
-  const esbuild = await import('esbuild');
+  // esbuild is CommonJS: required, so this works in a script chunk too (runtime/import-module.ts).
+  const esbuild = createRequire(import.meta.url)('esbuild') as typeof import('esbuild');
   mkdirSync(BUNDLE_CACHE_DIR, { recursive: true });
   const building = join(BUNDLE_CACHE_DIR, `${key}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   try {
@@ -271,9 +284,17 @@ async function build(
       logLevel: 'silent',
       plugins: [...first, externalPackages(), ownImportMeta(esbuild.transform)],
     });
-    dropOwnSourceMaps(building);
+    const ownChunks = dropOwnSourceMaps(building);
     asciiComments(building);
-    const inputs = Object.keys(metafile.inputs).map((input) => resolve(PACKAGE_DIR, input));
+    const loaderInputs = scriptChunks
+      ? await writeScriptChunks(esbuild, building, PACKAGE_DIR, metafile, ownChunks)
+      : [];
+    const inputs = [
+      ...new Set([
+        ...Object.keys(metafile.inputs).map((input) => resolve(PACKAGE_DIR, input)),
+        ...loaderInputs,
+      ]),
+    ];
     const stamp = stampOf(inputs);
     const dir = join(BUNDLE_CACHE_DIR, `${key}-${stamp}`);
     try {
@@ -309,9 +330,10 @@ export async function rankBundle(
   try {
     const dir =
       cached(key) ??
-      (await build(key, Object.fromEntries(NAMES.map((name, i) => [name, modules[i]])), undefined, [
-        threadSetupOnly(),
-      ]));
+      (await build(key, Object.fromEntries(NAMES.map((name, i) => [name, modules[i]])), {
+        first: [threadSetupOnly()],
+        scriptChunks: true,
+      }));
     return bundleAt(dir);
   } catch {
     return undefined;
@@ -360,7 +382,11 @@ export async function testFileBundle(
   const entries = { 'pool-worker': workerUrl, setup: setupUrl, entry: entryUrl, 'test-file': fileUrl };
   try {
     const dir =
-      cached(key) ?? (await build(key, entries, undefined, [vitestStandIn(standInUrl), threadSetupOnly()]));
+      cached(key) ??
+      (await build(key, entries, {
+        first: [vitestStandIn(standInUrl), threadSetupOnly()],
+        scriptChunks: true,
+      }));
     return {
       worker: fileIn(dir, 'pool-worker'),
       setupUrl: fileIn(dir, 'setup').href,
@@ -384,7 +410,7 @@ export async function scriptBundle(scriptUrl: string): Promise<URL | undefined> 
   const key = sha(JSON.stringify([LAYOUT, 'script', scriptUrl]));
   const banner = `process.argv[1] = ${JSON.stringify(fileURLToPath(scriptUrl))};`;
   try {
-    return fileIn(cached(key) ?? (await build(key, { script: scriptUrl }, banner)), 'script');
+    return fileIn(cached(key) ?? (await build(key, { script: scriptUrl }, { banner })), 'script');
   } catch {
     return undefined;
   }

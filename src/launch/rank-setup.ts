@@ -11,6 +11,7 @@ import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import type { LostHow } from '../runtime/faults/injector.ts';
 import type { ChaosOptions, FaultSpec } from '../runtime/faults/options.ts';
+import { importModule } from '../runtime/import-module.ts';
 import type { Device } from '../tensor/dtype.ts';
 
 export interface RankIdentity {
@@ -115,11 +116,11 @@ export function processSetupUrl(): string {
 /** The thread setup module in this process (the launcher's side). */
 export async function loadRankSetup(): Promise<RankSetupModule> {
   const url = rankSetupUrl();
-  return registered.threadsModule ?? ((await import(url)) as RankSetupModule);
+  return registered.threadsModule ?? (await importModule<RankSetupModule>(url));
 }
 
 /** The process setup module in this process (the launcher's side). */
 export async function loadProcessSetup(): Promise<ProcessSetupModule> {
   const url = processSetupUrl();
-  return registered.processesModule ?? ((await import(url)) as ProcessSetupModule);
+  return registered.processesModule ?? (await importModule<ProcessSetupModule>(url));
 }

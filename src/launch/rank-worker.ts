@@ -6,7 +6,9 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { AbortWord } from '../runtime/abort-word.ts';
+import { importModule } from '../runtime/import-module.ts';
 import { registerInterruptCheck } from '../tensor/interrupt.ts';
+import { saveCodeCaches } from './code-caches.ts';
 import { errorReport } from './rank-report.ts';
 import type { ClosableContext, RankSetupModule } from './rank-setup.ts';
 import type { RankWorkerData, RankWorkerReport } from './spawn-threads.ts';
@@ -33,14 +35,14 @@ async function run(data: RankWorkerData): Promise<void> {
   const abort = new AbortWord(data.abort);
   // A long kernel (fill_ over gigabytes) on this thread stops between chunks once a peer failed.
   registerInterruptCheck(() => abort.throwIfAborted());
-  const setup = (await import(data.setupUrl)) as RankSetupModule;
+  const setup = await importModule<RankSetupModule>(data.setupUrl);
   let ctx: ClosableContext | undefined;
   let value: unknown;
   try {
     ctx = await setup.createRankContext(data.identity, data.shared, abort, data.job, {
       lost: (how) => report({ kind: 'lost', how }),
     });
-    const entry = (await import(data.entryModule)) as { default?: unknown };
+    const entry = await importModule<{ default?: unknown }>(data.entryModule);
     report({ kind: 'loaded' });
     if (typeof entry.default !== 'function') {
       throw new TypeError(`entry module ${data.entryUrl} must export a default function main(ctx, args)`);
@@ -51,6 +53,8 @@ async function run(data: RankWorkerData): Promise<void> {
     throw error;
   }
   await ctx.close();
+  // One thread per job is enough; before the report, after which the thread may be stopped.
+  if (data.identity.rank === 0) saveCodeCaches();
   try {
     report({ kind: 'result', value: packTensors(value) });
   } catch (error) {

@@ -7,6 +7,7 @@
  * and a test found by (name, occurrence) is the one vitest runs.
  */
 import type { RankContext } from '../context/rank-context.ts';
+import { importModule } from '../runtime/import-module.ts';
 
 export type RankTestBody = (ctx: RankContext) => unknown;
 
@@ -75,7 +76,7 @@ export function loadTestFile(file: string): Promise<Map<string, Registered[]>> {
         const root: Suite = { children: [] };
         loading = { tests: new Map(), suite: root };
         try {
-          await import(file);
+          await importModule(file);
           await collect(root);
           return loading.tests;
         } catch (error) {

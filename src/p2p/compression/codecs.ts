@@ -5,6 +5,7 @@
  * event loop stays free while they work (docs/design.md decision 3).
  */
 
+import { createRequire } from 'node:module';
 import type { CompressionCodec, TensorCompressionConfig } from '../../runtime/config/cluster-config.ts';
 import { InflightLimit } from './inflight-limit.ts';
 
@@ -14,8 +15,11 @@ import { InflightLimit } from './inflight-limit.ts';
  */
 let lz4Module: Promise<typeof import('lz4-napi')> | undefined;
 let zstdModule: Promise<typeof import('@mongodb-js/zstd')> | undefined;
-const lz4 = () => (lz4Module ??= import('lz4-napi'));
-const zstd = () => (zstdModule ??= import('@mongodb-js/zstd'));
+/** Both are CommonJS: required, not imported, so this works the same in a script chunk (runtime/import-module.ts). */
+const requirePackage = <T>(name: string) =>
+  Promise.resolve().then(() => createRequire(import.meta.url)(name) as T);
+const lz4 = () => (lz4Module ??= requirePackage('lz4-napi'));
+const zstd = () => (zstdModule ??= requirePackage('@mongodb-js/zstd'));
 
 export const CODEC_IDS: Readonly<Record<CompressionCodec, number>> = { lz4: 1, zstd: 2 };
 

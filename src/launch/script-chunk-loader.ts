@@ -1,0 +1,118 @@
+/**
+ * Loads a rank bundle's script chunks in a rank thread (script-chunks.ts
+ * makes them): each chunk of the library's own code is compiled as a
+ * classic script with the V8 code cache its bundle keeps beside it. Node 20
+ * keeps no compile cache for ES modules, so every rank thread compiled the
+ * whole library again; from a cache it only deserializes (at 4 ranks,
+ * importing the thread setup took 13.5 ms a thread as a module and 2.7 ms
+ * as a cached script). This module is built into a bundle as a file of its
+ * own, so every chunk of a thread shares its one registry.
+ */
+
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire, isBuiltin } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { Script } from 'node:vm';
+import { threadId } from 'node:worker_threads';
+import { IMPORTER, type Importer } from '../runtime/import-module.ts';
+import { CODE_CACHES, type CodeCaches } from './code-caches.ts';
+
+/** The module wrapper: a chunk's text becomes the body of this function, strict as the module it was. */
+const WRAPPER_HEAD = "(function (exports, require, module) {'use strict';";
+const WRAPPER_TAIL = '\n})';
+
+interface ChunkModule {
+  exports: unknown;
+}
+type ChunkFunction = (exports: unknown, require: (specifier: string) => unknown, module: ChunkModule) => void;
+
+/** A chunk compiled without a usable cache (none yet, or V8 rejected it: another Node, other flags). */
+interface Uncached {
+  script: Script;
+  cachePath: string;
+}
+
+/** The files of a chunk `name.mjs`: its script and the script's code cache. */
+export function scriptChunkFiles(chunkPath: string): { script: string; cache: string } {
+  const base = chunkPath.replace(/\.mjs$/, '');
+  return { script: `${base}.script.js`, cache: `${base}.v8cache` };
+}
+
+const modules = new Map<string, ChunkModule>();
+const fromCache = new Map<string, boolean>();
+/** This thread's caches are worth writing for these, until they are written. */
+let uncached: Uncached[] = [];
+
+/** This module's import(): it is an ES module's, whose host options no code cache can lose. */
+const importer: Importer = (specifier) => import(specifier);
+
+function firstLoad(): void {
+  const registry = globalThis as { [CODE_CACHES]?: CodeCaches; [IMPORTER]?: Importer };
+  registry[CODE_CACHES] = {
+    save: saveStaleCaches,
+    loaded: () => [...fromCache].map(([chunk, cached]) => ({ chunk, fromCache: cached })),
+  };
+  registry[IMPORTER] = importer;
+}
+
+function readCache(path: string): Buffer | undefined {
+  try {
+    return readFileSync(path);
+  } catch {
+    // None written yet (a bundle's first job), or removed: the chunk compiles from source.
+    return undefined;
+  }
+}
+
+/** The exports of the script chunk that replaces the chunk at `chunkUrl`, run once per thread. */
+export function loadScriptChunk(chunkUrl: string): unknown {
+  const known = modules.get(chunkUrl);
+  if (known !== undefined) return known.exports;
+  if (modules.size === 0) firstLoad();
+  const files = scriptChunkFiles(fileURLToPath(chunkUrl));
+  const cachedData = readCache(files.cache);
+  const script = new Script(`${WRAPPER_HEAD}${readFileSync(files.script, 'utf8')}${WRAPPER_TAIL}`, {
+    // Stack frames name the chunk, as they did when it was a module.
+    filename: chunkUrl,
+    // No importModuleDynamically: a function from a code cache loses it anyway, so chunks import
+    // through the importer registered above (runtime/import-module.ts), and a stray import() fails at once.
+    cachedData,
+  });
+  const cached = cachedData !== undefined && script.cachedDataRejected !== true;
+  fromCache.set(chunkUrl, cached);
+  if (!cached) uncached.push({ script, cachePath: files.cache });
+  const module: ChunkModule = { exports: {} };
+  // Registered before it runs: a chunk that another chunk it imports imports back gets its exports so far.
+  modules.set(chunkUrl, module);
+  const nodeRequire = createRequire(chunkUrl);
+  const require = (specifier: string) =>
+    isBuiltin(specifier) ? nodeRequire(specifier) : loadScriptChunk(new URL(specifier, chunkUrl).href);
+  try {
+    (script.runInThisContext() as ChunkFunction)(module.exports, require, module);
+  } catch (error) {
+    // As a module that throws: every later import throws again, none gets half its exports.
+    modules.delete(chunkUrl);
+    throw error;
+  }
+  return module.exports;
+}
+
+/**
+ * Writes the code cache of each chunk this thread compiled without one
+ * (whole files, renamed into place: threads and processes of the same
+ * bundle may race, and a reader sees an old cache or a new one). Best
+ * effort: a cache that cannot be written leaves the next thread compiling.
+ */
+function saveStaleCaches(): void {
+  const chunks = uncached;
+  uncached = [];
+  for (const chunk of chunks) {
+    const partial = `${chunk.cachePath}.${process.pid}-${threadId}.tmp`;
+    try {
+      writeFileSync(partial, chunk.script.createCachedData());
+      renameSync(partial, chunk.cachePath);
+    } catch {
+      rmSync(partial, { force: true });
+    }
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * Rank threads run the library's own chunks of a bundle as classic scripts
+ * compiled from a V8 code cache (src/launch/script-chunks.ts,
+ * script-chunk-loader.ts): the first job writes the caches, later ones load
+ * from them; a damaged cache is rejected and written again; the user's
+ * chunks stay modules; only chunks that load the same as scripts are
+ * converted; nothing prints a warning; and library code imports dynamically
+ * only through importModule (a function from a code cache cannot `import()`).
+ */
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import * as esbuild from 'esbuild';
+import { afterAll, describe, expect, it } from 'vitest';
+import { spawnThreads } from '../src/index.ts';
+import { rankBundle } from '../src/launch/rank-bundle.ts';
+import { rankSetupUrl } from '../src/launch/rank-setup.ts';
+import { writeScriptChunks } from '../src/launch/script-chunks.ts';
+import { rankWorkerUrl } from '../src/launch/spawn-threads.ts';
+
+const exec = promisify(execFile);
+const scratch = mkdtempSync(join(tmpdir(), 'tensorcomm-script-chunks-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const SRC = fileURLToPath(new URL('../src/', import.meta.url));
+
+interface Loaded {
+  chunk: string;
+  fromCache: boolean;
+}
+
+/** An entry that sums over the world and says which script chunks its thread loaded, and from where. */
+function cacheReporter(name: string): string {
+  const file = join(scratch, name);
+  writeFileSync(
+    file,
+    `import { Tensor } from ${JSON.stringify(join(SRC, 'index.ts'))};
+export default async function main(ctx) {
+  const t = Tensor.full([4], ctx.rank + 1);
+  await ctx.world.allReduce(t);
+  return { sum: t.toArray()[0], loaded: globalThis[Symbol.for('tensorcomm.codeCaches')].loaded() };
+}
+`,
+  );
+  return file;
+}
+
+const byCache = (loaded: Loaded[]) =>
+  Object.fromEntries(loaded.map(({ chunk, fromCache }) => [chunk.split('/').pop(), fromCache]));
+
+describe('script chunks', () => {
+  it('load from the code cache the first job wrote; a damaged cache is rejected and written again', async () => {
+    const file = cacheReporter('reporter.mjs');
+    const bundle = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href);
+    const dir = dirname(fileURLToPath(bundle!.setupUrl));
+    const scripts = readdirSync(dir).filter((name) => name.endsWith('.script.js'));
+    expect(scripts).toContain('setup.script.js');
+    expect(scripts).toContain('rank-worker.script.js');
+    expect(readFileSync(join(dir, 'setup.mjs'), 'utf8')).toContain('loadScriptChunk');
+    expect(readFileSync(join(dir, 'entry.mjs'), 'utf8')).not.toContain('loadScriptChunk');
+    const caches = () => readdirSync(dir).filter((name) => name.endsWith('.v8cache'));
+    expect(caches()).toEqual([]);
+
+    const job = () => spawnThreads<{ sum: number; loaded: Loaded[] }>(file, { worldSize: 2 });
+    const chunks = scripts.map((name) => name.replace('.script.js', '.mjs'));
+    const everyChunk = (fromCache: boolean) => Object.fromEntries(chunks.map((chunk) => [chunk, fromCache]));
+    const first = await job();
+    expect(first.map((rank) => rank.sum)).toEqual([3, 3]);
+    // Every script chunk runs in every thread (the entry imports the package root, as the setup does).
+    for (const rank of first) expect(byCache(rank.loaded)).toEqual(everyChunk(false));
+    expect(caches().sort()).toEqual(scripts.map((name) => name.replace('.script.js', '.v8cache')).sort());
+
+    for (const rank of await job()) expect(byCache(rank.loaded)).toEqual(everyChunk(true));
+
+    const setupCache = join(dir, 'setup.v8cache');
+    const garbage = Buffer.alloc(readFileSync(setupCache).length, 0x5a);
+    writeFileSync(setupCache, garbage);
+    const damaged = await job();
+    expect(damaged.map((rank) => rank.sum)).toEqual([3, 3]);
+    for (const rank of damaged)
+      expect(byCache(rank.loaded)).toEqual({ ...everyChunk(true), 'setup.mjs': false });
+    expect(readFileSync(setupCache).equals(garbage)).toBe(false);
+    for (const rank of await job()) expect(byCache(rank.loaded)).toEqual(everyChunk(true));
+  });
+
+  it('print nothing: a cached job in a process of its own writes no warning', async () => {
+    const file = cacheReporter('quiet.mjs');
+    const driver = join(scratch, 'driver.mts');
+    writeFileSync(
+      driver,
+      `import { spawnThreads } from ${JSON.stringify(join(SRC, 'index.ts'))};
+for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { worldSize: 2 });
+`,
+    );
+    const { stdout, stderr } = await exec(process.execPath, ['--import', 'tsx', driver], { timeout: 60_000 });
+    expect({ stdout, stderr }).toEqual({ stdout: '', stderr: '' });
+  });
+
+  it('convert only the chunks that load the same as scripts', async () => {
+    const input = join(scratch, 'convert-in');
+    const output = join(scratch, 'convert-out');
+    mkdirSync(input);
+    const sources: Record<string, string> = {
+      plain: `import { readFileSync } from 'node:fs';\nexport const kind = typeof readFileSync;\nexport default 'plain';`,
+      awaits: 'export const one = await Promise.resolve(1);',
+      'imports-awaits': `import { one } from './awaits.mjs';\nexport const two = one + 1;`,
+      'imports-package': `import { describe } from 'vitest';\nexport const kind = typeof describe;`,
+      'imports-chunk-dynamically': `export const load = () => import('./plain.mjs');`,
+    };
+    for (const [name, text] of Object.entries(sources)) writeFileSync(join(input, `${name}.mjs`), text);
+    const { metafile } = await esbuild.build({
+      entryPoints: Object.keys(sources).map((name) => join(input, `${name}.mjs`)),
+      absWorkingDir: scratch,
+      outdir: output,
+      outExtension: { '.js': '.mjs' },
+      bundle: true,
+      splitting: true,
+      format: 'esm',
+      platform: 'node',
+      external: ['vitest'],
+      metafile: true,
+      logLevel: 'silent',
+    });
+    const own = new Set(Object.keys(metafile.outputs).map((path) => relative(output, join(scratch, path))));
+    await writeScriptChunks(esbuild, output, scratch, metafile, own);
+    expect(readdirSync(output).filter((name) => name.endsWith('.script.js'))).toEqual(['plain.script.js']);
+    expect({ ...(await import(pathToFileURL(join(output, 'plain.mjs')).href)) }).toEqual({
+      kind: 'function',
+      default: 'plain',
+    });
+    expect((await import(pathToFileURL(join(output, 'imports-awaits.mjs')).href)).two).toBe(2);
+  });
+
+  it('library code imports dynamically only through importModule', () => {
+    // Where `import(` may stand: importModule itself, the loader (an ES module), and code written as text.
+    const allowed = new Set([
+      'runtime/import-module.ts',
+      'launch/script-chunk-loader.ts',
+      'launch/module-url.ts',
+    ]);
+    const offenders: string[] = [];
+    const visit = (dir: string) => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const path = join(dir, entry.name);
+        if (entry.isDirectory()) visit(path);
+        else if (entry.name.endsWith('.ts') && !allowed.has(relative(SRC, path))) {
+          readFileSync(path, 'utf8')
+            .split('\n')
+            .forEach((line, i) => {
+              const code = line.replace(/\/\/.*$/, '').trim();
+              if (code.startsWith('*') || code.startsWith('/*')) return;
+              if (/(?<!typeof )\bimport\(/.test(code)) offenders.push(`${relative(SRC, path)}:${i + 1}`);
+            });
+        }
+      }
+    };
+    visit(SRC);
+    expect(offenders).toEqual([]);
+  });
+});
