@@ -64,6 +64,20 @@ function readCache(path: string): Buffer | undefined {
   }
 }
 
+/**
+ * A chunk's exports as values rather than esbuild's two layers of getters
+ * (a call each, on every use from another chunk, until V8 optimizes the
+ * caller). Its exports are settled once it has run: chunks import each other
+ * without cycles (a chunk holds what the same set of entries reaches, and
+ * imports only chunks that more entries reach), and none exports a `let`.
+ */
+function plainExports(exports: Record<string, unknown>): Record<string, unknown> {
+  // esbuild's scripts read a default export through __toESM, which asks for this flag.
+  const plain: Record<string, unknown> = Object.defineProperty({}, '__esModule', { value: true });
+  for (const name of Object.keys(exports)) plain[name] = exports[name];
+  return plain;
+}
+
 /** The exports of the script chunk that replaces the chunk at `chunkUrl`, run once per thread. */
 export function loadScriptChunk(chunkUrl: string): unknown {
   const known = modules.get(chunkUrl);
@@ -94,6 +108,7 @@ export function loadScriptChunk(chunkUrl: string): unknown {
     modules.delete(chunkUrl);
     throw error;
   }
+  module.exports = plainExports(module.exports as Record<string, unknown>);
   return module.exports;
 }
 
