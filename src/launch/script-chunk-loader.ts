@@ -11,7 +11,7 @@
 
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire, isBuiltin } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Script } from 'node:vm';
 import { threadId } from 'node:worker_threads';
 import { IMPORTER, type Importer } from '../runtime/import-module.ts';
@@ -86,8 +86,8 @@ export function loadScriptChunk(chunkUrl: string): unknown {
   const files = scriptChunkFiles(fileURLToPath(chunkUrl));
   const cachedData = readCache(files.cache);
   const script = new Script(`${WRAPPER_HEAD}${readFileSync(files.script, 'utf8')}${WRAPPER_TAIL}`, {
-    // Stack frames name the chunk, as they did when it was a module.
-    filename: chunkUrl,
+    // Stack frames name the file whose lines they give: the script, not its stand-in.
+    filename: pathToFileURL(files.script).href,
     // No importModuleDynamically: a function from a code cache loses it anyway, so chunks import
     // through the importer registered above (runtime/import-module.ts), and a stray import() fails at once.
     cachedData,
