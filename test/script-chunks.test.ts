@@ -108,6 +108,7 @@ for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { 
       'imports-awaits': `import { one } from './awaits.mjs';\nexport const two = one + 1;`,
       'imports-package': `import { describe } from 'vitest';\nexport const kind = typeof describe;`,
       'imports-chunk-dynamically': `export const load = () => import('./plain.mjs');`,
+      'imports-builtin-dynamically': `export const load = () => import('node:os');`,
     };
     for (const [name, text] of Object.entries(sources)) writeFileSync(join(input, `${name}.mjs`), text);
     const { metafile } = await esbuild.build({

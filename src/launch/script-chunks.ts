@@ -7,9 +7,9 @@
  *
  * A chunk is converted only where nothing changes for its code: it imports
  * statically only Node's built-in modules and other converted chunks (a
- * package may be an ES module, which a script cannot require), imports no
- * chunk dynamically, and esbuild converts it without a warning (top-level
- * await, import.meta).
+ * package may be an ES module, which a script cannot require), imports
+ * nothing dynamically by name, and esbuild converts it without a warning
+ * (top-level await, import.meta).
  */
 
 import { readFile, writeFile } from 'node:fs/promises';
@@ -80,10 +80,10 @@ async function converted(
 
 /** Drops, until none is left to drop, each chunk that imports what a script chunk cannot. */
 function keepLoadable(chunks: Map<string, Chunk>, dir: string, workingDir: string): void {
-  const loadable = ({ path, kind, external }: Chunk['imports'][number]) => {
-    if (external) return isBuiltin(path) || kind === 'dynamic-import';
-    return kind === 'import-statement' && chunks.has(relative(dir, resolve(workingDir, path)));
-  };
+  // A script chunk has no import() of its own (script-chunk-loader.ts): any dynamic import keeps a chunk a module.
+  const loadable = ({ path, kind, external }: Chunk['imports'][number]) =>
+    kind === 'import-statement' &&
+    (external ? isBuiltin(path) : chunks.has(relative(dir, resolve(workingDir, path))));
   for (let dropped = true; dropped; ) {
     dropped = false;
     for (const [file, chunk] of chunks) {
