@@ -28,6 +28,7 @@ import { rankSetupUrl } from '../src/launch/rank-setup.ts';
 import { rankWorkerUrl } from '../src/launch/spawn-threads.ts';
 import { BUNDLE_CACHE_DIR } from '../src/runtime/bundle-cache.ts';
 import type { BundledRank } from './fixtures/bundled-entry.ts';
+import { rootImporter } from './fixtures/root-importer.ts';
 
 const entry = new URL('./fixtures/bundled-entry.ts', import.meta.url);
 const helper = new URL('./fixtures/bundled-helper.ts', import.meta.url);
@@ -48,14 +49,6 @@ function bundleText(url: URL | string): string {
 
 // How esbuild writes a class declaration.
 const PROCESS_ONLY = ['FileTensorStore = class', 'NetworkTensorStore = class', 'RendezvousServer = class'];
-
-/** An entry in the scratch folder that imports Tensor from the package root, then runs `code`. */
-function rootImporter(name: string, code: string): string {
-  const file = join(scratch, name);
-  const root = fileURLToPath(new URL('../src/index.ts', import.meta.url));
-  writeFileSync(file, `import { Tensor } from ${JSON.stringify(root)};\n${code}\n`);
-  return file;
-}
 
 function lineOf(url: URL, text: string): number {
   return (
@@ -116,6 +109,7 @@ describe('bundled rank threads', () => {
 
   it('rank threads load the thread side of the library only; a script bundle keeps the process side', async () => {
     const file = rootImporter(
+      scratch,
       'root-import.mjs',
       'export default async function main(ctx) { const t = Tensor.full([2], ctx.rank + 1); await ctx.world.allReduce(t); return t.toArray(); }',
     );
@@ -133,6 +127,7 @@ describe('bundled rank threads', () => {
 
   it('the library’s own chunks carry no source map, the entry’s does, and every chunk is ASCII', async () => {
     const file = rootImporter(
+      scratch,
       'non-ascii.mjs',
       "// rank → sum, ≤ 2 ranks 🙂\nexport default async function main() { return [Tensor.full([1], 1).toArray(), 'π≈3']; }",
     );

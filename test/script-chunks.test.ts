@@ -20,6 +20,7 @@ import { rankBundle } from '../src/launch/rank-bundle.ts';
 import { rankSetupUrl } from '../src/launch/rank-setup.ts';
 import { writeScriptChunks } from '../src/launch/script-chunks.ts';
 import { rankWorkerUrl } from '../src/launch/spawn-threads.ts';
+import { PACKAGE_ROOT, rootImporter } from './fixtures/root-importer.ts';
 
 const exec = promisify(execFile);
 const scratch = mkdtempSync(join(tmpdir(), 'tensorcomm-script-chunks-'));
@@ -32,20 +33,16 @@ interface Loaded {
 }
 
 /** An entry that sums over the world and says which script chunks its thread loaded, and from where. */
-function cacheReporter(name: string): string {
-  const file = join(scratch, name);
-  writeFileSync(
-    file,
-    `import { Tensor } from ${JSON.stringify(join(SRC, 'index.ts'))};
-export default async function main(ctx) {
+const cacheReporter = (name: string) =>
+  rootImporter(
+    scratch,
+    name,
+    `export default async function main(ctx) {
   const t = Tensor.full([4], ctx.rank + 1);
   await ctx.world.allReduce(t);
   return { sum: t.toArray()[0], loaded: globalThis[Symbol.for('tensorcomm.codeCaches')].loaded() };
-}
-`,
+}`,
   );
-  return file;
-}
 
 const byCache = (loaded: Loaded[]) =>
   Object.fromEntries(loaded.map(({ chunk, fromCache }) => [chunk.split('/').pop(), fromCache]));
@@ -90,7 +87,7 @@ describe('script chunks', () => {
     const driver = join(scratch, 'driver.mts');
     writeFileSync(
       driver,
-      `import { spawnThreads } from ${JSON.stringify(join(SRC, 'index.ts'))};
+      `import { spawnThreads } from ${JSON.stringify(PACKAGE_ROOT)};
 for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { worldSize: 2 });
 `,
     );
