@@ -125,6 +125,23 @@ describe('bundled rank threads', () => {
     for (const code of PROCESS_ONLY) expect(script).toContain(code);
   });
 
+  it('an entry that imports the package root holds none of the library’s modules, and none it does not use is loaded', async () => {
+    const file = rootImporter(
+      scratch,
+      'root-unused.mjs',
+      'export default async function main(ctx) { return [typeof ctx.collective.createCollectiveGroup, Tensor.ones([1]).toArray()]; }',
+    );
+    const built = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href);
+    // esbuild heads each module's code in a chunk with its path.
+    const modules = (text: string) => text.match(/^\/\/ (src|dist)\/.*$/gm) ?? [];
+    expect(modules(readFileSync(fileURLToPath(built!.entryUrl), 'utf8'))).toEqual([]);
+    expect(bundleText(built!.setupUrl)).not.toContain('HEADER_LIMITS = {');
+    expect(await spawnThreads(file, { worldSize: 2 })).toEqual([
+      ['function', [1]],
+      ['function', [1]],
+    ]);
+  });
+
   it('the library’s own chunks carry no source map, the entry’s does, and every chunk is ASCII', async () => {
     const file = rootImporter(
       scratch,

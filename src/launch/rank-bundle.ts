@@ -44,11 +44,12 @@ export interface RankBundle {
 }
 
 /** Bumped when what a bundle holds changes, so older cached bundles are not used. */
-const LAYOUT = 5;
+const LAYOUT = 6;
 const PACKAGE_DIR = fileURLToPath(new URL('../../', import.meta.url));
 /** The library's own modules (src/, or dist/ when installed), its index among them. */
 const LIBRARY_DIR = fileURLToPath(new URL('../', import.meta.url));
 const OWN_DEPENDENCIES = join(PACKAGE_DIR, 'node_modules', sep);
+const PACKAGE_JSON = join(PACKAGE_DIR, 'package.json');
 const NAMES = ['rank-worker', 'setup', 'entry'] as const;
 const RESOLVING = Symbol('resolving');
 /** A process that started before a bundle went stale may still be loading it for this long. */
@@ -293,6 +294,8 @@ async function build(
       ...new Set([
         ...Object.keys(metafile.inputs).map((input) => resolve(PACKAGE_DIR, input)),
         ...loaderInputs,
+        // Its `sideEffects` decides which of the library's modules a bundle leaves out.
+        PACKAGE_JSON,
       ]),
     ];
     const stamp = stampOf(inputs);
