@@ -35,8 +35,9 @@ const helper = new URL('./fixtures/bundled-helper.ts', import.meta.url);
 const scratch = mkdtempSync(join(tmpdir(), 'tensorcomm-bundle-test-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** The code files of a bundle: its modules and the script chunks that stand behind some of them. */
-const isCode = (name: string) => name.endsWith('.mjs') || name.endsWith('.script.js');
+/** The code files of a bundle: its modules, the script chunks that stand behind some, the CommonJS twins of others. */
+const isCode = (name: string) =>
+  name.endsWith('.mjs') || name.endsWith('.script.js') || name.endsWith('.cjs');
 
 /** Every code file of the bundle whose module is at `url`, as one text. */
 function bundleText(url: URL | string): string {
@@ -142,7 +143,7 @@ describe('bundled rank threads', () => {
     ]);
   });
 
-  it('the library’s own chunks carry no source map, the entry’s does, and every chunk is ASCII', async () => {
+  it('the library’s own chunks carry no source map, the entry’s (and its twin’s) does, and every chunk is ASCII', async () => {
     const file = rootImporter(
       scratch,
       'non-ascii.mjs',
@@ -154,7 +155,8 @@ describe('bundled rank threads', () => {
     const mapped = chunks.filter((name) =>
       readFileSync(join(dir, name), 'utf8').includes('//# sourceMappingURL='),
     );
-    expect(mapped).toEqual(['entry.mjs']);
+    // The entry and its CommonJS twin, which keeps its lines, share its map.
+    expect(mapped.sort()).toEqual(['entry.cjs', 'entry.mjs']);
     expect(readdirSync(dir).filter((name) => name.endsWith('.map'))).toEqual(['entry.mjs.map']);
     for (const name of chunks) expect(readFileSync(join(dir, name), 'utf8')).toMatch(/^[\0-\x7f]*$/);
     expect(await spawnThreads(file, { worldSize: 2 })).toEqual([

@@ -3,9 +3,11 @@
  * compiled from a V8 code cache (src/launch/script-chunks.ts,
  * script-chunk-loader.ts): the first job writes the caches, later ones load
  * from them; a damaged cache is rejected and written again; the user's
- * chunks stay modules; only chunks that load the same as scripts are
- * converted; nothing prints a warning; and library code imports dynamically
- * only through importModule (a function from a code cache cannot `import()`).
+ * chunks get a CommonJS twin line for line, so a thread starts without the
+ * ES module loader and keeps the entry's source lines; only chunks that load
+ * the same as scripts are converted; nothing prints a warning; and library
+ * code imports dynamically only through importModule (a function from a code
+ * cache cannot `import()`).
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -95,6 +97,48 @@ for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { 
     expect({ stdout, stderr }).toEqual({ stdout: '', stderr: '' });
   });
 
+  it('a thread whose entry converts runs it without the ES module loader, its stack frames on the source lines', async () => {
+    const line = 4;
+    const entry = rootImporter(
+      scratch,
+      'common.mjs',
+      `export default async function main(ctx) {
+  await ctx.world.barrier();
+  // Node 20 loads this part of its ES module loader only to run an ES module.
+  const site = new Error('here').stack.split('\\n')[1];
+  return { esm: process.moduleLoadList.includes('NativeModule internal/modules/esm/module_job'), site };
+}`,
+    );
+    const bundle = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(entry).href);
+    const dir = dirname(fileURLToPath(bundle!.setupUrl));
+    expect(
+      readdirSync(dir)
+        .filter((name) => name.endsWith('.cjs'))
+        .sort(),
+    ).toEqual(['entry.cjs', 'script-chunk-loader.cjs']);
+    for (const rank of await spawnThreads<{ esm: boolean; site: string }>(entry, {
+      worldSize: 2,
+    })) {
+      expect(rank).toEqual({
+        esm: false,
+        site: expect.stringContaining(`common.mjs:${line + 1}:`),
+      });
+    }
+    // Top-level await keeps an entry a module: it runs as one, the ES module loader and all.
+    const awaiting = rootImporter(
+      scratch,
+      'awaiting.mjs',
+      `const ready = await Promise.resolve(true);
+export default async function main(ctx) {
+  return { ready, esm: process.moduleLoadList.includes('NativeModule internal/modules/esm/module_job') };
+}`,
+    );
+    expect(await spawnThreads(awaiting, { worldSize: 2 })).toEqual([
+      { ready: true, esm: true },
+      { ready: true, esm: true },
+    ]);
+  });
+
   it('convert only the chunks that load the same as scripts', async () => {
     const input = join(scratch, 'convert-in');
     const output = join(scratch, 'convert-out');
@@ -106,6 +150,9 @@ for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { 
       'imports-package': `import { describe } from 'vitest';\nexport const kind = typeof describe;`,
       'imports-chunk-dynamically': `export const load = () => import('./plain.mjs');`,
       'imports-builtin-dynamically': `export const load = () => import('node:os');`,
+      'user-plain': `import { kind } from './plain.mjs';\nimport * as os from 'node:os';\nexport default kind + typeof os.cpus;`,
+      'user-awaits': `export default await Promise.resolve('user');`,
+      'user-imports-package': `import { describe } from 'vitest';\nexport default typeof describe;`,
     };
     for (const [name, text] of Object.entries(sources)) writeFileSync(join(input, `${name}.mjs`), text);
     const { metafile } = await esbuild.build({
@@ -121,9 +168,26 @@ for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { 
       metafile: true,
       logLevel: 'silent',
     });
-    const own = new Set(Object.keys(metafile.outputs).map((path) => relative(output, join(scratch, path))));
+    const own = new Set(
+      Object.keys(metafile.outputs)
+        .map((path) => relative(output, join(scratch, path)))
+        .filter((name) => !name.startsWith('user-')),
+    );
     await writeScriptChunks(esbuild, output, scratch, metafile, own);
-    expect(readdirSync(output).filter((name) => name.endsWith('.script.js'))).toEqual(['plain.script.js']);
+    // plain.mjs and the chunk it shares with user-plain.mjs.
+    expect(readdirSync(output).filter((name) => name.endsWith('.script.js'))).toEqual([
+      expect.stringMatching(/^chunk-\w+\.script\.js$/),
+      'plain.script.js',
+    ]);
+    // The user's chunks get a CommonJS twin where they can, and stay as they were.
+    expect(
+      readdirSync(output)
+        .filter((name) => name.endsWith('.cjs'))
+        .sort(),
+    ).toEqual(['script-chunk-loader.cjs', 'user-plain.cjs']);
+    expect((await import(pathToFileURL(join(output, 'user-plain.mjs')).href)).default).toBe(
+      'functionfunction',
+    );
     expect({ ...(await import(pathToFileURL(join(output, 'plain.mjs')).href)) }).toEqual({
       kind: 'function',
       default: 'plain',
@@ -132,7 +196,7 @@ for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { 
   });
 
   it('library code imports dynamically only through importModule', () => {
-    // Where `import(` may stand: importModule itself, the loader (an ES module), and code written as text.
+    // Where `import(` may stand: importModule itself, the loader (no code cache's), and code written as text.
     const allowed = new Set([
       'runtime/import-module.ts',
       'launch/script-chunk-loader.ts',

@@ -47,8 +47,18 @@ export function typeScriptBootstrap(bootstrapUrl: string): string {
   })();`;
 }
 
-/** Code for an eval worker that turns source maps on (before any module loads, so all follow them) and imports `bootstrapUrl`. */
-export function sourceMapsBootstrap(bootstrapUrl: string): string {
+/**
+ * Code for an eval worker that turns source maps on (before any module loads,
+ * so all follow them) and starts from `bootstrapUrl`: through `scriptLoader`
+ * where the bundle converted it (script-chunks.ts), without Node's ES module
+ * loader, else by importing it.
+ */
+export function sourceMapsBootstrap(bootstrapUrl: string, scriptLoader?: string): string {
+  const url = JSON.stringify(bootstrapUrl);
+  const start =
+    scriptLoader === undefined
+      ? `import(${url});`
+      : `require(${JSON.stringify(scriptLoader)}).loadScriptChunk(${url});`;
   return `process.setSourceMapsEnabled(true);
-  import(${JSON.stringify(bootstrapUrl)});`;
+  ${start}`;
 }

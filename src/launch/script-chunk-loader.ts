@@ -9,8 +9,9 @@
  * own, so every chunk of a thread shares its one registry.
  */
 
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire, isBuiltin } from 'node:module';
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire, isBuiltin, Module } from 'node:module';
+import { dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Script } from 'node:vm';
 import { threadId } from 'node:worker_threads';
@@ -25,6 +26,10 @@ interface ChunkModule {
   exports: unknown;
 }
 type ChunkFunction = (exports: unknown, require: (specifier: string) => unknown, module: ChunkModule) => void;
+/** What Node's CommonJS loader does with a file's text: wrap, compile (its source map noted), run. */
+interface CompilableModule {
+  _compile(content: string, filename: string): void;
+}
 
 /** A chunk compiled without a usable cache (none yet, or V8 rejected it: another Node, other flags). */
 interface Uncached {
@@ -32,10 +37,13 @@ interface Uncached {
   cachePath: string;
 }
 
-/** The files of a chunk `name.mjs`: its script and the script's code cache. */
-export function scriptChunkFiles(chunkPath: string): { script: string; cache: string } {
+/**
+ * The files of a chunk `name.mjs`: the script of a library chunk and its code
+ * cache, or the CommonJS twin of a chunk of the user's code (module-chunk.ts).
+ */
+export function scriptChunkFiles(chunkPath: string): { script: string; cache: string; commonJs: string } {
   const base = chunkPath.replace(/\.mjs$/, '');
-  return { script: `${base}.script.js`, cache: `${base}.v8cache` };
+  return { script: `${base}.script.js`, cache: `${base}.v8cache`, commonJs: `${base}.cjs` };
 }
 
 const modules = new Map<string, ChunkModule>();
@@ -43,10 +51,30 @@ const fromCache = new Map<string, boolean>();
 /** This thread's caches are worth writing for these, until they are written. */
 let uncached: Uncached[] = [];
 
-/** This module's import(): it is an ES module's, whose host options no code cache can lose. */
-const importer: Importer = (specifier) => import(specifier);
+/** The bundle's directory: that of the first chunk loaded, since every chunk of a bundle lies in it. */
+let bundleDir: string | undefined;
 
-function firstLoad(): void {
+/**
+ * The library's dynamic imports (runtime/import-module.ts): a chunk of this
+ * bundle that was converted is loaded as what it became, without Node's ES
+ * module loader; anything else through this module's own import(), which,
+ * unlike a function from a code cache, has what import() needs.
+ */
+const importer: Importer = (specifier) => {
+  if (!converted(specifier)) return import(specifier);
+  return new Promise((resolve) => resolve(loadScriptChunk(specifier)));
+};
+
+function converted(url: string): boolean {
+  if (!url.startsWith('file:') || !url.endsWith('.mjs')) return false;
+  const path = fileURLToPath(url);
+  if (dirname(path) !== bundleDir) return false;
+  const files = scriptChunkFiles(path);
+  return existsSync(files.script) || existsSync(files.commonJs);
+}
+
+function firstLoad(dir: string): void {
+  bundleDir = dir;
   const registry = globalThis as { [CODE_CACHES]?: CodeCaches; [IMPORTER]?: Importer };
   registry[CODE_CACHES] = {
     save: saveStaleCaches,
@@ -78,12 +106,53 @@ function plainExports(exports: Record<string, unknown>): Record<string, unknown>
   return plain;
 }
 
-/** The exports of the script chunk that replaces the chunk at `chunkUrl`, run once per thread. */
+/**
+ * The exports of the chunk at `chunkUrl` from what replaces it, run once per
+ * thread: its script (a library chunk) or its CommonJS twin (the user's).
+ */
 export function loadScriptChunk(chunkUrl: string): unknown {
   const known = modules.get(chunkUrl);
   if (known !== undefined) return known.exports;
-  if (modules.size === 0) firstLoad();
   const files = scriptChunkFiles(fileURLToPath(chunkUrl));
+  if (modules.size === 0) firstLoad(dirname(files.script));
+  const module: ChunkModule = { exports: {} };
+  const nodeRequire = createRequire(chunkUrl);
+  const require = (specifier: string) =>
+    isBuiltin(specifier) ? nodeRequire(specifier) : loadScriptChunk(new URL(specifier, chunkUrl).href);
+  // Registered before it runs: a chunk that another chunk it imports imports back gets its exports so far.
+  modules.set(chunkUrl, module);
+  try {
+    if (existsSync(files.commonJs)) return loadCommonJs(files.commonJs, module, require);
+    runScript(chunkUrl, files, module, require);
+  } catch (error) {
+    // As a module that throws: every later import throws again, none gets half its exports.
+    modules.delete(chunkUrl);
+    throw error;
+  }
+  module.exports = plainExports(module.exports as Record<string, unknown>);
+  return module.exports;
+}
+
+/**
+ * Runs a chunk of the user's code, as CommonJS, through Node's own module
+ * compiler, which applies its source map to stack traces (Node 20 maps no
+ * vm.Script's frames); its exports are what it assigned.
+ */
+function loadCommonJs(path: string, module: ChunkModule, require: (specifier: string) => unknown): unknown {
+  const compiled = new Module(path) as Module & CompilableModule;
+  compiled.filename = path;
+  compiled.require = require as NodeJS.Require;
+  compiled._compile(readFileSync(path, 'utf8'), path);
+  module.exports = compiled.exports;
+  return module.exports;
+}
+
+function runScript(
+  chunkUrl: string,
+  files: ReturnType<typeof scriptChunkFiles>,
+  module: ChunkModule,
+  require: (specifier: string) => unknown,
+): void {
   const cachedData = readCache(files.cache);
   const script = new Script(`${WRAPPER_HEAD}${readFileSync(files.script, 'utf8')}${WRAPPER_TAIL}`, {
     // Stack frames name the file whose lines they give: the script, not its stand-in.
@@ -95,21 +164,7 @@ export function loadScriptChunk(chunkUrl: string): unknown {
   const cached = cachedData !== undefined && script.cachedDataRejected !== true;
   fromCache.set(chunkUrl, cached);
   if (!cached) uncached.push({ script, cachePath: files.cache });
-  const module: ChunkModule = { exports: {} };
-  // Registered before it runs: a chunk that another chunk it imports imports back gets its exports so far.
-  modules.set(chunkUrl, module);
-  const nodeRequire = createRequire(chunkUrl);
-  const require = (specifier: string) =>
-    isBuiltin(specifier) ? nodeRequire(specifier) : loadScriptChunk(new URL(specifier, chunkUrl).href);
-  try {
-    (script.runInThisContext() as ChunkFunction)(module.exports, require, module);
-  } catch (error) {
-    // As a module that throws: every later import throws again, none gets half its exports.
-    modules.delete(chunkUrl);
-    throw error;
-  }
-  module.exports = plainExports(module.exports as Record<string, unknown>);
-  return module.exports;
+  (script.runInThisContext() as ChunkFunction)(module.exports, require, module);
 }
 
 /**

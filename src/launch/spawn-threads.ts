@@ -35,6 +35,7 @@ import {
 import { rankBundle } from './rank-bundle.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { type JobOptions, loadRankSetup, type RankIdentity, rankSetupUrl } from './rank-setup.ts';
+import { scriptLoaderFor } from './script-chunks.ts';
 import { packTensors, unpackTensors } from './tensor-transfer.ts';
 import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES, rankResourceLimits } from './thread-memory.ts';
 
@@ -127,7 +128,10 @@ export function startRankWorker(
 ): Worker {
   if (typeScript)
     return new Worker(typeScriptBootstrap(url.href), { eval: true, workerData, resourceLimits });
-  if (bundled) return new Worker(sourceMapsBootstrap(url.href), { eval: true, workerData, resourceLimits });
+  if (bundled) {
+    const bootstrap = sourceMapsBootstrap(url.href, scriptLoaderFor(url));
+    return new Worker(bootstrap, { eval: true, workerData, resourceLimits });
+  }
   return new Worker(url, { workerData, resourceLimits });
 }
 
