@@ -21,6 +21,7 @@ import type { TensorStore } from '../runtime/tensor-store.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
 import { Work } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
+import { adoptKernelModule, kernelModule } from '../tensor/simd-kernels.ts';
 import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
 import { regionBytes } from '../thread-group/store-backend/call-region.ts';
 import { mailboxBytes } from '../thread-group/store-backend/mailbox.ts';
@@ -69,6 +70,8 @@ interface JobShared {
   store: MemoryStoreShared;
   /** Every rank's status row, for hang reports and fast failure when a peer left. */
   status: ThreadStatusShared;
+  /** The reduction kernels' compiled module (tensor/simd-kernels.ts), compiled once by the launcher. */
+  kernels: object | null;
 }
 
 /** Groups of every rank whose regions a job's arena holds: the world and three more (newGroup, the manager's). */
@@ -91,6 +94,7 @@ export function createJobShared(options: JobOptions): JobShared {
   return {
     store: MemoryTensorStore.createShared({}, jobArenaBytes(options.worldSize)),
     status: ThreadStatusBoard.createShared(options.worldSize),
+    kernels: kernelModule(),
   };
 }
 
@@ -157,6 +161,7 @@ export async function createRankContext(
 ): Promise<RankContext> {
   // A thread that served an earlier job (rankTest's warm threads) must not inject that job's faults into this start-up.
   setRankFaults(undefined);
+  adoptKernelModule(shared.kernels);
   setSpinBudget(identity.worldSize / availableParallelism());
   const store = new MemoryTensorStore(shared.store, {
     rank: identity.rank,

@@ -49,6 +49,8 @@ export function reduceArrays(
   assertDType(dtype, where);
   assertReduceOp(op, dtype, where);
   checkOperands(dtype, out, inputs, where);
+  // Nothing to reduce (a barrier's contribution): no kernel is needed, or made.
+  if (out.length === 0) return;
   if (inputs.length === 1) {
     if (!sameMemory(out, inputs[0])) bytesOf(out).set(bytesOf(inputs[0]));
     return;

@@ -7,8 +7,10 @@
  * block of each input is copied into a small wasm memory (memcpy speed,
  * in cache), folded there 16 bytes at a time, and the result copied out.
  *
- * Each thread assembles, compiles and instantiates the module once, on first
- * use: about 6 KB, some 10 ms (mostly the assembler running cold).
+ * The module (about 6 KB) takes the assembler 6-10 ms, compiling it 0.3 ms:
+ * a process assembles it once, and its rank threads instantiate the compiled
+ * module their launcher hands them (adoptKernelModule), since a
+ * WebAssembly.Module crosses to a worker whole.
  */
 import { arrayConstructor, type DType, type TypedArray } from './dtype.ts';
 import type { FoldOp } from './reduce-loops.ts';
@@ -56,6 +58,8 @@ interface WasmApi {
   Instance: new (module: object) => { readonly exports: Record<string, unknown> };
 }
 
+const wasmApi = () => (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
+
 type Folds = Readonly<Partial<Record<FoldOp, FoldName>>>;
 
 // Bitwise ops are blind to lane width, so one set serves every integer dtype and bool (whose ops
@@ -90,10 +94,34 @@ const BY_DTYPE: Readonly<Record<DType, Folds>> = {
  * SIMD (or without WebAssembly, as under --jitless) shows.
  */
 export function instantiateKernels(pages: number): Readonly<Record<string, unknown>> | null {
-  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
+  const module = compileKernels(pages);
+  return module === null ? null : instantiate(module);
+}
+
+function compileKernels(pages: number): object | null {
+  const wasm = wasmApi();
   const bytes = reduceModule(pages);
-  if (wasm === undefined || !wasm.validate(bytes)) return null;
-  return new wasm.Instance(new wasm.Module(bytes)).exports;
+  return wasm === undefined || !wasm.validate(bytes) ? null : new wasm.Module(bytes);
+}
+
+function instantiate(module: object): Readonly<Record<string, unknown>> {
+  return new (wasmApi() as WasmApi).Instance(module).exports;
+}
+
+let compiled: object | null | undefined;
+
+/**
+ * The compiled kernel module, for this thread and for threads it starts: assembled on first call,
+ * unless one was adopted. Null where the runtime has no WebAssembly SIMD.
+ */
+export function kernelModule(): object | null {
+  compiled ??= compileKernels(PAGES);
+  return compiled;
+}
+
+/** Takes the kernel module another thread of this process compiled (kernelModule), unless this one has its own. */
+export function adoptKernelModule(module: object | null): void {
+  compiled ??= module;
 }
 
 let loaded: Kernels | null | undefined;
@@ -101,8 +129,9 @@ let loaded: Kernels | null | undefined;
 /** The thread's kernels, instantiated on first call; null where the runtime has no WebAssembly SIMD. */
 function kernels(): Kernels | null {
   if (loaded !== undefined) return loaded;
-  const exports = instantiateKernels(PAGES);
-  if (exports === null) return (loaded = null);
+  const module = kernelModule();
+  if (module === null) return (loaded = null);
+  const exports = instantiate(module);
   const named = <K extends string, F>(names: readonly K[], prefix: string) =>
     Object.fromEntries(names.map((name) => [name, exports[prefix + name] as F])) as Record<K, F>;
   return (loaded = {
