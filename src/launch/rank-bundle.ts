@@ -33,6 +33,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Loader, Plugin } from 'esbuild';
 import { OWN_FOLDERS } from '../debug/call-site.ts';
 import { BUNDLE_CACHE_DIR } from '../runtime/bundle-cache.ts';
+import { adoptKernelBytes, kernelBytes } from '../tensor/simd-kernels.ts';
 import { writeScriptChunks } from './script-chunks.ts';
 
 export interface RankBundle {
@@ -44,13 +45,15 @@ export interface RankBundle {
 }
 
 /** Bumped when what a bundle holds changes, so older cached bundles are not used. */
-const LAYOUT = 6;
+const LAYOUT = 7;
 const PACKAGE_DIR = fileURLToPath(new URL('../../', import.meta.url));
 /** The library's own modules (src/, or dist/ when installed), its index among them. */
 const LIBRARY_DIR = fileURLToPath(new URL('../', import.meta.url));
 const OWN_DEPENDENCIES = join(PACKAGE_DIR, 'node_modules', sep);
 const PACKAGE_JSON = join(PACKAGE_DIR, 'package.json');
 const NAMES = ['rank-worker', 'setup', 'entry'] as const;
+/** A thread bundle keeps the reduction kernels' WebAssembly bytes, which take 6-10 ms to assemble (tensor/simd-kernels.ts). */
+const KERNELS_FILE = 'kernels.wasm';
 const RESOLVING = Symbol('resolving');
 /** A process that started before a bundle went stale may still be loading it for this long. */
 const PRUNE_AFTER_MS = 3_600_000;
@@ -252,6 +255,20 @@ interface BuildOptions {
   scriptChunks?: boolean;
 }
 
+/**
+ * The thread bundle in `dir`, its kernels compiled for this process to hand
+ * its rank threads (rank-context.ts), unless it has them already; a bundle
+ * without them (or an unreadable file) leaves the process to assemble its own.
+ */
+function threadBundleAt(dir: string): string {
+  try {
+    adoptKernelBytes(readFileSync(join(dir, KERNELS_FILE)));
+  } catch {
+    // Assembled on first use instead.
+  }
+  return dir;
+}
+
 /** Bundles `entries` (output name → file URL) into the cache under `key`; resolves to the bundle's directory. */
 async function build(
   key: string,
@@ -286,6 +303,7 @@ async function build(
       plugins: [...first, externalPackages(), ownImportMeta(esbuild.transform)],
     });
     const ownChunks = dropOwnSourceMaps(building);
+    if (scriptChunks) writeFileSync(join(building, KERNELS_FILE), kernelBytes());
     asciiComments(building);
     const loaderInputs = scriptChunks
       ? await writeScriptChunks(esbuild, building, PACKAGE_DIR, metafile, ownChunks)
@@ -337,7 +355,7 @@ export async function rankBundle(
         first: [threadSetupOnly()],
         scriptChunks: true,
       }));
-    return bundleAt(dir);
+    return bundleAt(threadBundleAt(dir));
   } catch {
     return undefined;
   }
@@ -384,12 +402,13 @@ export async function testFileBundle(
   const key = sha(JSON.stringify([LAYOUT, 'test-file', ...modules]));
   const entries = { 'pool-worker': workerUrl, setup: setupUrl, entry: entryUrl, 'test-file': fileUrl };
   try {
-    const dir =
+    const dir = threadBundleAt(
       cached(key) ??
-      (await build(key, entries, {
-        first: [vitestStandIn(standInUrl), threadSetupOnly()],
-        scriptChunks: true,
-      }));
+        (await build(key, entries, {
+          first: [vitestStandIn(standInUrl), threadSetupOnly()],
+          scriptChunks: true,
+        })),
+    );
     return {
       worker: fileIn(dir, 'pool-worker'),
       setupUrl: fileIn(dir, 'setup').href,

@@ -94,13 +94,12 @@ const BY_DTYPE: Readonly<Record<DType, Folds>> = {
  * SIMD (or without WebAssembly, as under --jitless) shows.
  */
 export function instantiateKernels(pages: number): Readonly<Record<string, unknown>> | null {
-  const module = compileKernels(pages);
+  const module = compile(reduceModule(pages));
   return module === null ? null : instantiate(module);
 }
 
-function compileKernels(pages: number): object | null {
+function compile(bytes: Uint8Array): object | null {
   const wasm = wasmApi();
-  const bytes = reduceModule(pages);
   return wasm === undefined || !wasm.validate(bytes) ? null : new wasm.Module(bytes);
 }
 
@@ -115,13 +114,23 @@ let compiled: object | null | undefined;
  * unless one was adopted. Null where the runtime has no WebAssembly SIMD.
  */
 export function kernelModule(): object | null {
-  compiled ??= compileKernels(PAGES);
+  compiled ??= compile(kernelBytes());
   return compiled;
 }
 
 /** Takes the kernel module another thread of this process compiled (kernelModule), unless this one has its own. */
 export function adoptKernelModule(module: object | null): void {
   compiled ??= module;
+}
+
+/** The kernel module's bytes: what a rank bundle keeps, so that a process need not assemble them again. */
+export function kernelBytes(): Uint8Array {
+  return reduceModule(PAGES);
+}
+
+/** Compiles bytes that kernelBytes() made (in any process, from this code) as this thread's module, unless it has one. */
+export function adoptKernelBytes(bytes: Uint8Array): void {
+  compiled ??= compile(bytes);
 }
 
 let loaded: Kernels | null | undefined;
