@@ -52,11 +52,16 @@ export interface CallInfo {
   debug?: CallDebug;
 }
 
+/** How often a monitored call's slow wait looks at its peers, so that one that left fails it at once. */
+export const PEER_CHECK_MS = 100;
+
 export interface CallDebug {
   monitor: RankMonitor;
   record: CallRecord;
   /** The group and call number, for hang reports. */
   focus: HangFocus;
+  /** How often the call's slow waits look at their peers and say whom they wait for (PEER_CHECK_MS unless its group says). */
+  peerCheckMs: number;
 }
 
 /** The group rank that waits for every other rank in a monitoredBarrier (torch's: rank 0). */

@@ -21,6 +21,7 @@ import {
   type CallDebug,
   type CallInfo,
   CallMismatchError,
+  PEER_CHECK_MS,
 } from './backend.ts';
 import { withFaults } from './fault-hook.ts';
 import { shortForm } from './group-id.ts';
@@ -66,6 +67,8 @@ export interface GroupInfo {
   /** This rank's global rank. */
   globalRank: number;
   timeoutMs: number;
+  /** How often its calls' slow waits look at their peers (CallDebug.peerCheckMs); PEER_CHECK_MS by default. */
+  peerCheckMs?: number;
 }
 
 /**
@@ -271,6 +274,7 @@ export class ThreadGroup {
       monitor,
       record,
       focus: { groupId: this.#info.id, groupName: this.name, seq, members: this.#info.ranks },
+      peerCheckMs: this.#info.peerCheckMs ?? PEER_CHECK_MS,
     };
   }
 

@@ -38,8 +38,6 @@ import { copyElements } from './slices.ts';
 /** Signature prefix of a value published in place of data by a rank whose call failed locally. */
 export const ABANDONED = '!abandoned:';
 const WITHDRAW_TIMEOUT_MS = 200;
-/** A slow wait looks at its peer's status this often, so a peer that left fails it at once. */
-const PEER_CHECK_MS = 100;
 /** The value a rank without data for everyone publishes in phase 0: only its tag (the signature) counts. */
 export const FINGERPRINT = Tensor.empty([0], 'uint8');
 
@@ -342,7 +340,7 @@ export class Exchange {
   }
 
   /**
-   * destGetEntry; when the call is monitored, in slices of PEER_CHECK_MS after
+   * destGetEntry; when the call is monitored, in slices of its peerCheckMs after
    * the first, so a producer that left its main function fails us at once
    * and the rank's status says whom it waits for.
    */
@@ -361,12 +359,12 @@ export class Exchange {
       const remaining = deadline - performance.now();
       try {
         return await take(key, {
-          timeoutMs: Math.max(1, Math.ceil(Math.min(remaining, PEER_CHECK_MS))),
+          timeoutMs: Math.max(1, Math.ceil(Math.min(remaining, debug.peerCheckMs))),
         });
       } catch (error) {
         if (!(error instanceof CommTimeoutError)) throw error;
         // The store timed out on the last slice; the call waited its whole timeout.
-        if (remaining <= PEER_CHECK_MS) {
+        if (remaining <= debug.peerCheckMs) {
           throw new CommTimeoutError(error.message.replace(/after [\d.]+ ms/, `after ${timeoutMs} ms`));
         }
       }

@@ -1,7 +1,7 @@
 /**
  * The slow wait of a call on shared words (the group region, the mailboxes):
  * parked on the word until it is ready or the call's deadline passes, and,
- * when the call is monitored, woken every PEER_CHECK_MS to say whom it waits
+ * when the call is monitored, woken every peerCheckMs to say whom it waits
  * for and to fail at once when one of them failed this call or left; or the
  * same watch kept by a timer over a wait that something else ends.
  */
@@ -10,9 +10,6 @@ import { CommTimeoutError } from '../../runtime/errors.ts';
 import { waitForWord } from '../../runtime/wait.ts';
 import type { CallInfo, GroupView } from '../backend.ts';
 import { departedError, peerFailureError, timeoutError } from './call-failure.ts';
-
-/** A slow wait looks at its peers' status this often, so a peer that left fails it at once. */
-const PEER_CHECK_MS = 100;
 
 export interface MonitoredWait {
   group: GroupView;
@@ -90,8 +87,9 @@ export function watchMonitored(
 
 /** Where a slow wait next looks up: at the deadline, or sooner for a monitored call that watches its peers. */
 function sliceEndOf(wait: MonitoredWait): number {
-  return wait.call.debug && wait.waitedFor
-    ? Math.min(wait.deadline, performance.now() + PEER_CHECK_MS)
+  const debug = wait.call.debug;
+  return debug && wait.waitedFor
+    ? Math.min(wait.deadline, performance.now() + debug.peerCheckMs)
     : wait.deadline;
 }
 
