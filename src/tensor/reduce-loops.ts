@@ -81,15 +81,23 @@ function cached<T extends FoldLoop | DivideLoop>(label: string, build: () => T):
   return loop as T;
 }
 
+/** Fold loops by op and array class, found without making a label: every small reduction asks for one. */
+const foldLoops = new Map<FoldOp, Map<unknown, FoldLoop>>();
+
 /** The fold loop for `op` over arrays of the same class as `like`. */
 export function foldLoop(op: FoldOp, like: TypedArray): FoldLoop {
-  const label = `${op}:${like.constructor.name}`;
-  return cached(label, () => {
+  let byClass = foldLoops.get(op);
+  if (byClass === undefined) foldLoops.set(op, (byClass = new Map()));
+  let loop = byClass.get(like.constructor);
+  if (loop === undefined) {
+    const label = `${op}:${like.constructor.name}`;
     const expr = FOLD_EXPR[op](arithmeticOf(like));
     // Both operands are read before the store, which is what makes out === a or out === b safe.
     const statement = (i: string) => `{ const x = a[${i}], y = b[${i}]; o[${i}] = ${expr}; }`;
-    return compileLoop(label, ['o', 'a', 'b'], statement) as FoldLoop;
-  });
+    loop = compileLoop(label, ['o', 'a', 'b'], statement) as FoldLoop;
+    byClass.set(like.constructor, loop);
+  }
+  return loop;
 }
 
 /** The in-place divide loop that turns a sum into an average, for arrays of the same class as `like`. */
