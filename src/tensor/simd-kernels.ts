@@ -104,7 +104,9 @@ function compile(bytes: Uint8Array): object | null {
 }
 
 function instantiate(module: object): Readonly<Record<string, unknown>> {
-  return new (wasmApi() as WasmApi).Instance(module).exports;
+  // Not `new (wasmApi() as WasmApi).Instance(…)`: tsc 7 drops those parentheses, and `new` then calls wasmApi.
+  const wasm = wasmApi() as WasmApi;
+  return new wasm.Instance(module).exports;
 }
 
 let compiled: object | null | undefined;
