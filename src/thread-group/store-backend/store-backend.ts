@@ -54,6 +54,14 @@ const P2P_SIGNATURE = 'p2p';
 /** How long a region call that failed waits for the peers in the keyed store to read its fingerprint. */
 const TELL_KEYED_TIMEOUT_MS = 1_000;
 
+/** A barrier's contribution in the region: nothing, so one tensor serves every call. */
+const BARRIER_TOKEN = Tensor.empty([0], 'uint8');
+
+/** A barrier in the keyed store: every rank's empty token to every rank. */
+async function keyedBarrier(x: Exchange): Promise<void> {
+  await allGatherAny(x, BARRIER_TOKEN);
+}
+
 export class StoreBackend implements Backend {
   readonly #store: TensorStore;
   readonly #group: GroupView;
@@ -240,18 +248,14 @@ export class StoreBackend implements Backend {
   }
 
   barrier(call: CallInfo): Promise<void> {
-    const token = Tensor.empty([0], 'uint8');
-    const keyed = async (x: Exchange) => {
-      await allGatherAny(x, token);
-    };
-    if (!this.#region) return this.#run(call, keyed);
+    if (!this.#region) return this.#run(call, keyedBarrier);
     // In the region a barrier is an allReduce of nothing: every rank arrives before any leaves, and the
     // last arrival wakes them all at once, where the keyed store reads every peer's token (N² reads). Peers
     // that made another call in the keyed store (a monitoredBarrier, a large allReduce) wait there for
     // this rank's values and verdicts, so it joins them there as a keyed barrier would, and they fail
     // as they would against one.
-    return allReduceInRegion(this.#region, call, token, 'sum', () =>
-      runExchange(new Exchange(this.#store, this.#group, call), keyed),
+    return allReduceInRegion(this.#region, call, BARRIER_TOKEN, 'sum', () =>
+      runExchange(new Exchange(this.#store, this.#group, call), keyedBarrier),
     );
   }
 
@@ -286,9 +290,10 @@ export class StoreBackend implements Backend {
 
   /** The number of the next message from `src` on `tag`, once no earlier recvFromAny on `tag` is still choosing. */
   #nextMessage(src: number, tag: number): number | Promise<number> {
-    const take = () => this.#received.take(src, this.#group.rank, tag);
+    // No named closure on this path: in a rank bundle (keepNames) each would cost a defineProperty per call.
     const choosing = this.#choosing.get(tag);
-    return choosing ? choosing.then(take) : take();
+    if (!choosing) return this.#received.take(src, this.#group.rank, tag);
+    return choosing.then(() => this.#received.take(src, this.#group.rank, tag));
   }
 
   /**
@@ -315,16 +320,28 @@ export class StoreBackend implements Backend {
     inline: (record: MailRecord) => T,
     stored: (x: Exchange) => Promise<T>,
   ): Promise<T> {
-    const viaStore = () => stored(this.#p2p(call, src, this.#group.rank, message, tag));
     const mailbox = this.#mailbox;
-    if (!mailbox) return viaStore();
+    if (!mailbox) return this.#viaStore(call, src, tag, message, stored);
     return settled(() => {
       const got = mailbox.receive(call, src, tag, message, (record) =>
         record.kind === MAIL.inline ? { value: inline(record) } : undefined,
       );
-      if (got instanceof Promise) return got.then((g) => (g ? g.value : viaStore()));
-      return got ? got.value : viaStore();
+      if (got instanceof Promise) {
+        return got.then((g) => (g ? g.value : this.#viaStore(call, src, tag, message, stored)));
+      }
+      return got ? got.value : this.#viaStore(call, src, tag, message, stored);
     });
+  }
+
+  /** Message `message` from `src` as the keyed store holds it, handed to `stored`. */
+  #viaStore<T>(
+    call: CallInfo,
+    src: number,
+    tag: number,
+    message: number,
+    stored: (x: Exchange) => Promise<T>,
+  ): Promise<T> {
+    return stored(this.#p2p(call, src, this.#group.rank, message, tag));
   }
 
   recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void> {
