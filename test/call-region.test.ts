@@ -135,10 +135,14 @@ describe('allReduce in the shared region, ranks simulated in one thread', () => 
   it('times out naming the rank that did not come, and that rank fails when it does', async () => {
     const group = simulatedGroup(3);
     const early = group.allReduce([Tensor.ones([4]), undefined, Tensor.ones([4])], 'sum', 200);
-    for (const [r, settled] of [early[0], early[2]].entries()) {
-      const error = await (settled as Promise<void>).catch((e) => e);
+    // Both handled at once: the two time out together, and one awaited after the other would be a rejection
+    // nobody handled yet.
+    const errors = await Promise.all(
+      [early[0], early[2]].map((settled) => settled?.catch((e: unknown) => e)),
+    );
+    for (const [r, error] of errors.entries()) {
       expect(error).toBeInstanceOf(CommTimeoutError);
-      expect(error.message).toMatch(
+      expect((error as Error).message).toMatch(
         new RegExp(
           `call #0 on group "sim": rank ${r * 2} timed out after 200 ms waiting for group rank 1 \\(global rank 1\\)`,
         ),

@@ -111,6 +111,11 @@ describe('commonJsChunk', () => {
     expect(commonJsChunk('export * from "./chunk-A.mjs";\n')).toBeUndefined();
     expect(commonJsChunk('import { a as } from "./chunk-A.mjs";\nexport { a };\n')).toBeUndefined();
     expect(commonJsChunk('// a.ts\nexport default 1;\n')).toBeUndefined();
+    // A name the CommonJS wrapper binds, declared at the top: the rewritten requires would call the user's.
+    expect(
+      commonJsChunk('// a.ts\nfunction require(x) { return x; }\nexport { require as r };\n'),
+    ).toBeUndefined();
+    expect(commonJsChunk('// a.ts\nvar module = 1;\nexport { module as m };\n')).toBeUndefined();
     // Line 1 must be an import or esbuild's file comment: 'use strict' goes on it.
     expect(commonJsChunk('var x = 1;\nexport { x };\n')).toBeUndefined();
   });

@@ -3,7 +3,7 @@
  * compiled from a V8 code cache (src/launch/script-chunks.ts,
  * script-chunk-loader.ts): the first job writes the caches, later ones load
  * from them; a damaged cache is rejected and written again; the user's
- * chunks get a CommonJS twin line for line, so a thread starts without the
+ * entries get a CommonJS twin line for line, so a thread starts without the
  * ES module loader and keeps the entry's source lines; only chunks that load
  * the same as scripts are converted; nothing prints a warning; and library
  * code imports dynamically only through importModule (a function from a code
@@ -153,7 +153,12 @@ export default async function main(ctx) {
       'user-plain': `import { kind } from './plain.mjs';\nimport * as os from 'node:os';\nexport default kind + typeof os.cpus;`,
       'user-awaits': `export default await Promise.resolve('user');`,
       'user-imports-package': `import { describe } from 'vitest';\nexport default typeof describe;`,
+      // Both import a module of the user's that is no entry: it goes to a chunk of its own, which stays a
+      // module (its `let` would be a value in a twin), and so do they.
+      'user-first': `import { count } from './user-counter.js';\nexport default count;`,
+      'user-second': `import { count } from './user-counter.js';\nexport default count + 1;`,
     };
+    writeFileSync(join(input, 'user-counter.js'), 'export let count = 1;');
     for (const [name, text] of Object.entries(sources)) writeFileSync(join(input, `${name}.mjs`), text);
     const { metafile } = await esbuild.build({
       entryPoints: Object.keys(sources).map((name) => join(input, `${name}.mjs`)),
@@ -168,10 +173,11 @@ export default async function main(ctx) {
       metafile: true,
       logLevel: 'silent',
     });
+    // The library's chunks are those that hold none of the user's modules.
     const own = new Set(
-      Object.keys(metafile.outputs)
-        .map((path) => relative(output, join(scratch, path)))
-        .filter((name) => !name.startsWith('user-')),
+      Object.entries(metafile.outputs)
+        .filter(([, { inputs }]) => Object.keys(inputs).every((path) => !path.includes('user-')))
+        .map(([path]) => relative(output, join(scratch, path))),
     );
     await writeScriptChunks(esbuild, output, scratch, metafile, own);
     // plain.mjs and the chunk it shares with user-plain.mjs.
@@ -179,7 +185,7 @@ export default async function main(ctx) {
       expect.stringMatching(/^chunk-\w+\.script\.js$/),
       'plain.script.js',
     ]);
-    // The user's chunks get a CommonJS twin where they can, and stay as they were.
+    // The user's entries get a CommonJS twin where they can, and stay as they were.
     expect(
       readdirSync(output)
         .filter((name) => name.endsWith('.cjs'))

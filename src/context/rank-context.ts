@@ -218,7 +218,7 @@ export async function buildRankContext(
     created.set(kind + memberList, instance + 1);
     const id = groupKeyPrefix(kind, memberList, instance);
     const groupRank = members.indexOf(rank);
-    // The start-up barrier waits for ranks still starting: looking at them every 100 ms cost each a check a time.
+    // The start-up barrier waits for ranks still starting, which it need not look at every 100 ms.
     const peerCheckMs = kind === 's' ? STARTUP_PEER_CHECK_MS : undefined;
     const info = { id, name, ranks: members, rank: groupRank, globalRank: rank, timeoutMs, peerCheckMs };
     const view = { id, name, rank: groupRank, size: members.length, ranks: members };

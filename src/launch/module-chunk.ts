@@ -6,7 +6,8 @@
  * ES module loader, whose start costs each thread more than the rest of the
  * entry (script-chunk-loader.ts). esbuild writes a chunk's imports at its top
  * and its exports at its end in a few fixed forms; a chunk with any other
- * form, or with another `import`/`export` line left, is not converted.
+ * form, or with another `import`/`export` line left, or declaring a name the
+ * CommonJS wrapper binds (`require`, `module`, ...), is not converted.
  */
 import { isBuiltin } from 'node:module';
 
@@ -17,6 +18,9 @@ const EXPORT = /^export \{([^}]*)\};$/;
 /** What an import clause names: a default binding, then a namespace or a list of names. */
 const CLAUSE = /^(?:([A-Za-z_$][\w$]*)(?:,\s*|$))?(?:\*\s+as\s+([A-Za-z_$][\w$]*)|\{([^}]*)\})?$/;
 const NAME = /^[A-Za-z_$][\w$]*$/;
+/** A top-level declaration of a name the CommonJS wrapper binds: the twin's own require and module would be the user's. */
+const WRAPPER_NAME =
+  /^(?:(?:async )?function\*?|class|var|let|const)\s+(?:require|module|exports|__filename|__dirname)\b/m;
 
 /** `a as b` (an import or export list's entry, its line breaks kept) as `a: b`; undefined if it is no such entry. */
 function renamed(list: string, flip: boolean): string | undefined {
@@ -76,6 +80,7 @@ function replace(lines: string[], first: number, last: number, text: string): bo
  * the chunk a module.
  */
 export function commonJsChunk(text: string): string | undefined {
+  if (WRAPPER_NAME.test(text)) return undefined;
   const lines = text.split('\n');
   let at = 0;
   for (; at < lines.length; at++) {

@@ -3,9 +3,11 @@
  * ES module loader (script-chunk-loader.ts). Each chunk holding only this
  * library's code becomes its CommonJS text in `chunk.script.js`, compiled
  * with a V8 code cache in each thread, and, in its place, a module that
- * loads it and exports what it exported, for chunks that stay modules. Each
- * chunk of the user's code gets a CommonJS twin, `chunk.cjs`, with the same
- * lines (module-chunk.ts), so its source map still fits, and stays as it is.
+ * loads it and exports what it exported, for chunks that stay modules. An
+ * entry's chunk of the user's code gets a CommonJS twin, `entry.cjs`, with the
+ * same lines (module-chunk.ts), so its source map still fits, and stays as it
+ * is. (A chunk that entries share stays a module: it may export a binding that
+ * changes, and a twin's exports are values.)
  * The loader goes beside them, CommonJS too: a thread starts from it.
  *
  * A chunk is converted only where nothing changes for its code: it imports
@@ -66,12 +68,14 @@ async function converted(
   own: ReadonlySet<string>,
 ): Promise<Map<string, Chunk>> {
   const chunks = new Map<string, Chunk>();
-  for (const [output, { imports, exports }] of Object.entries(metafile.outputs)) {
+  for (const [output, { imports, exports, entryPoint }] of Object.entries(metafile.outputs)) {
     const file = relative(dir, resolve(workingDir, output));
     if (!file.endsWith('.mjs')) continue;
     const text = await readFile(join(dir, file), 'utf8');
     if (!own.has(file)) {
-      const script = commonJsChunk(text);
+      // Only an entry: its exports are read once it has run, where a chunk another imports could export a
+      // binding that changes later, and the twin's exports are values.
+      const script = entryPoint === undefined ? undefined : commonJsChunk(text);
       if (script !== undefined && compiles(script))
         chunks.set(file, { imports, exports, script, user: true });
       continue;
