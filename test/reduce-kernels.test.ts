@@ -18,7 +18,7 @@ import {
 } from '../src/tensor/reduce-kernels.ts';
 import { mulberry32 } from './fixtures/mulberry32.ts';
 
-// Both sides of the direct fold's 64 elements, and odd lengths that end mid-block for the 4096-element
+// Both sides of SIMD_MIN's 64 elements, and odd lengths that end mid-block for the 4096-element
 // half blocks and the 16384-element blocks.
 const LENGTHS = [1, 7, 64, 65, 16384 + 4099];
 const INPUT_COUNTS = [1, 2, 3, 5];

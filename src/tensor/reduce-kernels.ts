@@ -62,11 +62,7 @@ export function reduceArrays(
   const divide = op === 'avg' && dtype !== 'bool' ? divideLoop(sums) : undefined;
   const divisor = out instanceof BigInt64Array ? BigInt(inputs.length) : inputs.length;
   const finish: BlockFinish | undefined = divide && ((block) => divide(block, divisor));
-  if (!half && out.length <= DIRECT_MAX && !laterInputIsOut(out, inputs)) {
-    foldDirect(out, inputs, foldLoop(fold, out), finish);
-    return;
-  }
-  const simd = simdEnabled ? simdReducer(fold, dtype) : undefined;
+  const simd = simdEnabled && (half || out.length > SIMD_MIN) ? simdReducer(fold, dtype) : undefined;
   if (simd !== undefined) {
     simd(out, inputs, finish);
   } else if (half) {
@@ -156,29 +152,16 @@ function overlaps(x: TypedArray, y: TypedArray): boolean {
 }
 
 /**
- * Up to this many elements a reduction folds the arrays themselves, as one
- * block: the SIMD path's copies in and out of wasm memory and the blocks'
- * views cost more than the loop (a 1-element float32 sum: 430 ns through
- * SIMD, 1050 ns through blocks).
+ * Up to this many elements (halves aside) a reduction runs the JS loops: the
+ * SIMD path's copies in and out of wasm memory cost more than the loop (a
+ * 1-element float32 sum: 430 ns through SIMD, 185 ns folded in place).
  */
-const DIRECT_MAX = 64;
+const SIMD_MIN = 64;
 
 /** Whether an input after the first two is `out` itself, which a fold in place would overwrite before reading. */
 function laterInputIsOut(out: TypedArray, inputs: readonly TypedArray[]): boolean {
   for (let j = 2; j < inputs.length; j++) if (sameMemory(inputs[j], out)) return true;
   return false;
-}
-
-/** foldBlocks for one block that no later input aliases: out = in0 op in1, then out = out op in2, ... */
-function foldDirect(
-  out: TypedArray,
-  inputs: readonly TypedArray[],
-  fold: FoldLoop,
-  finish: BlockFinish | undefined,
-): void {
-  fold(out, inputs[0], inputs[1]);
-  for (let j = 2; j < inputs.length; j++) fold(out, out, inputs[j]);
-  finish?.(out);
 }
 
 /** Folds every input into `out` block by block: out = in0 op in1, then out = out op in2, ... */
@@ -191,8 +174,15 @@ function foldBlocks(
 ): void {
   // The first fold reads in0 and in1 at each index before writing it, so only a later input that is `out`
   // itself would see its block already overwritten; those read a copy saved before the first fold.
+  const mustSave = laterInputIsOut(out, inputs);
+  if (!mustSave && out.length <= BLOCK) {
+    // One block: folded in place, without views (every small reduction comes here).
+    fold(out, inputs[0], inputs[1]);
+    for (let j = 2; j < inputs.length; j++) fold(out, out, inputs[j]);
+    finish?.(out);
+    return;
+  }
   const fromSaved = inputs.map((x, j) => j >= 2 && sameMemory(x, out));
-  const mustSave = fromSaved.includes(true);
   const ArrayClass = arrayConstructor(dtype);
   for (let start = 0; start < out.length; start += BLOCK) {
     const end = Math.min(start + BLOCK, out.length);
