@@ -15,6 +15,7 @@ import type { PoolReport, PoolRequest, PoolWorkerData } from './pool-worker.ts';
 import { reviveError } from './rank-report.ts';
 import { rankSetupUrl } from './rank-setup.ts';
 import {
+  bundleBootstrap,
   type RankBootstrap,
   type RankThread,
   type RankWorkerData,
@@ -171,7 +172,7 @@ export class RankThreadPool {
 
   constructor(options: RankThreadPoolOptions = {}) {
     this.#bundle = options.bundle;
-    if (this.#bundle) this.#bootstrap = { url: this.#bundle.worker, typeScript: false, bundled: true };
+    if (this.#bundle) this.#bootstrap = bundleBootstrap(this.#bundle.worker);
     else {
       const url = new URL(`./pool-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
       this.#bootstrap = { url, typeScript: options.typeScript === true || url.pathname.endsWith('.ts') };

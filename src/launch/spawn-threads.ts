@@ -107,6 +107,13 @@ export interface RankBootstrap {
   url: URL;
   typeScript: boolean;
   bundled?: boolean;
+  /** A bundle's CommonJS loader, where its bootstrap was converted (script-chunks.ts): threads start without ES modules. */
+  scriptLoader?: string;
+}
+
+/** How threads start from a bundle's bootstrap `url` (looked up once, not per thread). */
+export function bundleBootstrap(url: URL): RankBootstrap {
+  return { url, typeScript: false, bundled: true, scriptLoader: scriptLoaderFor(url) };
 }
 
 /** Where a job's rank threads load their modules from. */
@@ -122,15 +129,18 @@ export function rankWorkerUrl(): URL {
 
 /** A rank thread's Worker, started from `bootstrap` with `workerData`. */
 export function startRankWorker(
-  { url, typeScript, bundled }: RankBootstrap,
+  { url, typeScript, bundled, scriptLoader }: RankBootstrap,
   workerData: unknown,
   resourceLimits: ResourceLimits | undefined,
 ): Worker {
   if (typeScript)
     return new Worker(typeScriptBootstrap(url.href), { eval: true, workerData, resourceLimits });
   if (bundled) {
-    const bootstrap = sourceMapsBootstrap(url.href, scriptLoaderFor(url));
-    return new Worker(bootstrap, { eval: true, workerData, resourceLimits });
+    return new Worker(sourceMapsBootstrap(url.href, scriptLoader), {
+      eval: true,
+      workerData,
+      resourceLimits,
+    });
   }
   return new Worker(url, { workerData, resourceLimits });
 }
@@ -154,7 +164,7 @@ async function bundledModules(entryUrl: string, setupUrl: string): Promise<RankM
   const bundle = await rankBundle(rankWorkerUrl().href, setupUrl, entryUrl);
   if (bundle === undefined) return unbundledModules(entryUrl, setupUrl);
   return {
-    bootstrap: { url: bundle.worker, typeScript: false, bundled: true },
+    bootstrap: bundleBootstrap(bundle.worker),
     setupUrl: bundle.setupUrl,
     entryModule: bundle.entryUrl,
   };
