@@ -13,10 +13,8 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import '../src/index.ts';
 import { typeScriptBootstrap } from '../src/launch/module-url.ts';
-import { rankBundle } from '../src/launch/rank-bundle.ts';
-import { rankSetupUrl } from '../src/launch/rank-setup.ts';
-import { rankWorkerUrl } from '../src/launch/spawn-threads.ts';
 import { kernelBytes, kernelModule } from '../src/tensor/simd-kernels.ts';
+import { entryBundle } from './fixtures/root-importer.ts';
 
 describe('the kernel module', () => {
   it('is compiled once here and instantiated in a thread it is handed to, after a reduction of nothing', async () => {
@@ -38,7 +36,7 @@ describe('the kernel module', () => {
 
   it('comes with a thread bundle as its bytes, so a process that uses the bundle need not assemble it', async () => {
     const entry = new URL('./fixtures/bundled-entry.ts', import.meta.url).href;
-    const bundle = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), entry);
+    const bundle = await entryBundle(entry);
     const bytes = readFileSync(join(dirname(fileURLToPath(bundle!.setupUrl)), 'kernels.wasm'));
     expect(new Uint8Array(bytes)).toEqual(kernelBytes());
   });

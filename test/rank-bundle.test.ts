@@ -28,7 +28,7 @@ import { rankSetupUrl } from '../src/launch/rank-setup.ts';
 import { rankWorkerUrl } from '../src/launch/spawn-threads.ts';
 import { BUNDLE_CACHE_DIR } from '../src/runtime/bundle-cache.ts';
 import type { BundledRank } from './fixtures/bundled-entry.ts';
-import { rootImporter } from './fixtures/root-importer.ts';
+import { entryBundle, rootImporter } from './fixtures/root-importer.ts';
 
 const entry = new URL('./fixtures/bundled-entry.ts', import.meta.url);
 const helper = new URL('./fixtures/bundled-helper.ts', import.meta.url);
@@ -114,7 +114,7 @@ describe('bundled rank threads', () => {
       'root-import.mjs',
       'export default async function main(ctx) { const t = Tensor.full([2], ctx.rank + 1); await ctx.world.allReduce(t); return t.toArray(); }',
     );
-    const built = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href);
+    const built = await entryBundle(file);
     const threads = bundleText(built!.setupUrl);
     for (const code of PROCESS_ONLY) expect(threads).not.toContain(code);
     expect(threads).toContain('MemoryTensorStore = class');
@@ -132,7 +132,7 @@ describe('bundled rank threads', () => {
       'root-unused.mjs',
       'export default async function main(ctx) { return [typeof ctx.collective.createCollectiveGroup, Tensor.ones([1]).toArray()]; }',
     );
-    const built = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href);
+    const built = await entryBundle(file);
     // esbuild heads each module's code in a chunk with its path.
     const modules = (text: string) => text.match(/^\/\/ (src|dist)\/.*$/gm) ?? [];
     expect(modules(readFileSync(fileURLToPath(built!.entryUrl), 'utf8'))).toEqual([]);
@@ -149,7 +149,7 @@ describe('bundled rank threads', () => {
       'non-ascii.mjs',
       "// rank → sum, ≤ 2 ranks 🙂\nexport default async function main() { return [Tensor.full([1], 1).toArray(), 'π≈3']; }",
     );
-    const built = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href);
+    const built = await entryBundle(file);
     const dir = dirname(fileURLToPath(built!.setupUrl));
     const chunks = readdirSync(dir).filter(isCode);
     const mapped = chunks.filter((name) =>
@@ -168,7 +168,7 @@ describe('bundled rank threads', () => {
   it('an entry that cannot be bundled fails in its ranks with its own error', async () => {
     const file = join(scratch, 'broken.mjs');
     writeFileSync(file, 'export default async function main( {\n');
-    expect(await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href)).toBeUndefined();
+    expect(await entryBundle(file)).toBeUndefined();
     const error = await spawnThreads(file, { worldSize: 2 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(JobFailedError);
     expect((error as JobFailedError).message).toMatch(/rank 0 \(rank-0\): SyntaxError/);

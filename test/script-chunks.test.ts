@@ -18,11 +18,8 @@ import { promisify } from 'node:util';
 import * as esbuild from 'esbuild';
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawnThreads } from '../src/index.ts';
-import { rankBundle } from '../src/launch/rank-bundle.ts';
-import { rankSetupUrl } from '../src/launch/rank-setup.ts';
 import { writeScriptChunks } from '../src/launch/script-chunks.ts';
-import { rankWorkerUrl } from '../src/launch/spawn-threads.ts';
-import { PACKAGE_ROOT, rootImporter } from './fixtures/root-importer.ts';
+import { entryBundle, PACKAGE_ROOT, rootImporter } from './fixtures/root-importer.ts';
 
 const exec = promisify(execFile);
 const scratch = mkdtempSync(join(tmpdir(), 'tensorcomm-script-chunks-'));
@@ -52,7 +49,7 @@ const byCache = (loaded: Loaded[]) =>
 describe('script chunks', () => {
   it('load from the code cache the first job wrote; a damaged cache is rejected and written again', async () => {
     const file = cacheReporter('reporter.mjs');
-    const bundle = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href);
+    const bundle = await entryBundle(file);
     const dir = dirname(fileURLToPath(bundle!.setupUrl));
     const scripts = readdirSync(dir).filter((name) => name.endsWith('.script.js'));
     expect(scripts).toContain('setup.script.js');
@@ -109,7 +106,7 @@ for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { 
   return { esm: process.moduleLoadList.includes('NativeModule internal/modules/esm/module_job'), site };
 }`,
     );
-    const bundle = await rankBundle(rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(entry).href);
+    const bundle = await entryBundle(entry);
     const dir = dirname(fileURLToPath(bundle!.setupUrl));
     expect(
       readdirSync(dir)
