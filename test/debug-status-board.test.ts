@@ -74,7 +74,9 @@ describe('file status board', () => {
     const [b0] = boards('file');
     expect(b0.read(1).state).toBe(0);
     expect(describeRanks(b0)).toContain('rank 1: not started');
-    expect(() => b0.callStarted(1, 0, 0, 0)).toThrow(/FileStatusBoard of rank 0: cannot write rank 1's row/);
+    expect(() => b0.callStarted(1, 0, 0, 0, Date.now())).toThrow(
+      /FileStatusBoard of rank 0: cannot write rank 1's row/,
+    );
   });
 
   it('installProcessMonitor: a process rank monitored over the job directory, its hang reports written there', () => {

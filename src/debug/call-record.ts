@@ -58,8 +58,24 @@ export interface CallEntry extends Omit<CallRecord, 'site' | 'peers'> {
   site?: string;
 }
 
+/** performance.timeOrigin, read once: its getter is not free, and it never changes within a thread. */
+const TIME_ORIGIN_MS = performance.timeOrigin;
+
 export function nowUs(): number {
-  return (performance.timeOrigin + performance.now()) * 1000;
+  return epochMs(performance.now()) * 1000;
+}
+
+/**
+ * A performance.now() reading as milliseconds since the epoch, comparable
+ * across threads: the debugging tools' one clock (the status rows, the
+ * snapshots and the reports compare each other's times).
+ */
+export function epochMs(performanceNow: number): number {
+  return TIME_ORIGIN_MS + performanceNow;
+}
+
+export function epochNowMs(): number {
+  return epochMs(performance.now());
 }
 
 export function callName(r: { call: string; seq: number; group: string }): string {

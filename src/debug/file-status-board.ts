@@ -85,15 +85,15 @@ export class FileStatusBoard implements StatusBoard {
       throw new Error(`FileStatusBoard of rank ${this.rank}: cannot ${what} rank ${rank}'s row`);
   }
 
-  callStarted(rank: number, seq: number, op: number, group: number): void {
+  callStarted(rank: number, seq: number, op: number, group: number, at: number): void {
     this.#check(rank, 'write');
-    this.#own.started = { seq, op, group, at: Date.now() };
+    this.#own.started = { seq, op, group, at };
     this.#own.pending++;
   }
 
-  callEnded(rank: number, seq: number, op: number, group: number): void {
+  callEnded(rank: number, seq: number, op: number, group: number, at: number): void {
     this.#check(rank, 'write');
-    this.#own.done = { seq, op, group, at: Date.now() };
+    this.#own.done = { seq, op, group, at };
     this.#own.pending--;
   }
 

@@ -5,7 +5,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { formatDuration, opName } from './call-record.ts';
+import { epochNowMs, formatDuration, opName } from './call-record.ts';
 import { silentFor } from './liveness.ts';
 import {
   type CallMark,
@@ -87,7 +87,7 @@ function rankLine(status: RankStatus, now: number): string[] {
 }
 
 export function describeRanks(board: StatusBoard, focus?: HangFocus): string {
-  const now = Date.now();
+  const now = epochNowMs();
   const statuses = Array.from({ length: board.worldSize }, (_, r) => board.read(r));
   const lines: string[] = [];
   // A point-to-point call has no number to arrive at: the lines of its peer say where that one is.

@@ -8,7 +8,7 @@
  */
 
 import { removeItem } from '../runtime/remove-item.ts';
-import { type CallEntry, type CallRecord, nowUs, opCode } from './call-record.ts';
+import { type CallEntry, type CallRecord, epochMs, epochNowMs, nowUs, opCode } from './call-record.ts';
 import { formatSite, SiteBudget } from './call-site.ts';
 import { FlightRecorder, toEntry } from './flight-recorder.ts';
 import { describeRanks, type HangFocus, writeHangReport } from './hang-report.ts';
@@ -90,6 +90,9 @@ export class RankMonitor {
   }
 
   begin(start: CallStart): CallRecord {
+    // One clock reading serves the record, the call site's budget and the status row.
+    const now = performance.now();
+    const at = epochMs(now);
     const record: CallRecord = {
       rank: this.rank,
       group: start.group,
@@ -100,13 +103,13 @@ export class RankMonitor {
       call: start.call,
       bytes: start.bytes,
       peers: start.peers,
-      startUs: nowUs(),
+      startUs: at * 1000,
       endUs: 0,
       status: 'pending',
-      site: this.#sites?.capture(),
+      site: this.#sites?.capture(now),
     };
     this.#pending.push(record);
-    this.board.callStarted(this.rank, record.seq, opCode(record.op), record.groupCode);
+    this.board.callStarted(this.rank, record.seq, opCode(record.op), record.groupCode, at);
     this.recorder.record(record);
     if (this.#trace) {
       if (this.#trace.length < MAX_TRACE_EVENTS) this.#trace.push(record);
@@ -116,9 +119,10 @@ export class RankMonitor {
   }
 
   end(record: CallRecord, error?: unknown): void {
-    record.endUs = nowUs();
+    const at = epochNowMs();
+    record.endUs = at * 1000;
     removeItem(this.#pending, record);
-    this.board.callEnded(this.rank, record.seq, opCode(record.op), record.groupCode);
+    this.board.callEnded(this.rank, record.seq, opCode(record.op), record.groupCode, at);
     if (error === undefined) {
       record.status = 'ok';
       return;
@@ -156,12 +160,12 @@ export class RankMonitor {
   /** A wait of `record` is slow: say what it waits for, so other ranks' reports can show it. */
   waiting(record: CallRecord, waitingFor: string): void {
     this.#waitingFor.set(record, waitingFor);
-    if (Date.now() - this.#snapshotAt >= SNAPSHOT_INTERVAL_MS) this.publish();
+    if (epochNowMs() - this.#snapshotAt >= SNAPSHOT_INTERVAL_MS) this.publish();
   }
 
   /** Writes this rank's snapshot (pending calls with their sites) to its status row. */
   publish(): void {
-    this.#snapshotAt = Date.now();
+    this.#snapshotAt = epochNowMs();
     const snapshot: RankSnapshot = {
       rank: this.rank,
       at: this.#snapshotAt,

@@ -80,8 +80,9 @@ export interface RankStatus {
 
 export interface StatusBoard {
   readonly worldSize: number;
-  callStarted(rank: number, seq: number, op: number, group: number): void;
-  callEnded(rank: number, seq: number, op: number, group: number): void;
+  /** `at`: milliseconds since the epoch (the caller's clock reading, so a call reads the clock once). */
+  callStarted(rank: number, seq: number, op: number, group: number, at: number): void;
+  callEnded(rank: number, seq: number, op: number, group: number, at: number): void;
   setState(rank: number, state: RankStateCode): void;
   writeSnapshot(rank: number, snapshot: RankSnapshot): void;
   read(rank: number): RankStatus;
@@ -151,22 +152,22 @@ export class ThreadStatusBoard implements StatusBoard {
     this.#text = new Uint8Array(shared.buffer, wordsAt + this.#words.byteLength);
   }
 
-  callStarted(rank: number, seq: number, op: number, group: number): void {
+  callStarted(rank: number, seq: number, op: number, group: number, at: number): void {
     const w = rank * Word.count;
     this.#words[w + Word.startedSeq] = seq;
     this.#words[w + Word.startedOp] = op;
     this.#words[w + Word.startedGroup] = group;
     this.#words[w + Word.pending]++;
-    this.#times[rank * Time.count + Time.started] = Date.now();
+    this.#times[rank * Time.count + Time.started] = at;
   }
 
-  callEnded(rank: number, seq: number, op: number, group: number): void {
+  callEnded(rank: number, seq: number, op: number, group: number, at: number): void {
     const w = rank * Word.count;
     this.#words[w + Word.doneSeq] = seq;
     this.#words[w + Word.doneOp] = op;
     this.#words[w + Word.doneGroup] = group;
     this.#words[w + Word.pending]--;
-    this.#times[rank * Time.count + Time.done] = Date.now();
+    this.#times[rank * Time.count + Time.done] = at;
   }
 
   setState(rank: number, state: RankStateCode): void {

@@ -20,6 +20,9 @@ export const RING_TAIL = 16;
 /** Set by a producer that found no room; the consumer clears it and rings the producer's doorbell. */
 const BLOCKED = 32;
 const WRAP = 0xffffffff;
+/** What peekOffset returns for no record published, and for a record whose length is impossible. */
+export const NO_RECORD = -1;
+export const BAD_RECORD = -2;
 const ALIGN = 8;
 const LENGTH_BYTES = 4;
 
@@ -30,6 +33,7 @@ export class ByteRing {
   readonly #size: number;
   /** The consumer's record being read: its end, applied by release(). */
   #pendingTail: number | undefined;
+  #peekedBytes = 0;
 
   /** `memory` holds the control block and then `dataBytes` (a power of two) of records. */
   constructor(memory: ArrayBufferLike, byteOffset: number, dataBytes: number) {
@@ -102,21 +106,52 @@ export class ByteRing {
    * record's is returned as a number: the ring's memory was overwritten.
    */
   peek(): Uint8Array | number | undefined {
+    const at = this.peekOffset();
+    if (at === NO_RECORD) return undefined;
+    if (at === BAD_RECORD) return this.#peekedBytes;
+    return this.#data.subarray(at, at + this.#peekedBytes);
+  }
+
+  /**
+   * Consumer: peek() without making a view: where the next record's body
+   * starts in `data` (its length in `peekedBytes`), NO_RECORD when none was
+   * published, BAD_RECORD when its length cannot be a record's (`peekedBytes`
+   * holds that length).
+   */
+  peekOffset(): number {
     const head = Atomics.load(this.#control, RING_HEAD) >>> 0;
     let tail = Atomics.load(this.#control, RING_TAIL) >>> 0;
-    if (head === tail) return undefined;
+    if (head === tail) return NO_RECORD;
     let at = tail & (this.#size - 1);
     let length = this.#view.getUint32(at, true);
     if (length === WRAP) {
       tail = (tail + this.#size - at) >>> 0;
       at = 0;
-      if (head === tail) return WRAP;
+      if (head === tail) {
+        this.#peekedBytes = WRAP;
+        return BAD_RECORD;
+      }
       length = this.#view.getUint32(0, true);
     }
+    this.#peekedBytes = length;
     const need = align(LENGTH_BYTES + length);
-    if (length > this.maxRecordBytes || need > (head - tail) >>> 0) return length;
+    if (length > this.maxRecordBytes || need > (head - tail) >>> 0) return BAD_RECORD;
     this.#pendingTail = (tail + need) | 0;
-    return this.#data.subarray(at + LENGTH_BYTES, at + LENGTH_BYTES + length);
+    return at + LENGTH_BYTES;
+  }
+
+  /** The body length of the record the last peekOffset() found. */
+  get peekedBytes(): number {
+    return this.#peekedBytes;
+  }
+
+  /** The records' memory, as bytes and as a DataView (offsets as peekOffset gives them). */
+  get data(): Uint8Array {
+    return this.#data;
+  }
+
+  get view(): DataView {
+    return this.#view;
   }
 
   /** Consumer: frees the record peek() returned. */

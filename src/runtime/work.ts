@@ -62,6 +62,9 @@ export function internalCalls<T extends object>(target: T): T {
   return view;
 }
 
+/** Set while Work.resolved constructs: its promise is fulfilled already and can never reject. */
+let constructingSettled = false;
+
 export class Work<T> implements PromiseLike<T> {
   readonly #promise: Promise<T>;
   #settled = false;
@@ -73,6 +76,10 @@ export class Work<T> implements PromiseLike<T> {
 
   constructor(promise: PromiseLike<T>) {
     this.#promise = Promise.resolve(promise);
+    if (constructingSettled) {
+      this.#settled = true;
+      return;
+    }
     // Observing the rejection here keeps an un-awaited Work from crashing the
     // rank as an unhandled rejection; the error still reaches every wait().
     // Registered first, this runs before any handler a caller attaches.
@@ -120,6 +127,16 @@ export class Work<T> implements PromiseLike<T> {
     const next = new Work(promise);
     next.#describe = this.#describe;
     return next;
+  }
+
+  /** A Work that has `value` already: settled as it is made, with nothing to wait for or audit. */
+  static resolved<T>(value: T): Work<T> {
+    constructingSettled = true;
+    try {
+      return new Work(Promise.resolve(value));
+    } finally {
+      constructingSettled = false;
+    }
   }
 
   static rejected<T = never>(error: unknown): Work<T> {

@@ -49,6 +49,20 @@ export function reduceArrays(
   assertDType(dtype, where);
   assertReduceOp(op, dtype, where);
   checkOperands(dtype, out, inputs, where);
+  reduceCheckedArrays(op, dtype, out, inputs);
+}
+
+/**
+ * reduceArrays on operands a caller checked once (checkOperands) and keeps
+ * for many reductions, with an op it validated for the dtype: the checks
+ * cost more than a small reduction itself.
+ */
+export function reduceCheckedArrays(
+  op: ReduceOp,
+  dtype: DType,
+  out: TypedArray,
+  inputs: readonly TypedArray[],
+): void {
   // Nothing to reduce (a barrier's contribution): no kernel is needed, or made.
   if (out.length === 0) return;
   if (inputs.length === 1) {
@@ -108,7 +122,13 @@ function foldOpFor(op: ReduceOp, dtype: DType): FoldOp {
   return op === 'avg' ? 'sum' : op;
 }
 
-function checkOperands(dtype: DType, out: TypedArray, inputs: readonly TypedArray[], where: string): void {
+/** Throws unless `out` and `inputs` are arrays of dtype's class, of one length, each input `out` itself or disjoint from it. */
+export function checkOperands(
+  dtype: DType,
+  out: TypedArray,
+  inputs: readonly TypedArray[],
+  where: string,
+): void {
   if (inputs.length === 0) throw new RangeError(`${where}: needs at least one input`);
   const array = arrayConstructor(dtype);
   // Called for every small reduction: names are made only for an error.

@@ -41,3 +41,21 @@ export function copyInto(target: Uint8Array, source: Uint8Array, offset = 0): vo
   }
   target.set(source, offset);
 }
+
+/** Up to this many bytes a loop copies faster than a subarray view and a set() (two allocations and a native call). */
+const LOOP_COPY_MAX_BYTES = 64;
+
+/** Copies `length` bytes from `source` at `sourceOffset` to `target` at `targetOffset` (both in range). */
+export function copyBytes(
+  target: Uint8Array,
+  targetOffset: number,
+  source: Uint8Array,
+  sourceOffset: number,
+  length: number,
+): void {
+  if (length <= LOOP_COPY_MAX_BYTES) {
+    for (let i = 0; i < length; i++) target[targetOffset + i] = source[sourceOffset + i];
+    return;
+  }
+  copyInto(target, source.subarray(sourceOffset, sourceOffset + length), targetOffset);
+}

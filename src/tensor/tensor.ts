@@ -72,6 +72,8 @@ export class Tensor {
   readonly #numel: number;
   readonly #contiguous: boolean;
   #described: string | undefined;
+  /** bytes() of a tensor in a SharedArrayBuffer (which never detaches), made once: small calls read it twice each. */
+  #sharedBytes: Uint8Array | undefined;
 
   private constructor(
     storage: ArrayBufferLike | DeviceStorage,
@@ -327,9 +329,12 @@ export class Tensor {
 
   /** The tensor's nbytes as a Uint8Array sharing its memory. Host tensors only. */
   bytes(): Uint8Array {
+    if (this.#sharedBytes) return this.#sharedBytes;
     requireHost(this, 'Tensor.bytes');
     requireContiguous(this, 'Tensor.bytes');
-    return new Uint8Array(this.#storage as ArrayBufferLike, this.byteOffset, this.nbytes);
+    const bytes = new Uint8Array(this.#storage as ArrayBufferLike, this.byteOffset, this.nbytes);
+    if (this.#storage instanceof SharedArrayBuffer) this.#sharedBytes = bytes;
+    return bytes;
   }
 
   /** e.g. 'float32[4,8]'; a scalar is 'float32[]'. */

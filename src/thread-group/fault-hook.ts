@@ -14,8 +14,8 @@ export function withFaults<S, A extends unknown[], T>(
   op: string,
   where: string,
   check: () => S,
-  run: (...args: A) => Promise<T>,
-): [() => S, (...args: A) => Promise<T>] | undefined {
+  run: (...args: A) => T | Promise<T>,
+): [() => S, (...args: A) => T | Promise<T>] | undefined {
   const injection = rankFaults()?.next(op, where);
   if (injection === undefined) return undefined;
   switch (injection.kind) {

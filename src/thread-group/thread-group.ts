@@ -21,12 +21,14 @@ import {
   type CallDebug,
   type CallInfo,
   CallMismatchError,
+  COMPLETED,
   PEER_CHECK_MS,
 } from './backend.ts';
 import { withFaults } from './fault-hook.ts';
 import { shortForm } from './group-id.ts';
 import { objectToTensor, tensorToObject } from './object-bytes.ts';
 import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
+import { type MakeSigned, RecentSignatures, type Signed } from './recent-signatures.ts';
 import { type CollectiveReduceOp, checkReduction, type Reduction, reductionName } from './reduction.ts';
 
 export interface CallOptions {
@@ -71,13 +73,6 @@ export interface GroupInfo {
   peerCheckMs?: number;
 }
 
-/**
- * What a call's local checks produce: the signature compared between ranks,
- * the bytes it moves (as nccl-tests counts them) and, for point-to-point
- * calls whose signature is only `p2p`, what to show.
- */
-type Signed = { signature: string; bytes: number; label?: string };
-
 export class ThreadGroup {
   readonly #info: GroupInfo;
   readonly #backend: Backend | undefined;
@@ -92,6 +87,7 @@ export class ThreadGroup {
   /** This rank's collectives the backend started that have not settled, which barrier waits for (an array: a Set allocates as it shrinks). */
   readonly #unfinished: Promise<unknown>[] = [];
   readonly #wheres = new Map<OpName, string>();
+  readonly #recent = new RecentSignatures();
 
   constructor(info: GroupInfo, backend: Backend | undefined) {
     this.#info = info;
@@ -125,35 +121,16 @@ export class ThreadGroup {
   /**
    * Numbers a call, runs its local checks and hands it to the backend. A call
    * that fails its checks still takes its number and tells its peers (through
-   * `abandon`), so they fail with this rank's error instead of waiting.
+   * `abandon`), so they fail with this rank's error instead of waiting. `run`
+   * returns the call's value itself when the backend completed it at once
+   * (see COMPLETED): its Work is then settled as it is returned, without a
+   * promise turn.
    */
   #call<T>(
     op: OpName,
     options: (CallOptions & RawRoles) | undefined,
     check: () => Signed,
-    run: (backend: Backend, call: CallInfo) => Promise<T>,
-  ): Work<T> {
-    // Point-to-point calls are not in the collective order a barrier keeps: a receive may be posted long
-    // before its message (as gloo's barrier waits for queued collectives, not for sends and receives).
-    if (OPS[op].p2p) return this.#start(op, options, check, run);
-    // Counted from when the backend starts it (a call held back by an injected delay starts later, in order),
-    // without looking at the Work: whether the caller observes it is the caller's business.
-    return this.#start(op, options, check, (backend, call) => {
-      const running = run(backend, call);
-      this.#unfinished.push(running);
-      running.then(
-        () => this.#settled(running),
-        () => this.#settled(running),
-      );
-      return running;
-    });
-  }
-
-  #start<T>(
-    op: OpName,
-    options: (CallOptions & RawRoles) | undefined,
-    check: () => Signed,
-    run: (backend: Backend, call: CallInfo) => Promise<T>,
+    run: (backend: Backend, call: CallInfo) => T | Promise<T>,
   ): Work<T> {
     const where = this.#where(op);
     if (this.#destroyed) return this.#rejected(where, new Error(`${where}: the group was destroyed`));
@@ -200,17 +177,28 @@ export class ThreadGroup {
       );
     }
     const monitor = this.#monitor;
+    const debug = monitor && this.#track(monitor, op, spec, seq, signed, options);
+    let outcome: T | Promise<T>;
+    try {
+      outcome = run(backend, { seq, signature: signed.signature, timeoutMs, checks, debug });
+    } catch (error) {
+      outcome = Promise.reject(error);
+    }
+    if (!(outcome instanceof Promise)) {
+      monitor?.end((debug as CallDebug).record);
+      return Work.resolved(outcome);
+    }
+    // Point-to-point calls are not in the collective order a barrier keeps: a receive may be posted long
+    // before its message (as gloo's barrier waits for queued collectives, not for sends and receives).
+    // Counted from when the backend starts it (a call held back by an injected delay starts later, in order),
+    // without looking at the Work: whether the caller observes it is the caller's business.
+    if (!spec.p2p) this.#unfinish(outcome);
     // The ledger's description is made only when a report needs it; closures stay anonymous (no
     // keepNames wrapper per call).
-    if (!monitor)
-      return Work.track(
-        Work.run(() => run(backend, { seq, signature: signed.signature, timeoutMs, checks })),
-        () => this.#callName(signed, seq),
-      );
-    const debug = this.#track(monitor, op, spec, seq, signed, options);
+    if (!monitor || !debug) return Work.track(new Work(outcome), () => this.#callName(signed, seq));
     return Work.track(
-      Work.run(() =>
-        run(backend, { seq, signature: signed.signature, timeoutMs, checks, debug }).then(
+      new Work(
+        outcome.then(
           (value) => {
             monitor.end(debug.record);
             return value;
@@ -223,6 +211,15 @@ export class ThreadGroup {
         const name = this.#callName(signed, seq);
         return site === undefined ? name : `${name} (called at ${site})`;
       },
+    );
+  }
+
+  /** Keeps a collective the backend started among those barrier waits for, until it settles. */
+  #unfinish(running: Promise<unknown>): void {
+    this.#unfinished.push(running);
+    running.then(
+      () => this.#settled(running),
+      () => this.#settled(running),
     );
   }
 
@@ -326,14 +323,11 @@ export class ThreadGroup {
       () => {
         assertCommTensor(tensor, 'allReduce');
         reduction = checkReduction(options, tensor.dtype, 'allReduce');
-        return {
-          signature: `allReduce(${tensor.describe()}, ${reductionName(reduction)})`,
-          bytes: tensor.nbytes,
-        };
+        return this.#recent.signed('allReduce', tensor, reductionName(reduction), '', allReduceSigned);
       },
-      async (b, call) => {
-        await b.allReduce(call, tensor, reduction);
-        return tensor;
+      (b, call) => {
+        const running = b.allReduce(call, tensor, reduction);
+        return running === COMPLETED ? tensor : running.then(() => tensor);
       },
     );
   }
@@ -345,10 +339,7 @@ export class ThreadGroup {
       () => {
         assertCommTensor(tensor, 'broadcast');
         const src = this.#groupRank(options?.src, 'src', 'broadcast');
-        return {
-          signature: `broadcast(${tensor.describe()}, src=${src})`,
-          bytes: tensor.nbytes,
-        };
+        return this.#recent.signed('broadcast', tensor, src, '', broadcastSigned);
       },
       async (b, call) => {
         await b.broadcast(call, tensor, options.src);
@@ -366,10 +357,7 @@ export class ThreadGroup {
         assertCommTensor(tensor, 'reduce');
         const dst = this.#groupRank(options?.dst, 'dst', 'reduce');
         reduction = checkReduction(options, tensor.dtype, 'reduce');
-        return {
-          signature: `reduce(${tensor.describe()}, dst=${dst}, ${reductionName(reduction)})`,
-          bytes: tensor.nbytes,
-        };
+        return this.#recent.signed('reduce', tensor, dst, reductionName(reduction), reduceSigned);
       },
       async (b, call) => {
         await b.reduce(call, tensor, options.dst, reduction);
@@ -697,13 +685,16 @@ export class ThreadGroup {
   }
 
   send(tensor: Tensor, dst: number, options?: P2POptions): Work<void> {
-    return this.#p2p('send', tensor, dst, options, (b, call) => b.send(call, tensor, dst, options?.tag ?? 0));
+    return this.#p2p('send', tensor, dst, options, (b, call) => {
+      const running = b.send(call, tensor, dst, options?.tag ?? 0);
+      return running === COMPLETED ? undefined : running;
+    });
   }
 
   recv(tensor: Tensor, src: number, options?: P2POptions): Work<Tensor> {
-    return this.#p2p('recv', tensor, src, options, async (b, call) => {
-      await b.recv(call, tensor, src, options?.tag ?? 0);
-      return tensor;
+    return this.#p2p('recv', tensor, src, options, (b, call) => {
+      const running = b.recv(call, tensor, src, options?.tag ?? 0);
+      return running === COMPLETED ? tensor : running.then(() => tensor);
     });
   }
 
@@ -728,7 +719,7 @@ export class ThreadGroup {
     tensor: Tensor,
     peer: number,
     options: P2POptions | undefined,
-    run: (backend: Backend, call: CallInfo) => Promise<T>,
+    run: (backend: Backend, call: CallInfo) => T | Promise<T>,
   ): Work<T> {
     const role = kind === 'send' ? 'dst' : 'src';
     const tag = options?.tag ?? 0;
@@ -739,11 +730,7 @@ export class ThreadGroup {
         assertCommTensor(tensor, kind);
         this.#peer(peer, role, kind);
         checkTag(options?.tag, kind);
-        return {
-          signature: 'p2p',
-          bytes: tensor.nbytes,
-          label: `${kind}(${tensor.describe()}, ${role}=${peer}${tagText(tag)})`,
-        };
+        return this.#recent.signed(kind, tensor, peer, tag, kind === 'send' ? sendSigned : recvSigned);
       },
       run,
     );
@@ -1060,6 +1047,28 @@ function sharesOf(inputs: readonly Tensor[]): string {
   if (inputs.every((t) => t.describe() === first)) return first;
   return `${inputs[0].dtype}[${shortForm(inputs.map((t) => `[${t.shape.join(',')}]`).join(','), 96)}]`;
 }
+
+const allReduceSigned: MakeSigned = (layout, op, _, bytes) => ({
+  signature: `allReduce(${layout}, ${op})`,
+  bytes,
+});
+const broadcastSigned: MakeSigned = (layout, src, _, bytes) => ({
+  signature: `broadcast(${layout}, src=${src})`,
+  bytes,
+});
+const reduceSigned: MakeSigned = (layout, dst, op, bytes) => ({
+  signature: `reduce(${layout}, dst=${dst}, ${op})`,
+  bytes,
+});
+const p2pSigned =
+  (kind: 'send' | 'recv', role: 'src' | 'dst'): MakeSigned =>
+  (layout, peer, tag, bytes) => ({
+    signature: 'p2p',
+    bytes,
+    label: `${kind}(${layout}, ${role}=${peer}${tagText(tag as number)})`,
+  });
+const sendSigned = p2pSigned('send', 'dst');
+const recvSigned = p2pSigned('recv', 'src');
 
 function sameDType(a: Tensor, b: Tensor, where: string): void {
   if (a.dtype !== b.dtype)

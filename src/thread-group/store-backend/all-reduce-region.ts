@@ -7,7 +7,7 @@
  */
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import type { CallInfo } from '../backend.ts';
+import { type CallInfo, COMPLETED } from '../backend.ts';
 import { type CallRegion, KIND, OUTCOME, REGION_MAX_BYTES } from './call-region.ts';
 
 /** Whether `tensor` is one the region serves: on the host, contiguous, within the region's record. */
@@ -17,8 +17,6 @@ export function fitsRegion(tensor: Tensor): boolean {
 
 /** Tells the peers that took the keyed store for `call` (they wait there for this rank's fingerprint). */
 export type TellKeyed = (call: CallInfo, peers: number[]) => Promise<void>;
-
-const DONE = Promise.resolve();
 
 /**
  * Runs the call; on a mismatch or a peer's local failure, rejects with that
@@ -82,7 +80,7 @@ function finish(
   if (outcome === OUTCOME.reduced) {
     region.copyResult(slot, tensor);
     region.depart(slot);
-    return DONE;
+    return COMPLETED;
   }
   let failure: Error;
   let keyed: number[];

@@ -25,8 +25,9 @@ import { decodeText, encodeBounded, MAX_TAG_BYTES } from '../../runtime/store-li
 import type { SharedRegion } from '../../runtime/tensor-store.ts';
 import { deadlineAfter, waitBriefly } from '../../runtime/wait.ts';
 import { arrayConstructor, type DType, type TypedArray } from '../../tensor/dtype.ts';
-import { reduceArrays } from '../../tensor/reduce-kernels.ts';
+import { checkOperands, reduceCheckedArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+import { copyBytes } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { CallInfo, GroupView } from '../backend.ts';
 import { abandonedError, mismatchError, ranksText } from './call-failure.ts';
@@ -189,15 +190,16 @@ export class CallRegion {
       const inputs: TypedArray[] = [];
       for (let p = 0; p < this.#group.size; p++) inputs.push(view(this.dataOffset(slot, p)));
       operands = { dtype, numel, inputs, out: view(this.resultOffset(slot)) };
+      checkOperands(dtype, operands.out, inputs, 'the group region');
       this.#operands[slot] = operands;
     }
-    reduceArrays(op, dtype, operands.out, operands.inputs);
+    // ThreadGroup checked the op for the dtype.
+    reduceCheckedArrays(op, dtype, operands.out, operands.inputs);
   }
 
   /** Copies the slot's result into `tensor` (a host tensor the size of the call's data). */
   copyResult(slot: number, tensor: Tensor): void {
-    const result = this.resultOffset(slot);
-    tensor.bytes().set(this.#bytes.subarray(result, result + tensor.nbytes));
+    copyBytes(tensor.bytes(), 0, this.#bytes, this.resultOffset(slot), tensor.nbytes);
   }
 
   /** Publishes the verdict on `call` and wakes every rank waiting for it at once. */
@@ -234,6 +236,8 @@ export class CallRegion {
    * without a promise or a closure per call.
    */
   #reachedSoon(index: number, target: number, call: CallInfo): boolean {
+    // Where the ranks keep pace the word is there already: no clock reading for a deadline.
+    if (Atomics.load(this.#words, index) === target) return true;
     this.#target = target;
     return waitBriefly(
       this.#words,

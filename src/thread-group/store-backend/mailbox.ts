@@ -28,14 +28,15 @@
  * ones are at most the acknowledgement slots of the pair.
  */
 import type { AbortWord } from '../../runtime/abort-word.ts';
-import { ByteRing, RING_CONTROL_BYTES, RING_HEAD, RING_TAIL } from '../../runtime/byte-ring.ts';
+import { ByteRing, NO_RECORD, RING_CONTROL_BYTES, RING_HEAD, RING_TAIL } from '../../runtime/byte-ring.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../../runtime/errors.ts';
 import { decodeText, encodeBounded, MAX_DIMS, MAX_ERROR_BYTES } from '../../runtime/store-limits.ts';
 import type { SharedRegion } from '../../runtime/tensor-store.ts';
 import { deadlineAfter, waitBriefly, waitForWord } from '../../runtime/wait.ts';
 import { type DType, dtypeCode, dtypeFromCode } from '../../tensor/dtype.ts';
+import { copyBytes } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import { type CallInfo, CallMismatchError, type GroupView } from '../backend.ts';
+import { type CallInfo, CallMismatchError, COMPLETED, type GroupView } from '../backend.ts';
 import { ranksText } from './call-failure.ts';
 import { waitMonitored, watchMonitored } from './monitored-wait.ts';
 
@@ -143,6 +144,11 @@ export class Mailbox {
   /** The parts of a record as ByteRing.tryWrite takes them: header and payload, or the header alone. */
   readonly #inlineParts: Uint8Array[] = [this.#header, this.#header];
   readonly #markerParts: Uint8Array[] = [this.#header];
+  /** The header's first bytes for each number of dimensions: what a record of that many carries. */
+  readonly #heads: Uint8Array[] = [];
+  /** What receiveInto's brief wait looks for: the ring's head moved from this. */
+  #headSeen = 0;
+  readonly #headMoved = (value: number) => value !== this.#headSeen;
 
   constructor(region: SharedRegion, group: GroupView) {
     this.#region = region;
@@ -239,6 +245,7 @@ export class Mailbox {
   /** The receive's verdict on this rank's message in acknowledgement slot `slot` to `dst`. */
   #acknowledged(call: CallInfo, dst: number, slot: number): Promise<void> {
     const state = this.#ackWord(this.#group.rank, dst, slot) + ACK.state;
+    if (answered(Atomics.load(this.#words, state))) return this.#verdict(dst, slot);
     const deadline = deadlineAfter(call.timeoutMs);
     if (waitBriefly(this.#words, state, answered, deadline, this.#abort)) return this.#verdict(dst, slot);
     // A slot whose wait failed stays taken: its receive may still answer in it.
@@ -256,7 +263,7 @@ export class Mailbox {
     const at = this.#ackWord(this.#group.rank, dst, slot);
     const state = this.#words[at + ACK.state];
     this.#freeAcks[dst].push(slot);
-    if (state === ACK_STATE.received) return Promise.resolve();
+    if (state === ACK_STATE.received) return COMPLETED;
     const textAt = (at << 2) + ACK_HEADER_BYTES;
     const text = decodeText(this.#bytes.subarray(textAt, textAt + this.#words[at + ACK.textLength]));
     const peer = this.#group.ranks[dst];
@@ -295,7 +302,7 @@ export class Mailbox {
     h.setFloat64(4, tag, true);
     h.setFloat64(12, message, true);
     for (let d = 0; d < shape.length; d++) h.setFloat64(FIXED_HEADER_BYTES + 8 * d, shape[d], true);
-    const head = this.#header.subarray(0, headerBytes(shape.length));
+    const head = (this.#heads[shape.length] ??= this.#header.subarray(0, headerBytes(shape.length)));
     let written: boolean;
     if (inline) {
       const payload = inline.bytes();
@@ -360,6 +367,48 @@ export class Mailbox {
       if (soon !== undefined) return soon.value;
     }
     return this.#awaitRecord(call, src, streamKey(tag, message), consume, deadline);
+  }
+
+  /**
+   * recv's fast path: when the next record from `src` (within the brief wait)
+   * is message `message` of `tag` with its bytes inline, in `tensor`'s layout,
+   * copies them into `tensor`, answers its sender and returns true, making
+   * no object. Anything else (no record yet, records kept aside, another
+   * stream's record first, a marker, another layout) returns false with
+   * nothing taken, for `receive` to handle, and to word any failure.
+   */
+  receiveInto(call: CallInfo, src: number, tag: number, message: number, tensor: Tensor): boolean {
+    if (this.#stash[src].size > 0 || tensor.device !== 'cpu') return false;
+    const ring = this.#inRing(src);
+    const words = ring.controlWords;
+    this.#headSeen = Atomics.load(words, RING_HEAD);
+    let at = ring.peekOffset();
+    if (at === NO_RECORD) {
+      if (!waitBriefly(words, RING_HEAD, this.#headMoved, deadlineAfter(call.timeoutMs), this.#abort)) {
+        return false;
+      }
+      at = ring.peekOffset();
+    }
+    if (at < 0) return false;
+    const view = ring.view;
+    const shape = tensor.shape;
+    const ndim = shape.length;
+    if (
+      view.getUint8(at) !== MAIL.inline ||
+      view.getFloat64(at + 12, true) !== message ||
+      view.getFloat64(at + 4, true) !== tag ||
+      view.getUint8(at + 1) !== dtypeCode(tensor.dtype) ||
+      view.getUint8(at + 2) !== ndim
+    ) {
+      return false;
+    }
+    for (let d = 0; d < ndim; d++) {
+      if (view.getFloat64(at + FIXED_HEADER_BYTES + 8 * d, true) !== shape[d]) return false;
+    }
+    copyBytes(tensor.bytes(), 0, ring.data, at + headerBytes(ndim), tensor.nbytes);
+    this.#answer(src, view.getUint8(at + 3), undefined);
+    this.#free(ring);
+    return true;
   }
 
   /**

@@ -76,18 +76,28 @@ export async function firstMessage<V>(
   }
 }
 
+/** Keeps a stream's pair of ranks in one number (group ranks stay far below it). */
+const PAIR_STRIDE = 2 ** 24;
+
 export class StreamCounters {
-  readonly #next = new Map<string, number>();
+  /** Per tag, per pair of ranks: number keys, no text made per message. */
+  readonly #next = new Map<number, Map<number, number>>();
 
   /** The next message number of the stream from `src` to `dst` with `tag`. */
   take(src: number, dst: number, tag: number): number {
-    const n = this.peek(src, dst, tag);
-    this.#next.set(`${src}>${dst}:${tag}`, n + 1);
+    let pairs = this.#next.get(tag);
+    if (pairs === undefined) {
+      pairs = new Map();
+      this.#next.set(tag, pairs);
+    }
+    const pair = src * PAIR_STRIDE + dst;
+    const n = pairs.get(pair) ?? 0;
+    pairs.set(pair, n + 1);
     return n;
   }
 
   /** The number `take` would return, without taking it. */
   peek(src: number, dst: number, tag: number): number {
-    return this.#next.get(`${src}>${dst}:${tag}`) ?? 0;
+    return this.#next.get(tag)?.get(src * PAIR_STRIDE + dst) ?? 0;
   }
 }

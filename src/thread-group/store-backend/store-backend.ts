@@ -12,6 +12,7 @@ import {
   type BorrowedTensor,
   type BorrowedViews,
   type CallInfo,
+  COMPLETED,
   type GroupView,
   MONITORED_BARRIER_ROOT,
 } from '../backend.ts';
@@ -345,6 +346,15 @@ export class StoreBackend implements Backend {
   }
 
   recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void> {
+    const mailbox = this.#mailbox;
+    // A message that is (or comes within the brief wait) next in the mailbox, inline: copied in at once.
+    if (mailbox && !this.#choosing.has(tag)) {
+      const me = this.#group.rank;
+      if (mailbox.receiveInto(call, src, tag, this.#received.peek(src, me, tag), tensor)) {
+        this.#received.take(src, me, tag);
+        return COMPLETED;
+      }
+    }
     return this.#receive(call, src, tag, ...this.#landing(call, tensor, src));
   }
 

@@ -1,0 +1,57 @@
+/**
+ * What a call's local checks produce, kept for the next call of the same
+ * shape: a hot loop repeats one call, and building its signature text (and
+ * hashing the new string wherever it is looked up) cost more than the rest
+ * of a small allReduce's checks together.
+ */
+import type { Tensor } from '../tensor/tensor.ts';
+
+/**
+ * The signature compared between ranks, the bytes the call moves (as
+ * nccl-tests counts them) and, for point-to-point calls whose signature is
+ * only `p2p`, what to show.
+ */
+export type Signed = { signature: string; bytes: number; label?: string };
+
+/** Builds a call's Signed from its tensor's layout (e.g. `float32[4,8]`) and bytes, and its two details. */
+export type MakeSigned = (
+  layout: string,
+  first: string | number,
+  second: string | number,
+  bytes: number,
+) => Signed;
+
+interface Entry {
+  layout: string;
+  first: string | number;
+  second: string | number;
+  signed: Signed;
+}
+
+/**
+ * One entry per kind of call (an op, or an op's role): the last call's
+ * Signed, returned again while the next call has a tensor of the same
+ * layout (Tensor.describe(), made once per tensor, which fixes its bytes)
+ * and the same two details (a reduce op, a root, a peer, a tag). Anything
+ * else makes a new one.
+ */
+export class RecentSignatures {
+  readonly #entries = new Map<string, Entry>();
+
+  signed(
+    kind: string,
+    tensor: Tensor,
+    first: string | number,
+    second: string | number,
+    make: MakeSigned,
+  ): Signed {
+    const layout = tensor.describe();
+    const entry = this.#entries.get(kind);
+    if (entry !== undefined && entry.layout === layout && entry.first === first && entry.second === second) {
+      return entry.signed;
+    }
+    const signed = make(layout, first, second, tensor.nbytes);
+    this.#entries.set(kind, { layout, first, second, signed });
+    return signed;
+  }
+}
