@@ -35,10 +35,11 @@ describe.each(['thread', 'file'] as const)('%s status board', (kind) => {
     const m0 = new RankMonitor(0, b0, options);
     const m1 = new RankMonitor(1, b1, options);
     for (const m of [m0, m1]) m.registerGroup('w0.1.0', 'world');
-    const start = { group: 'world', groupCode: 0, groupSize: 2, op: 'allReduce', bytes: 16, peers: [1] };
-    m0.end(m0.begin({ ...start, seq: 0, call: 'allReduce(float32[4], sum)' }));
-    m1.end(m1.begin({ ...start, seq: 0, call: 'allReduce(float32[4], sum)' }));
-    const pending = m0.begin({ ...start, seq: 1, call: 'allReduce(float32[4], sum)' });
+    const begin = (m: RankMonitor, seq: number) =>
+      m.begin('world', 0, 2, seq, 'allReduce', 'allReduce(float32[4], sum)', 16, [1]);
+    m0.end(begin(m0, 0));
+    m1.end(begin(m1, 0));
+    const pending = begin(m0, 1);
     m0.waiting(pending, 'group rank 1 (global rank 1)');
     m0.publish();
 

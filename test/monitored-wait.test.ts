@@ -22,16 +22,7 @@ async function wait(
   board = new ThreadStatusBoard(ThreadStatusBoard.createShared(2)),
 ) {
   const monitor = new RankMonitor(0, board, resolveDebugOptions(undefined), ['rank-0', 'rank-1']);
-  const record = monitor.begin({
-    group: 'world',
-    groupCode: 0,
-    groupSize: 2,
-    seq: 0,
-    op: 'barrier',
-    call: 'barrier()',
-    bytes: 0,
-    peers: [1],
-  });
+  const record = monitor.begin('world', 0, 2, 0, 'barrier', 'barrier()', 0, [1]);
   const focus = { groupId: group.id, groupName: group.name, seq: 0, members: group.ranks };
   const call: CallInfo = {
     seq: 0,

@@ -46,6 +46,21 @@ describe("a rank's ledger of its calls", () => {
     );
   });
 
+  it('a call settled as it returned (Work.resolved) is done at once; a then() on it that throws is still reported', async () => {
+    Work.openLedger();
+    const settled = Work.track(Work.resolved(7), () => 'allReduce #1');
+    expect(settled.done()).toBe(true);
+    expect(settled.failed()).toBe(false);
+    expect(await settled).toBe(7);
+    settled.then(() => {
+      throw new Error('thrown after a settled call');
+    });
+    await turn();
+    expect(Work.closeLedger()?.message).toMatch(
+      /^1 call\(s\) failed .*: allReduce #1 failed with Error: thrown after a settled call;/,
+    );
+  });
+
   it('keeps a bounded number of unobserved failures and counts the rest', async () => {
     Work.openLedger();
     for (let i = 0; i < 200; i++) call(Promise.reject(new Error(`e${i}`)), `call ${i}`);

@@ -36,12 +36,6 @@ const KEPT_FAILURES = 4;
 const PEER_SITE_WAIT_MS = 2_000;
 const MAX_TRACE_EVENTS = 1_000_000;
 
-/** What ThreadGroup knows of a call when it starts. */
-export type CallStart = Pick<
-  CallRecord,
-  'group' | 'groupCode' | 'groupSize' | 'seq' | 'op' | 'call' | 'bytes' | 'peers'
->;
-
 export class RankMonitor {
   readonly recorder: FlightRecorder;
   readonly #groups: Array<{ id: string; name: string }> = [];
@@ -89,20 +83,30 @@ export class RankMonitor {
     return this.#groups.length - 1;
   }
 
-  begin(start: CallStart): CallRecord {
+  /** A call starts (its fields as CallRecord's; positional, so a call makes one object here, its record). */
+  begin(
+    group: string,
+    groupCode: number,
+    groupSize: number,
+    seq: number,
+    op: string,
+    call: string,
+    bytes: number,
+    peers: readonly number[],
+  ): CallRecord {
     // One clock reading serves the record, the call site's budget and the status row.
     const now = performance.now();
     const at = epochMs(now);
     const record: CallRecord = {
       rank: this.rank,
-      group: start.group,
-      groupCode: start.groupCode,
-      groupSize: start.groupSize,
-      seq: start.seq,
-      op: start.op,
-      call: start.call,
-      bytes: start.bytes,
-      peers: start.peers,
+      group,
+      groupCode,
+      groupSize,
+      seq,
+      op,
+      call,
+      bytes,
+      peers,
       startUs: at * 1000,
       endUs: 0,
       status: 'pending',

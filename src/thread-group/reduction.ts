@@ -43,6 +43,8 @@ export function checkReduction(
 ): Reduction {
   const op = options?.op ?? 'sum';
   const factor = options?.factor;
+  // The default, checked first: sum is defined for every dtype, and most calls take it.
+  if (op === 'sum' && factor === undefined) return op;
   if (op !== 'premulSum') {
     if (!isReduceOp(op)) {
       const shown = typeof op === 'string' ? JSON.stringify(op) : `of type ${typeof op}`;

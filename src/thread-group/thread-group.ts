@@ -7,6 +7,7 @@
  */
 import { type CallRecord, callName } from '../debug/call-record.ts';
 import { formatSite } from '../debug/call-site.ts';
+import type { HangFocus } from '../debug/hang-report.ts';
 import { type RankMonitor, rankMonitor } from '../debug/monitor.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../runtime/errors.ts';
 import { removeItem } from '../runtime/remove-item.ts';
@@ -88,6 +89,7 @@ export class ThreadGroup {
   readonly #unfinished: Promise<unknown>[] = [];
   readonly #wheres = new Map<OpName, string>();
   readonly #recent = new RecentSignatures();
+  readonly #peerLists: (readonly number[])[] = [];
 
   constructor(info: GroupInfo, backend: Backend | undefined) {
     this.#info = info;
@@ -184,18 +186,25 @@ export class ThreadGroup {
     } catch (error) {
       outcome = Promise.reject(error);
     }
+    // The ledger's description is made only when a report needs it (a settled call's too: a then() on its
+    // Work whose callback throws is reported under it); closures stay anonymous (no keepNames wrapper per call).
+    const describe = debug
+      ? () => {
+          const site = debug.record.site === undefined ? undefined : formatSite(debug.record.site);
+          const name = this.#callName(signed, seq);
+          return site === undefined ? name : `${name} (called at ${site})`;
+        }
+      : () => this.#callName(signed, seq);
     if (!(outcome instanceof Promise)) {
       monitor?.end((debug as CallDebug).record);
-      return Work.resolved(outcome);
+      return Work.track(Work.resolved(outcome), describe);
     }
     // Point-to-point calls are not in the collective order a barrier keeps: a receive may be posted long
     // before its message (as gloo's barrier waits for queued collectives, not for sends and receives).
     // Counted from when the backend starts it (a call held back by an injected delay starts later, in order),
     // without looking at the Work: whether the caller observes it is the caller's business.
     if (!spec.p2p) this.#unfinish(outcome);
-    // The ledger's description is made only when a report needs it; closures stay anonymous (no
-    // keepNames wrapper per call).
-    if (!monitor || !debug) return Work.track(new Work(outcome), () => this.#callName(signed, seq));
+    if (!monitor || !debug) return Work.track(new Work(outcome), describe);
     return Work.track(
       new Work(
         outcome.then(
@@ -206,11 +215,7 @@ export class ThreadGroup {
           (error) => this.#failed(debug, error),
         ),
       ),
-      () => {
-        const site = debug.record.site === undefined ? undefined : formatSite(debug.record.site);
-        const name = this.#callName(signed, seq);
-        return site === undefined ? name : `${name} (called at ${site})`;
-      },
+      describe,
     );
   }
 
@@ -254,25 +259,25 @@ export class ThreadGroup {
     signed: Signed,
     options: RawRoles | undefined,
   ): CallDebug {
-    const p2p = spec.p2p;
     const peer = spec.peerRole === undefined ? undefined : options?.[spec.peerRole];
-    const record = monitor.begin({
-      group: this.#info.name,
-      groupCode: this.#groupCode,
-      groupSize: this.size,
+    const record = monitor.begin(
+      this.#info.name,
+      this.#groupCode,
+      this.size,
       seq,
       op,
-      call: signed.label ?? signed.signature,
-      bytes: signed.bytes,
+      signed.label ?? signed.signature,
+      signed.bytes,
       // A receive from any rank waits on every other member.
-      peers: p2p && peer !== undefined ? [this.#info.ranks[peer as number]] : this.#others,
-    });
-    return {
-      monitor,
-      record,
-      focus: { groupId: this.#info.id, groupName: this.name, seq, members: this.#info.ranks },
-      peerCheckMs: this.#info.peerCheckMs ?? PEER_CHECK_MS,
-    };
+      spec.p2p && peer !== undefined ? this.#peerList(peer as number) : this.#others,
+    );
+    return new TrackedCall(monitor, record, this.#info, this.#info.peerCheckMs ?? PEER_CHECK_MS);
+  }
+
+  /** [the global rank of group rank `peer`], made once per peer: a point-to-point call's peers. */
+  #peerList(peer: number): readonly number[] {
+    this.#peerLists[peer] ??= Object.freeze([this.#info.ranks[peer]]);
+    return this.#peerLists[peer];
   }
 
   /** Records the failure; a disagreement between ranks gets both call sites. */
@@ -649,15 +654,18 @@ export class ThreadGroup {
     return this.#call(
       'barrier',
       options,
-      () => ({ signature: 'barrier()', bytes: 0 }),
-      async (b, call) => {
+      () => BARRIER_SIGNED,
+      (b, call) => {
+        if (this.#unfinished.length === 0) {
+          const running = b.barrier(call);
+          return running === COMPLETED ? undefined : running;
+        }
         // Taken now, before this call is counted among them.
         const earlier = this.#unfinished.slice();
-        await settledWithin(earlier, call.timeoutMs, () => {
+        return settledWithin(earlier, call.timeoutMs, () => {
           const me = `rank ${this.#info.globalRank}`;
           return `barrier() call #${call.seq} on group "${this.name}": ${me} timed out after ${call.timeoutMs} ms waiting for its ${earlier.length} earlier call(s) on the group to complete`;
-        });
-        return b.barrier(call);
+        }).then(() => b.barrier(call));
       },
     );
   }
@@ -1029,6 +1037,21 @@ async function settledWithin(
   }
 }
 
+/** A call as the rank's monitor tracks it; its hang-report focus is made only when a report asks. */
+class TrackedCall implements CallDebug {
+  constructor(
+    readonly monitor: RankMonitor,
+    readonly record: CallRecord,
+    readonly group: GroupInfo,
+    readonly peerCheckMs: number,
+  ) {}
+
+  get focus(): HangFocus {
+    const group = this.group;
+    return { groupId: group.id, groupName: group.name, seq: this.record.seq, members: group.ranks };
+  }
+}
+
 function siteLine(rank: number, record: CallRecord): string {
   if (record.site === undefined) {
     return `  rank ${rank}: no call site (DebugOptions.callSites is off, or its time budget was spent on earlier calls)`;
@@ -1048,6 +1071,7 @@ function sharesOf(inputs: readonly Tensor[]): string {
   return `${inputs[0].dtype}[${shortForm(inputs.map((t) => `[${t.shape.join(',')}]`).join(','), 96)}]`;
 }
 
+const BARRIER_SIGNED: Signed = { signature: 'barrier()', bytes: 0 };
 const allReduceSigned: MakeSigned = (layout, op, _, bytes) => ({
   signature: `allReduce(${layout}, ${op})`,
   bytes,

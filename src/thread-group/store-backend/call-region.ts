@@ -92,6 +92,8 @@ export class CallRegion {
   readonly #slotBytes: number;
   readonly #signatures = new Map<string, Uint8Array>();
   readonly #operands: Array<Operands | undefined> = new Array(SLOTS);
+  /** Per slot, the text this rank's record holds (the encoded signature or error it last wrote there). */
+  readonly #written: Array<Uint8Array | undefined> = new Array(SLOTS);
   /** What #reachedSoon waits for, read by #isTarget (made once, not per wait). */
   #target = 0;
   readonly #isTarget = (value: number) => value === this.#target;
@@ -156,8 +158,12 @@ export class CallRegion {
 
   #write(slot: number, kind: Kind, text: Uint8Array): void {
     const record = this.#recordOffset(slot, this.#group.rank) >> 2;
-    this.#bytes.set(text, (record << 2) + RECORD_HEADER_BYTES);
-    this.#words[record + R.textLength] = text.length;
+    // A loop of one call writes the same signature into its slots over and over; only this rank writes its record.
+    if (this.#written[slot] !== text) {
+      this.#bytes.set(text, (record << 2) + RECORD_HEADER_BYTES);
+      this.#words[record + R.textLength] = text.length;
+      this.#written[slot] = text;
+    }
     Atomics.store(this.#words, record + R.kind, kind);
   }
 
@@ -323,9 +329,14 @@ export class CallRegion {
     const w = this.#words;
     const length = w[a + R.textLength];
     if (w[a + R.kind] !== w[b + R.kind] || w[b + R.textLength] !== length) return false;
-    const from = (a << 2) + RECORD_HEADER_BYTES;
-    const to = (b << 2) + RECORD_HEADER_BYTES;
-    for (let i = 0; i < length; i++) if (this.#bytes[from + i] !== this.#bytes[to + i]) return false;
+    // Texts start word-aligned: compared a word at a time, then the last bytes.
+    const textA = a + RECORD_HEADER_BYTES / 4;
+    const textB = b + RECORD_HEADER_BYTES / 4;
+    const whole = length >> 2;
+    for (let i = 0; i < whole; i++) if (w[textA + i] !== w[textB + i]) return false;
+    const bytes = this.#bytes;
+    for (let i = whole << 2; i < length; i++)
+      if (bytes[(textA << 2) + i] !== bytes[(textB << 2) + i]) return false;
     return true;
   }
 
