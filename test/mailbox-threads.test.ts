@@ -234,3 +234,24 @@ rankTest(
     await ctx.world.barrier();
   },
 );
+
+rankTest(
+  'a receive whose inline message is there already completes as it returns, with the bytes in place',
+  { worldSize: 2 },
+  async (ctx) => {
+    const sent = Tensor.fromArray(new Float64Array([1.5, -2, 3]), [3], 'float64');
+    if (ctx.rank === 0) {
+      // The record is in rank 1's mailbox before the barrier; the send completes once rank 1 took it.
+      const sending = ctx.world.send(sent, 1);
+      await ctx.world.barrier();
+      await sending;
+      return;
+    }
+    await ctx.world.barrier();
+    const into = Tensor.zeros([3], 'float64');
+    const receiving = ctx.world.recv(into, 0);
+    expect(receiving.done()).toBe(true);
+    expect(into.toArray()).toEqual([1.5, -2, 3]);
+    expect(await receiving).toBe(into);
+  },
+);

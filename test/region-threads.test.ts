@@ -37,6 +37,24 @@ for (const worldSize of [8, 4, 3, 2, 1]) {
 }
 
 rankTest(
+  "the last rank to arrive at a small allReduce completes it as it returns; the others' Works settle after",
+  { worldSize: 2 },
+  async (ctx) => {
+    await ctx.world.barrier();
+    const t = Tensor.full([2], ctx.rank + 1, 'int32');
+    // Rank 0 arrives late, long after rank 1 started waiting.
+    if (ctx.rank === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    const work = ctx.world.allReduce(t);
+    if (ctx.rank === 0) {
+      expect(work.done()).toBe(true);
+      expect(t.toArray()).toEqual([3, 3]);
+    }
+    expect(await work).toBe(t);
+    expect(t.toArray()).toEqual([3, 3]);
+  },
+);
+
+rankTest(
   'many un-awaited calls on two groups, small and large mixed, complete in order',
   { worldSize: 4 },
   async (ctx) => {

@@ -40,6 +40,10 @@ import { type CallInfo, CallMismatchError, COMPLETED, type GroupView } from '../
 import { ranksText } from './call-failure.ts';
 import { waitMonitored, watchMonitored } from './monitored-wait.ts';
 
+/** What receiveInto did: landed the message, saw nothing come within its brief wait, or left it to receive. */
+export const RECEIVED_INTO = { landed: 1, notCome: 2, otherwise: 3 } as const;
+export type ReceivedInto = (typeof RECEIVED_INTO)[keyof typeof RECEIVED_INTO];
+
 /** What a record carries: the message's bytes, or word that they wait in the keyed store. */
 export const MAIL = { inline: 1, stored: 2 } as const;
 export type MailKind = (typeof MAIL)[keyof typeof MAIL];
@@ -356,13 +360,15 @@ export class Mailbox {
     tag: number,
     message: number,
     consume: (record: MailRecord) => T,
+    waited = false,
   ): T | Promise<T> {
     const words = this.#inRing(src).controlWords;
     const head = Atomics.load(words, RING_HEAD);
     const found = this.#take(src, tag, message, consume);
     if (found !== undefined) return found.value;
     const deadline = deadlineAfter(call.timeoutMs);
-    if (waitBriefly(words, RING_HEAD, (value) => value !== head, deadline, this.#abort)) {
+    // `waited`: receiveInto's brief wait just saw nothing come; a second one would only delay the park.
+    if (!waited && waitBriefly(words, RING_HEAD, (value) => value !== head, deadline, this.#abort)) {
       const soon = this.#take(src, tag, message, consume);
       if (soon !== undefined) return soon.value;
     }
@@ -372,24 +378,26 @@ export class Mailbox {
   /**
    * recv's fast path: when the next record from `src` (within the brief wait)
    * is message `message` of `tag` with its bytes inline, in `tensor`'s layout,
-   * copies them into `tensor`, answers its sender and returns true, making
+   * copies them into `tensor`, answers its sender and returns LANDED, making
    * no object. Anything else (no record yet, records kept aside, another
-   * stream's record first, a marker, another layout) returns false with
-   * nothing taken, for `receive` to handle, and to word any failure.
+   * stream's record first, a marker, another layout) takes nothing, for
+   * `receive` to handle and to word any failure: NOT_COME when the brief
+   * wait saw nothing come (so `receive` need not wait briefly again),
+   * OTHERWISE for the rest.
    */
-  receiveInto(call: CallInfo, src: number, tag: number, message: number, tensor: Tensor): boolean {
-    if (this.#stash[src].size > 0 || tensor.device !== 'cpu') return false;
+  receiveInto(call: CallInfo, src: number, tag: number, message: number, tensor: Tensor): ReceivedInto {
+    if (this.#stash[src].size > 0 || tensor.device !== 'cpu') return RECEIVED_INTO.otherwise;
     const ring = this.#inRing(src);
     const words = ring.controlWords;
     this.#headSeen = Atomics.load(words, RING_HEAD);
     let at = ring.peekOffset();
     if (at === NO_RECORD) {
       if (!waitBriefly(words, RING_HEAD, this.#headMoved, deadlineAfter(call.timeoutMs), this.#abort)) {
-        return false;
+        return RECEIVED_INTO.notCome;
       }
       at = ring.peekOffset();
     }
-    if (at < 0) return false;
+    if (at < 0) return RECEIVED_INTO.otherwise;
     const view = ring.view;
     const shape = tensor.shape;
     const ndim = shape.length;
@@ -400,15 +408,15 @@ export class Mailbox {
       view.getUint8(at + 1) !== dtypeCode(tensor.dtype) ||
       view.getUint8(at + 2) !== ndim
     ) {
-      return false;
+      return RECEIVED_INTO.otherwise;
     }
     for (let d = 0; d < ndim; d++) {
-      if (view.getFloat64(at + FIXED_HEADER_BYTES + 8 * d, true) !== shape[d]) return false;
+      if (view.getFloat64(at + FIXED_HEADER_BYTES + 8 * d, true) !== shape[d]) return RECEIVED_INTO.otherwise;
     }
     copyBytes(tensor.bytes(), 0, ring.data, at + headerBytes(ndim), tensor.nbytes);
     this.#answer(src, view.getUint8(at + 3), undefined);
     this.#free(ring);
-    return true;
+    return RECEIVED_INTO.landed;
   }
 
   /**

@@ -34,7 +34,7 @@ import { layoutMismatchError } from './call-failure.ts';
 import { CallRegion, regionBytes } from './call-region.ts';
 import { Exchange, FINGERPRINT, runExchange } from './exchange.ts';
 import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './gather-scatter.ts';
-import { MAIL, Mailbox, type MailRecord, mailboxBytes } from './mailbox.ts';
+import { MAIL, Mailbox, type MailRecord, mailboxBytes, RECEIVED_INTO } from './mailbox.ts';
 import { expectInline, inlineTensor, landInline } from './mailbox-p2p.ts';
 import { monitoredBarrier, verdictTimeoutMs } from './monitored-barrier.ts';
 import { firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
@@ -320,12 +320,18 @@ export class StoreBackend implements Backend {
     message: number,
     inline: (record: MailRecord) => T,
     stored: (x: Exchange) => Promise<T>,
+    waited = false,
   ): Promise<T> {
     const mailbox = this.#mailbox;
     if (!mailbox) return this.#viaStore(call, src, tag, message, stored);
     return settled(() => {
-      const got = mailbox.receive(call, src, tag, message, (record) =>
-        record.kind === MAIL.inline ? { value: inline(record) } : undefined,
+      const got = mailbox.receive(
+        call,
+        src,
+        tag,
+        message,
+        (record) => (record.kind === MAIL.inline ? { value: inline(record) } : undefined),
+        waited,
       );
       if (got instanceof Promise) {
         return got.then((g) => (g ? g.value : this.#viaStore(call, src, tag, message, stored)));
@@ -347,15 +353,14 @@ export class StoreBackend implements Backend {
 
   recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void> {
     const mailbox = this.#mailbox;
+    if (!mailbox || this.#choosing.has(tag))
+      return this.#receive(call, src, tag, ...this.#landing(call, tensor, src));
     // A message that is (or comes within the brief wait) next in the mailbox, inline: copied in at once.
-    if (mailbox && !this.#choosing.has(tag)) {
-      const me = this.#group.rank;
-      if (mailbox.receiveInto(call, src, tag, this.#received.peek(src, me, tag), tensor)) {
-        this.#received.take(src, me, tag);
-        return COMPLETED;
-      }
-    }
-    return this.#receive(call, src, tag, ...this.#landing(call, tensor, src));
+    const message = this.#received.take(src, this.#group.rank, tag);
+    const into = mailbox.receiveInto(call, src, tag, message, tensor);
+    if (into === RECEIVED_INTO.landed) return COMPLETED;
+    const [inline, stored] = this.#landing(call, tensor, src);
+    return this.#receiveMessage(call, src, tag, message, inline, stored, into === RECEIVED_INTO.notCome);
   }
 
   /** What recv does with its message into `tensor`: for one that came inline, and for one in the store. */
