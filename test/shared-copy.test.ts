@@ -11,6 +11,7 @@ import { arrayConstructor, DTYPES, type DType, type TypedArray } from '../src/te
 import { isReduceOpDefined, REDUCE_OPS, reduceArrays } from '../src/tensor/reduce-kernels.ts';
 import {
   type BlockCopy,
+  copyBytes,
   copyInto,
   NATIVE_COPY_MIN_BYTES,
   registerSharedCopy,
@@ -131,4 +132,26 @@ describe('copies of shared memory', () => {
       expect(Buffer.compare(reduce(), throughSet)).toBe(0);
     },
   );
+});
+
+describe('copyBytes', () => {
+  // Up to 64 bytes go through its loop, the rest through copyInto; a whole source, and offsets on both sides.
+  it.each([0, 1, 4, 63, 64, 65, 1000, NATIVE_COPY_MIN_BYTES + 8])('copies %i bytes', (length) => {
+    const source = new Uint8Array(new SharedArrayBuffer(length + 16));
+    const random = mulberry32(length);
+    for (let i = 0; i < source.length; i++) source[i] = Math.floor(random() * 256);
+    const cases: Array<[Uint8Array, number, number]> = [
+      [source.subarray(0, length), 0, 0],
+      [source, 16, 3],
+    ];
+    for (const [from, sourceOffset, targetOffset] of cases) {
+      const target = new Uint8Array(new SharedArrayBuffer(length + 32)).fill(0xee);
+      copyBytes(target, targetOffset, from, sourceOffset, length);
+      const expected = Array.from(from.subarray(sourceOffset, sourceOffset + length));
+      expect(Array.from(target.subarray(targetOffset, targetOffset + length))).toEqual(expected);
+      // Nothing around the copied range is touched.
+      expect(target.subarray(0, targetOffset).every((b) => b === 0xee)).toBe(true);
+      expect(target.subarray(targetOffset + length).every((b) => b === 0xee)).toBe(true);
+    }
+  });
 });

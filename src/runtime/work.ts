@@ -71,6 +71,8 @@ export class Work<T> implements PromiseLike<T> {
   #failed = false;
   #error: unknown;
   #observed = false;
+  /** In the ledger's pending calls (a tracked call's Work before it settled). */
+  #pending = false;
   /** What the audit calls this Work: set for a call's Work and for Works chained on one. */
   #describe: (() => string) | undefined;
 
@@ -86,14 +88,14 @@ export class Work<T> implements PromiseLike<T> {
     this.#promise.then(
       () => {
         this.#settled = true;
-        if (ledger) removeItem(ledger.pending, this as Work<unknown>);
+        if (this.#pending && ledger) removeItem(ledger.pending, this as Work<unknown>);
       },
       (error: unknown) => {
         this.#settled = true;
         this.#failed = true;
         this.#error = error;
         if (!ledger) return;
-        removeItem(ledger.pending, this as Work<unknown>);
+        if (this.#pending) removeItem(ledger.pending, this as Work<unknown>);
         if (this.#observed || !this.#describe) return;
         if (ledger.unobserved.size < MAX_UNOBSERVED_FAILURES) ledger.unobserved.add(this as Work<unknown>);
         else ledger.unobservedBeyondCap++;
@@ -108,13 +110,17 @@ export class Work<T> implements PromiseLike<T> {
   static track<W extends Work<unknown>>(work: W, describe: () => string): W {
     if (!ledger || internalDepth > 0) return work;
     work.#describe = describe;
-    if (!work.#settled) ledger.pending.push(work);
+    if (!work.#settled) {
+      ledger.pending.push(work);
+      work.#pending = true;
+    }
     return work;
   }
 
   #observe(): void {
     this.#observed = true;
-    ledger?.unobserved.delete(this as Work<unknown>);
+    // Only failed Works are kept as unobserved (a look on every await would otherwise cost a set lookup).
+    if (this.#failed) ledger?.unobserved.delete(this as Work<unknown>);
   }
 
   /**

@@ -57,5 +57,6 @@ export function copyBytes(
     for (let i = 0; i < length; i++) target[targetOffset + i] = source[sourceOffset + i];
     return;
   }
-  copyInto(target, source.subarray(sourceOffset, sourceOffset + length), targetOffset);
+  const whole = sourceOffset === 0 && length === source.length;
+  copyInto(target, whole ? source : source.subarray(sourceOffset, sourceOffset + length), targetOffset);
 }

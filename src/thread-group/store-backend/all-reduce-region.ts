@@ -6,6 +6,7 @@
  * reduction, one wake-up, N copies out, whatever the number of ranks.
  */
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+import { copyBytes } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { type CallInfo, COMPLETED } from '../backend.ts';
 import { type CallRegion, KIND, OUTCOME, REGION_MAX_BYTES } from './call-region.ts';
@@ -46,7 +47,7 @@ function reduceInSlot(
 ): Promise<void> {
   let outcome: number | Promise<number>;
   try {
-    region.bytes.set(tensor.bytes(), region.dataOffset(slot, region.rank));
+    copyBytes(region.bytes, region.dataOffset(slot, region.rank), tensor.bytes(), 0, tensor.nbytes);
     if (region.arrive(slot)) {
       outcome = region.judge(slot);
       if (outcome === OUTCOME.reduced) region.reduce(slot, op, tensor.dtype, tensor.numel);
