@@ -132,6 +132,18 @@ describe('allReduce in the shared region, ranks simulated in one thread', () => 
     for (const t of next) expect(t.toArray()).toEqual([3, 3]);
   });
 
+  it('tells signatures of one length apart (compared by their hashes): float32[4] against float32[5]', async () => {
+    const group = simulatedGroup(2);
+    const results = await Promise.allSettled(group.allReduce([Tensor.ones([4]), Tensor.ones([5])], 'sum'));
+    for (const [r, result] of results.entries()) {
+      expect(result.status).toBe('rejected');
+      const error = (result as PromiseRejectedResult).reason;
+      expect(error).toBeInstanceOf(CallMismatchError);
+      expect(error.message).toContain(`rank ${r} called allReduce(float32[${4 + r}]`);
+      expect(error.message).toContain(`but rank ${1 - r} called allReduce(float32[${5 - r}]`);
+    }
+  });
+
   it('times out naming the rank that did not come, and that rank fails when it does', async () => {
     const group = simulatedGroup(3);
     const early = group.allReduce([Tensor.ones([4]), undefined, Tensor.ones([4])], 'sum', 200);

@@ -6,6 +6,7 @@
  * which every publish into that bucket bumps.
  */
 import type { AbortWord } from '../runtime/abort-word.ts';
+import { fnv1a } from '../runtime/fnv1a.ts';
 import {
   decodeText,
   encodeKey,
@@ -68,12 +69,6 @@ export interface SharedSlotTable {
   buffer: SharedArrayBuffer;
 }
 
-function fnv1a(bytes: Uint8Array): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i], 0x01000193);
-  return h | 0;
-}
-
 export class SlotTable {
   readonly spec: SlotTableSpec;
   readonly buffer: SharedArrayBuffer;
@@ -126,7 +121,7 @@ export class SlotTable {
   }
 
   bucketOf(keyBytes: Uint8Array): { bucket: number; hash: number } {
-    const hash = fnv1a(keyBytes);
+    const hash = fnv1a(keyBytes) | 0;
     return { bucket: (hash >>> 0) % this.spec.buckets, hash };
   }
 

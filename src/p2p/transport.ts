@@ -8,6 +8,7 @@
  * (ThreadGroupManager.getDirectionGroup): NCCL between distinct GPUs, the
  * store (device pointers, CUDA IPC) when both workers share one.
  */
+import { fnv1a } from '../runtime/fnv1a.ts';
 import type { Device } from '../tensor/dtype.ts';
 import { assertCommTensor } from '../tensor/validate.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
@@ -49,9 +50,7 @@ export interface LinkGroups {
 
 /** Tag block of a CollectiveGroup: a 32-bit FNV-1a hash of its name, so both ends agree without talking. */
 export function tagBlockOf(groupName: string): number {
-  let h = 0x811c9dc5;
-  for (const byte of new TextEncoder().encode(groupName)) h = Math.imul(h ^ byte, 0x01000193) >>> 0;
-  return h;
+  return fnv1a(new TextEncoder().encode(groupName));
 }
 
 /** `peerRank` is the peer's global rank; each stream addresses it by its rank in that stream's group. */

@@ -21,6 +21,7 @@
  * needs to write nothing first.
  */
 import type { AbortWord } from '../../runtime/abort-word.ts';
+import { FNV_PRIME, fnv1a } from '../../runtime/fnv1a.ts';
 import { decodeText, encodeBounded, MAX_TAG_BYTES } from '../../runtime/store-limits.ts';
 import type { SharedRegion } from '../../runtime/tensor-store.ts';
 import { deadlineAfter, waitBriefly } from '../../runtime/wait.ts';
@@ -47,13 +48,28 @@ type Kind = (typeof KIND)[keyof typeof KIND];
 /** The last arrival's verdict on a slot's call. */
 export const OUTCOME = { reduced: 1, keyed: 2, mismatch: 3, abandoned: 4 } as const;
 
+/*
+ * Layout. Every rank reads what another wrote once per call, and each line
+ * that moves between cores costs about a tenth of a microsecond, as much as
+ * a small call's own work: so what a call reads of another rank comes in as
+ * few cache lines as it can. A slot's words are followed by its result and
+ * a record's words by its data, in the same line, so a small call's verdict
+ * and result, or a rank's arrival, call and data, are one line each; the
+ * signature is compared by its hashes in the record's words, and its text
+ * (after the data) is read only to word a mismatch.
+ */
+const LINE_BYTES = 64;
+const lines = (bytes: number) => Math.ceil(bytes / LINE_BYTES) * LINE_BYTES;
 /** Slot words: the cycle it serves, arrivals, departures, the ready cycle + 1, the outcome. */
 const S = { open: 0, arrived: 1, departed: 2, ready: 3, outcome: 4 } as const;
-const SLOT_HEADER_BYTES = 64;
-/** Record words: the cycle + 1 the rank arrived for, its kind, its text's length. */
-const R = { cycle: 0, kind: 1, textLength: 2 } as const;
-const RECORD_HEADER_BYTES = 16;
-const RECORD_BYTES = RECORD_HEADER_BYTES + MAX_TAG_BYTES + REGION_MAX_BYTES;
+const SLOT_HEADER_BYTES = 32;
+/** A slot's words and result. */
+const SLOT_FRONT_BYTES = lines(SLOT_HEADER_BYTES + REGION_MAX_BYTES);
+/** Record words: the cycle + 1 the rank arrived for, its kind, its text's length, the text's two 32-bit hashes. */
+const R = { cycle: 0, kind: 1, textLength: 2, hash: 3, hash2: 4 } as const;
+const RECORD_HEADER_BYTES = 32;
+/** A record's words, data and text. */
+const RECORD_BYTES = lines(RECORD_HEADER_BYTES + REGION_MAX_BYTES + MAX_TAG_BYTES);
 /** How long a wait in the region blocks its thread before it parks on the event loop (see waitForWord). */
 const BLOCK_MS = 10;
 /** Encoded signatures kept per group: a program repeats a handful of calls. */
@@ -65,12 +81,24 @@ function cycleOf(call: CallInfo, slot: number): number {
 }
 
 function slotBytes(size: number): number {
-  return SLOT_HEADER_BYTES + size * RECORD_BYTES + REGION_MAX_BYTES;
+  return SLOT_FRONT_BYTES + size * RECORD_BYTES;
 }
 
 /** Bytes of the region a group of `size` ranks needs. */
 export function regionBytes(size: number): number {
   return SLOTS * slotBytes(size);
+}
+
+/** A record's text, encoded, with the hashes calls are compared by (see #sameCall). */
+interface RecordText {
+  bytes: Uint8Array;
+  hash: number;
+  hash2: number;
+}
+
+/** A failure's text as a record holds it (no hashes: an abandoned record is never compared). */
+function errorText(message: string): RecordText {
+  return { bytes: encodeBounded(message, MAX_TAG_BYTES), hash: 0, hash2: 0 };
 }
 
 /** A slot's reduction operands as typed arrays, kept while calls repeat the same dtype and length. */
@@ -90,10 +118,10 @@ export class CallRegion {
   readonly #words: Int32Array;
   readonly #bytes: Uint8Array;
   readonly #slotBytes: number;
-  readonly #signatures = new Map<string, Uint8Array>();
+  readonly #signatures = new Map<string, RecordText>();
   readonly #operands: Array<Operands | undefined> = new Array(SLOTS);
   /** Per slot, the text this rank's record holds (the encoded signature or error it last wrote there). */
-  readonly #written: Array<Uint8Array | undefined> = new Array(SLOTS);
+  readonly #written: Array<RecordText | undefined> = new Array(SLOTS);
   /** What #reachedSoon waits for, read by #isTarget (made once, not per wait). */
   #target = 0;
   readonly #isTarget = (value: number) => value === this.#target;
@@ -111,12 +139,12 @@ export class CallRegion {
 
   /** Byte offset (in the region) of group rank `p`'s data in `slot`. */
   dataOffset(slot: number, p: number): number {
-    return this.#recordOffset(slot, p) + RECORD_HEADER_BYTES + MAX_TAG_BYTES;
+    return this.#recordOffset(slot, p) + RECORD_HEADER_BYTES;
   }
 
   /** Byte offset (in the region) of `slot`'s result. */
   resultOffset(slot: number): number {
-    return this.#slotOffset(slot) + SLOT_HEADER_BYTES + this.#group.size * RECORD_BYTES;
+    return this.#slotOffset(slot) + SLOT_HEADER_BYTES;
   }
 
   /** This rank's group rank. */
@@ -146,22 +174,20 @@ export class CallRegion {
   }
 
   #take(call: CallInfo, slot: number, kind: Kind, text: string): number {
-    this.#write(
-      slot,
-      kind,
-      kind === KIND.abandoned ? encodeBounded(text, MAX_TAG_BYTES) : this.#signature(text),
-    );
+    this.#write(slot, kind, kind === KIND.abandoned ? errorText(text) : this.#signature(text));
     const record = this.#recordOffset(slot, this.#group.rank) >> 2;
     Atomics.store(this.#words, record + R.cycle, cycleOf(call, slot) + 1);
     return slot;
   }
 
-  #write(slot: number, kind: Kind, text: Uint8Array): void {
+  #write(slot: number, kind: Kind, text: RecordText): void {
     const record = this.#recordOffset(slot, this.#group.rank) >> 2;
     // A loop of one call writes the same signature into its slots over and over; only this rank writes its record.
     if (this.#written[slot] !== text) {
-      this.#bytes.set(text, (record << 2) + RECORD_HEADER_BYTES);
-      this.#words[record + R.textLength] = text.length;
+      this.#bytes.set(text.bytes, this.#textOffset(record));
+      this.#words[record + R.textLength] = text.bytes.length;
+      this.#words[record + R.hash] = text.hash;
+      this.#words[record + R.hash2] = text.hash2;
       this.#written[slot] = text;
     }
     Atomics.store(this.#words, record + R.kind, kind);
@@ -285,7 +311,7 @@ export class CallRegion {
 
   /** A rank still to come must not complete the call without this one: it fails with this rank's error. */
   #abandonAfter(slot: number, error: Error): never {
-    this.#write(slot, KIND.abandoned, encodeBounded(error.message, MAX_TAG_BYTES));
+    this.#write(slot, KIND.abandoned, errorText(error.message));
     throw error;
   }
 
@@ -325,23 +351,24 @@ export class CallRegion {
     return new Error(`${call.signature}: the group region holds no failure for call #${call.seq}`);
   }
 
+  /**
+   * Whether two records make the same call: kind, and the signature's length
+   * and two 32-bit hashes (a 64-bit fingerprint: two different signatures
+   * agree in all three with a chance of about one in 2^64), all in the
+   * records' first line, so the texts are not read.
+   */
   #sameCall(a: number, b: number): boolean {
     const w = this.#words;
-    const length = w[a + R.textLength];
-    if (w[a + R.kind] !== w[b + R.kind] || w[b + R.textLength] !== length) return false;
-    // Texts start word-aligned: compared a word at a time, then the last bytes.
-    const textA = a + RECORD_HEADER_BYTES / 4;
-    const textB = b + RECORD_HEADER_BYTES / 4;
-    const whole = length >> 2;
-    for (let i = 0; i < whole; i++) if (w[textA + i] !== w[textB + i]) return false;
-    const bytes = this.#bytes;
-    for (let i = whole << 2; i < length; i++)
-      if (bytes[(textA << 2) + i] !== bytes[(textB << 2) + i]) return false;
-    return true;
+    return (
+      w[a + R.kind] === w[b + R.kind] &&
+      w[a + R.textLength] === w[b + R.textLength] &&
+      w[a + R.hash] === w[b + R.hash] &&
+      w[a + R.hash2] === w[b + R.hash2]
+    );
   }
 
   #text(record: number): string {
-    const at = (record << 2) + RECORD_HEADER_BYTES;
+    const at = this.#textOffset(record);
     return decodeText(this.#bytes, at, at + this.#words[record + R.textLength]);
   }
 
@@ -355,11 +382,12 @@ export class CallRegion {
     return missing;
   }
 
-  #signature(signature: string): Uint8Array {
+  #signature(signature: string): RecordText {
     let encoded = this.#signatures.get(signature);
     if (encoded === undefined) {
       if (this.#signatures.size === SIGNATURES_KEPT) this.#signatures.clear();
-      encoded = encodeBounded(signature, MAX_TAG_BYTES);
+      const bytes = encodeBounded(signature, MAX_TAG_BYTES);
+      encoded = { bytes, hash: fnv1a(bytes) | 0, hash2: fnv1a(bytes, FNV_PRIME) | 0 };
       this.#signatures.set(signature, encoded);
     }
     return encoded;
@@ -401,6 +429,11 @@ export class CallRegion {
   }
 
   #recordOffset(slot: number, p: number): number {
-    return this.#slotOffset(slot) + SLOT_HEADER_BYTES + p * RECORD_BYTES;
+    return this.#slotOffset(slot) + SLOT_FRONT_BYTES + p * RECORD_BYTES;
+  }
+
+  /** Byte offset (in the region) of the text of the record at word `record`. */
+  #textOffset(record: number): number {
+    return (record << 2) + RECORD_HEADER_BYTES + REGION_MAX_BYTES;
   }
 }
