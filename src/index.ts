@@ -130,7 +130,7 @@ export type {
   StoreWaitOptions,
   TensorStore,
 } from './runtime/tensor-store.ts';
-export { Work } from './runtime/work.ts';
+export { type Executor, Work } from './runtime/work.ts';
 export type { Scalar } from './tensor/convert.ts';
 export { type Device, DTYPES, type DType, type TypedArray } from './tensor/dtype.ts';
 export {

@@ -40,4 +40,55 @@ describe('Work', () => {
     ).rejects.toBe(boom);
     expect(ran).toBe(true);
   });
+
+  it('is a Promise: Promise.all and Promise.race take it, and its statics make Works', async () => {
+    const w = new Work(later(3));
+    expect(w).toBeInstanceOf(Promise);
+    expect(await Promise.all([w, Work.resolved(4)])).toEqual([3, 4]);
+    expect(await Promise.race([new Work(later(5, 50)), Work.resolved(6)])).toBe(6);
+    const made = Work.resolve(8);
+    expect(made).toBeInstanceOf(Work);
+    expect(await made).toBe(8);
+    expect(await new Work<number>((resolve) => resolve(9))).toBe(9);
+  });
+
+  it('finally() runs its callback, waits for what it returns, and passes the value on', async () => {
+    const order: string[] = [];
+    const value = await Work.resolved(1).finally(async () => {
+      await later(null, 5);
+      order.push('finally');
+    });
+    order.push('after');
+    expect(value).toBe(1);
+    expect(order).toEqual(['finally', 'after']);
+    const replaced = new TypeError('from finally');
+    await expect(
+      Work.resolved(1).finally(() => {
+        throw replaced;
+      }),
+    ).rejects.toBe(replaced);
+  });
+
+  it('a settled Work is done at once; an await takes it without its then(), a pending one through it', async () => {
+    const settled = Work.resolved('now');
+    expect(settled.done()).toBe(true);
+    const pending = new Work(later('later'));
+    const calls: string[] = [];
+    for (const [name, w] of [
+      ['settled', settled],
+      ['pending', pending],
+    ] as const) {
+      const then = w.then.bind(w);
+      Object.defineProperty(w, 'then', {
+        value: (...args: Parameters<typeof then>) => {
+          calls.push(name);
+          return then(...args);
+        },
+      });
+    }
+    expect(await settled).toBe('now');
+    expect(await pending).toBe('later');
+    // A pending Work may fail, and an await must count as looking at it: it goes through then().
+    expect(calls).toEqual(['pending']);
+  });
 });
