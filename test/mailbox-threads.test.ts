@@ -29,7 +29,7 @@ function sameBytes(a: Tensor, b: Tensor): boolean {
 
 /** Element counts of a 1-D message just inside and just past the inline cutoff. */
 function aroundCutoff(worldSize: number, dtype: DType): number[] {
-  const inside = Math.floor(inlinePayloadMax(worldSize, 1) / itemSize(dtype));
+  const inside = Math.floor(inlinePayloadMax(worldSize) / itemSize(dtype));
   return [1, inside, inside + 1];
 }
 

@@ -50,7 +50,14 @@ export type MailKind = (typeof MAIL)[keyof typeof MAIL];
 
 /** Records of other streams a rank keeps aside per peer before it stops reading that peer's ring. */
 export const STASHED_MAX = 1024;
-/** Ring bytes per ordered pair: the region grows with the square of the group's size. */
+/**
+ * Ring bytes per ordered pair: the region grows with the square of the
+ * group's size. Groups of a few ranks (tensor-parallel pairs, a node's GPUs)
+ * get rings that carry 16 KiB messages inline: through the keyed store a
+ * 4 KiB message took ten times as long as a 1 KiB one.
+ */
+const FEW_RANKS_RING_BYTES = 64 << 10;
+const FEW_RANKS_MAX = 4;
 const SMALL_GROUP_RING_BYTES = 8 << 10;
 const LARGE_GROUP_RING_BYTES = 2 << 10;
 const SMALL_GROUP_MAX = 16;
@@ -98,6 +105,7 @@ const ACK_STATE = { pending: 1, received: 2, mismatch: 3, failed: 4 } as const;
 const answered = (state: number) => state !== ACK_STATE.pending;
 
 function ringBytes(size: number): number {
+  if (size <= FEW_RANKS_MAX) return FEW_RANKS_RING_BYTES;
   return size <= SMALL_GROUP_MAX ? SMALL_GROUP_RING_BYTES : LARGE_GROUP_RING_BYTES;
 }
 
@@ -119,9 +127,12 @@ function headerBytes(ndim: number): number {
   return FIXED_HEADER_BYTES + 8 * ndim;
 }
 
-/** The most bytes a message of `ndim` dimensions carries inline in a group of `size`: a record of a quarter ring. */
-export function inlinePayloadMax(size: number, ndim: number): number {
-  return ringBytes(size) / 4 - headerBytes(ndim);
+/**
+ * The most bytes a message carries inline in a group of `size`: a quarter
+ * ring (its record, with the header, stays within the half ring a record may take).
+ */
+export function inlinePayloadMax(size: number): number {
+  return ringBytes(size) / 4;
 }
 
 export class Mailbox {
@@ -175,9 +186,7 @@ export class Mailbox {
   /** Whether `tensor` travels inline: a contiguous host tensor within inlinePayloadMax. */
   carriesInline(tensor: Tensor): boolean {
     return (
-      tensor.device === 'cpu' &&
-      tensor.isContiguous() &&
-      tensor.nbytes <= inlinePayloadMax(this.#group.size, tensor.shape.length)
+      tensor.device === 'cpu' && tensor.isContiguous() && tensor.nbytes <= inlinePayloadMax(this.#group.size)
     );
   }
 
