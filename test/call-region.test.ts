@@ -15,7 +15,7 @@ import { DTYPES, type DType, itemSize } from '../src/tensor/dtype.ts';
 import { reduceArrays } from '../src/tensor/reduce-kernels.ts';
 import { isReduceOpDefined, REDUCE_OPS, type ReduceOp } from '../src/tensor/reduce-ops.ts';
 import { type CallInfo, CallMismatchError } from '../src/thread-group/backend.ts';
-import { REGION_MAX_BYTES, SLOTS } from '../src/thread-group/store-backend/call-region.ts';
+import { regionMaxBytes, SLOTS } from '../src/thread-group/store-backend/call-region.ts';
 import { StoreBackend } from '../src/thread-group/store-backend/store-backend.ts';
 
 function simulatedGroup(size: number) {
@@ -76,7 +76,7 @@ describe('allReduce in the shared region, ranks simulated in one thread', () => 
     it(`matches the rank-order reference bit for bit on ${size} ranks, every dtype and op, sizes around the cutoff`, async () => {
       const group = simulatedGroup(size);
       for (const dtype of DTYPES) {
-        const atCutoff = REGION_MAX_BYTES / itemSize(dtype);
+        const atCutoff = regionMaxBytes(size) / itemSize(dtype);
         // Past the cutoff the keyed store serves the call: region-threads.test.ts crosses it, between threads.
         const sizes = size === 64 ? [1, atCutoff] : [1, atCutoff - 1, atCutoff];
         for (const numel of sizes) {

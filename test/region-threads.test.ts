@@ -8,10 +8,11 @@ import { expect } from 'vitest';
 import { CommTimeoutError, RankFailedError, Tensor } from '../src/index.ts';
 import { rankTest } from '../src/testing/index.ts';
 import { CallMismatchError } from '../src/thread-group/backend.ts';
-import { REGION_MAX_BYTES } from '../src/thread-group/store-backend/call-region.ts';
+import { regionMaxBytes } from '../src/thread-group/store-backend/call-region.ts';
 import { failure } from './fixtures/failure.ts';
 
-const AT_CUTOFF = REGION_MAX_BYTES / 4;
+/** float32 elements at the cutoff of a group of `size`. */
+const atCutoff = (size: number) => regionMaxBytes(size) / 4;
 
 // Largest first: later tests reuse its warm rank threads.
 for (const worldSize of [8, 4, 3, 2, 1]) {
@@ -21,7 +22,7 @@ for (const worldSize of [8, 4, 3, 2, 1]) {
     async (ctx) => {
       const n = worldSize;
       const rankSum = (n * (n - 1)) / 2;
-      for (const numel of [1, AT_CUTOFF, AT_CUTOFF + 1]) {
+      for (const numel of [1, atCutoff(n), atCutoff(n) + 1]) {
         const t = Tensor.full([numel], ctx.rank, 'int32');
         await ctx.world.allReduce(t);
         expect(t.data.every((v) => v === rankSum)).toBe(true);
@@ -60,7 +61,7 @@ rankTest(
   async (ctx) => {
     const pair = await ctx.newGroup(ctx.rank < 2 ? [0, 1] : [2, 3]);
     const calls = 40;
-    const sizes = (c: number) => (c % 5 === 4 ? AT_CUTOFF + 1 : 8);
+    const sizes = (c: number) => (c % 5 === 4 ? atCutoff(ctx.world.size) + 1 : 8);
     const world = Array.from({ length: calls }, (_, c) =>
       Tensor.full([sizes(c)], c * 10 + ctx.rank, 'float32'),
     );
@@ -110,7 +111,8 @@ rankTest(
   { worldSize: 3 },
   async (ctx) => {
     const started = performance.now();
-    const large = () => ctx.world.allReduce(Tensor.ones([AT_CUTOFF + 1]), { timeoutMs: 20_000 });
+    const large = () =>
+      ctx.world.allReduce(Tensor.ones([atCutoff(ctx.world.size) + 1]), { timeoutMs: 20_000 });
     const call = ctx.rank === 2 ? ctx.world.barrier({ timeoutMs: 20_000 }) : large();
     const error = await failure(call);
     expect(error).toBeInstanceOf(CallMismatchError);
@@ -127,13 +129,14 @@ rankTest(
   'a rank that calls a size past the cutoff fails every rank with a mismatch naming both, then the group goes on',
   { worldSize: 3 },
   async (ctx) => {
-    const numel = ctx.rank === 2 ? AT_CUTOFF + 1 : AT_CUTOFF;
+    const cutoff = atCutoff(ctx.world.size);
+    const numel = ctx.rank === 2 ? cutoff + 1 : cutoff;
     const error = await failure(ctx.world.allReduce(Tensor.ones([numel])));
     expect(error).toBeInstanceOf(CallMismatchError);
     const other = ctx.rank === 2 ? 0 : 2;
     expect(error.message).toContain(`rank ${ctx.rank} called allReduce(float32[${numel}], sum) as call #0`);
     expect(error.message).toContain(
-      `rank ${other} called allReduce(float32[${other === 2 ? AT_CUTOFF + 1 : AT_CUTOFF}], sum)`,
+      `rank ${other} called allReduce(float32[${other === 2 ? cutoff + 1 : cutoff}], sum)`,
     );
     const t = Tensor.full([2], ctx.rank);
     await ctx.world.allReduce(t);

@@ -9,11 +9,11 @@ import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { copyBytes } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { type CallInfo, COMPLETED } from '../backend.ts';
-import { type CallRegion, KIND, OUTCOME, REGION_MAX_BYTES } from './call-region.ts';
+import { type CallRegion, KIND, OUTCOME } from './call-region.ts';
 
-/** Whether `tensor` is one the region serves: on the host, contiguous, within the region's record. */
-export function fitsRegion(tensor: Tensor): boolean {
-  return tensor.device === 'cpu' && tensor.nbytes <= REGION_MAX_BYTES;
+/** Whether `tensor` is one `region` serves: on the host, contiguous, within its records. */
+export function fitsRegion(region: CallRegion, tensor: Tensor): boolean {
+  return tensor.device === 'cpu' && tensor.nbytes <= region.maxBytes;
 }
 
 /** Tells the peers that took the keyed store for `call` (they wait there for this rank's fingerprint). */

@@ -37,10 +37,15 @@ import { waitMonitored } from './monitored-wait.ts';
 /** Calls of one group that may be in flight at once before the next waits for a slot. */
 export const SLOTS = 4;
 /**
- * The largest host tensor served here. Above it the keyed store's
- * reduce-scatter shares the work out; here the last arrival reduces alone.
+ * The largest host tensor served here, by the group's size. Above it the
+ * keyed store's reduce-scatter shares the work out; here the last arrival
+ * reduces alone, which a few ranks do faster for tensors up to 64 KiB (2
+ * thread ranks: 64 KiB in 55 us through the keyed store).
  */
-export const REGION_MAX_BYTES = 16 << 10;
+const FEW_RANKS_MAX = 4;
+export function regionMaxBytes(size: number): number {
+  return size <= FEW_RANKS_MAX ? 64 << 10 : 16 << 10;
+}
 
 /** What a rank's record says it does in its slot's call. */
 export const KIND = { region: 1, keyed: 2, abandoned: 3 } as const;
@@ -63,13 +68,11 @@ const lines = (bytes: number) => Math.ceil(bytes / LINE_BYTES) * LINE_BYTES;
 /** Slot words: the cycle it serves, arrivals, departures, the ready cycle + 1, the outcome. */
 const S = { open: 0, arrived: 1, departed: 2, ready: 3, outcome: 4 } as const;
 const SLOT_HEADER_BYTES = 32;
-/** A slot's words and result. */
-const SLOT_FRONT_BYTES = lines(SLOT_HEADER_BYTES + REGION_MAX_BYTES);
+
 /** Record words: the cycle + 1 the rank arrived for, its kind, its text's length, the text's two 32-bit hashes. */
 const R = { cycle: 0, kind: 1, textLength: 2, hash: 3, hash2: 4 } as const;
 const RECORD_HEADER_BYTES = 32;
-/** A record's words, data and text. */
-const RECORD_BYTES = lines(RECORD_HEADER_BYTES + REGION_MAX_BYTES + MAX_TAG_BYTES);
+
 /** How long a wait in the region blocks its thread before it parks on the event loop (see waitForWord). */
 const BLOCK_MS = 10;
 /** Encoded signatures kept per group: a program repeats a handful of calls. */
@@ -80,8 +83,17 @@ function cycleOf(call: CallInfo, slot: number): number {
   return (call.seq - slot) / SLOTS;
 }
 
+/** Bytes of a slot's words and result, and of a record's words, data and text, in a group of `size`. */
+function slotFrontBytes(size: number): number {
+  return lines(SLOT_HEADER_BYTES + regionMaxBytes(size));
+}
+
+function recordBytes(size: number): number {
+  return lines(RECORD_HEADER_BYTES + regionMaxBytes(size) + MAX_TAG_BYTES);
+}
+
 function slotBytes(size: number): number {
-  return SLOT_FRONT_BYTES + size * RECORD_BYTES;
+  return slotFrontBytes(size) + size * recordBytes(size);
 }
 
 /** Bytes of the region a group of `size` ranks needs. */
@@ -118,6 +130,10 @@ export class CallRegion {
   readonly #words: Int32Array;
   readonly #bytes: Uint8Array;
   readonly #slotBytes: number;
+  readonly #slotFrontBytes: number;
+  readonly #recordBytes: number;
+  /** The largest tensor this group's calls meet here with (regionMaxBytes). */
+  readonly maxBytes: number;
   readonly #signatures = new Map<string, RecordText>();
   readonly #operands: Array<Operands | undefined> = new Array(SLOTS);
   /** Per slot, the text this rank's record holds (the encoded signature or error it last wrote there). */
@@ -135,6 +151,9 @@ export class CallRegion {
     this.#words = new Int32Array(region.buffer, region.byteOffset, region.byteLength >> 2);
     this.#bytes = new Uint8Array(region.buffer, region.byteOffset, region.byteLength);
     this.#slotBytes = slotBytes(group.size);
+    this.#slotFrontBytes = slotFrontBytes(group.size);
+    this.#recordBytes = recordBytes(group.size);
+    this.maxBytes = regionMaxBytes(group.size);
   }
 
   /** Byte offset (in the region) of group rank `p`'s data in `slot`. */
@@ -429,11 +448,11 @@ export class CallRegion {
   }
 
   #recordOffset(slot: number, p: number): number {
-    return this.#slotOffset(slot) + SLOT_FRONT_BYTES + p * RECORD_BYTES;
+    return this.#slotOffset(slot) + this.#slotFrontBytes + p * this.#recordBytes;
   }
 
   /** Byte offset (in the region) of the text of the record at word `record`. */
   #textOffset(record: number): number {
-    return (record << 2) + RECORD_HEADER_BYTES + REGION_MAX_BYTES;
+    return (record << 2) + RECORD_HEADER_BYTES + this.maxBytes;
   }
 }

@@ -142,7 +142,8 @@ export class StoreBackend implements Backend {
   }
 
   allReduce(call: CallInfo, tensor: Tensor, op: Reduction): Promise<void> {
-    if (this.#region && fitsRegion(tensor)) return this.#allReduceInRegion(this.#region, call, tensor, op);
+    if (this.#region && fitsRegion(this.#region, tensor))
+      return this.#allReduceInRegion(this.#region, call, tensor, op);
     return this.#run(call, async (x) => {
       const nodes = nodesOf(x);
       // An average of averages is wrong when nodes hold different numbers of ranks: avg stays flat. So
