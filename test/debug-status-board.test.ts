@@ -35,8 +35,12 @@ describe.each(['thread', 'file'] as const)('%s status board', (kind) => {
     const m0 = new RankMonitor(0, b0, options);
     const m1 = new RankMonitor(1, b1, options);
     for (const m of [m0, m1]) m.registerGroup('w0.1.0', 'world');
-    const begin = (m: RankMonitor, seq: number) =>
-      m.begin('world', 0, 2, seq, 'allReduce', 'allReduce(float32[4], sum)', 16, [1]);
+    // A call that did not complete as it returned: running, then (or not yet) ended.
+    const begin = (m: RankMonitor, seq: number) => {
+      const record = m.begin('world', 0, 2, seq, 'allReduce', 'allReduce(float32[4], sum)', 16, [1]);
+      m.running(record, performance.now());
+      return record;
+    };
     m0.end(begin(m0, 0));
     m1.end(begin(m1, 0));
     const pending = begin(m0, 1);
@@ -67,6 +71,23 @@ describe.each(['thread', 'file'] as const)('%s status board', (kind) => {
         'status-rank0.json',
         'status-rank1.json',
       ]);
+  });
+
+  it('a call that completed as it returned shows as done, never pending, with the times it was given', () => {
+    const [b0] = boards(kind);
+    const m0 = new RankMonitor(0, b0, resolveDebugOptions({}, {}));
+    m0.registerGroup('w0.1.0', 'world');
+    const record = m0.begin('world', 0, 2, 3, 'allReduce', 'allReduce(float32[1], sum)', 4, [1]);
+    const started = performance.now();
+    m0.endAtOnce(record, started, started + 0.25);
+    const row = b0.read(0);
+    expect(row.pending).toBe(0);
+    expect(row.done.seq).toBe(3);
+    expect(row.started.seq).toBe(3);
+    expect(record.status).toBe('ok');
+    expect(record.endUs - record.startUs).toBeCloseTo(250, 3);
+    expect(Math.abs(record.startUs / 1000 - Date.now())).toBeLessThan(1000);
+    expect(m0.recorder.dump().at(-1)).toMatchObject({ seq: 3, status: 'ok' });
   });
 });
 

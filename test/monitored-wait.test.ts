@@ -23,6 +23,7 @@ async function wait(
 ) {
   const monitor = new RankMonitor(0, board, resolveDebugOptions(undefined), ['rank-0', 'rank-1']);
   const record = monitor.begin('world', 0, 2, 0, 'barrier', 'barrier()', 0, [1]);
+  monitor.running(record, performance.now());
   const focus = { groupId: group.id, groupName: group.name, seq: 0, members: group.ranks };
   const call: CallInfo = {
     seq: 0,

@@ -41,6 +41,8 @@ export class RankMonitor {
   readonly #groups: Array<{ id: string; name: string }> = [];
   /** Calls begun and not ended, oldest first (an array: see removeItem). */
   readonly #pending: CallRecord[] = [];
+  /** The latest clock reading this monitor made or was given (performance.now() milliseconds). */
+  #lastNow = performance.now();
   readonly #waitingFor = new WeakMap<CallRecord, string>();
   readonly #failed: SnapshotCall[] = [];
   readonly #trace: CallRecord[] | undefined;
@@ -83,7 +85,13 @@ export class RankMonitor {
     return this.#groups.length - 1;
   }
 
-  /** A call starts (its fields as CallRecord's; positional, so a call makes one object here, its record). */
+  /**
+   * A call starts (its fields as CallRecord's; positional, so a call makes
+   * one object here, its record). It goes on the status row and among the
+   * pending calls only if it did not complete as it returned (running), or
+   * with its end (endAtOnce): most small calls between threads complete at
+   * once, and so cost no clock reading at their start.
+   */
   begin(
     group: string,
     groupCode: number,
@@ -94,9 +102,6 @@ export class RankMonitor {
     bytes: number,
     peers: readonly number[],
   ): CallRecord {
-    // One clock reading serves the record, the call site's budget and the status row.
-    const now = performance.now();
-    const at = epochMs(now);
     const record: CallRecord = {
       rank: this.rank,
       group,
@@ -107,13 +112,12 @@ export class RankMonitor {
       call,
       bytes,
       peers,
-      startUs: at * 1000,
+      startUs: 0,
       endUs: 0,
       status: 'pending',
-      site: this.#sites?.capture(now),
+      // The budget accrues by the latest reading this monitor knows: it bounds a share of time, not one call's.
+      site: this.#sites?.capture(this.#lastNow),
     };
-    this.#pending.push(record);
-    this.board.callStarted(this.rank, record.seq, opCode(record.op), record.groupCode, at);
     this.recorder.record(record);
     if (this.#trace) {
       if (this.#trace.length < MAX_TRACE_EVENTS) this.#trace.push(record);
@@ -122,8 +126,33 @@ export class RankMonitor {
     return record;
   }
 
+  /** A call that did not complete as it returned: pending since `startedMs` (a performance.now() reading). */
+  running(record: CallRecord, startedMs: number): void {
+    this.#lastNow = startedMs;
+    const at = epochMs(startedMs);
+    record.startUs = at * 1000;
+    this.#pending.push(record);
+    this.board.callStarted(this.rank, record.seq, opCode(record.op), record.groupCode, at);
+  }
+
+  /** A call that completed as it returned, between two performance.now() readings. */
+  endAtOnce(record: CallRecord, startedMs: number, endedMs: number): void {
+    this.#lastNow = endedMs;
+    const started = epochMs(startedMs);
+    const ended = epochMs(endedMs);
+    record.startUs = started * 1000;
+    record.endUs = ended * 1000;
+    record.status = 'ok';
+    const op = opCode(record.op);
+    this.board.callStarted(this.rank, record.seq, op, record.groupCode, started);
+    this.board.callEnded(this.rank, record.seq, op, record.groupCode, ended);
+  }
+
+  /** A running call ends. */
   end(record: CallRecord, error?: unknown): void {
-    const at = epochNowMs();
+    const now = performance.now();
+    this.#lastNow = now;
+    const at = epochMs(now);
     record.endUs = at * 1000;
     removeItem(this.#pending, record);
     this.board.callEnded(this.rank, record.seq, opCode(record.op), record.groupCode, at);

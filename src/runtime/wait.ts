@@ -24,6 +24,46 @@ export function setSpinBudget(threadsPerCore: number): void {
   oversubscribed = threadsPerCore > 1;
 }
 
+/*
+ * The synchronous waits' clock: how many readings they made, their last,
+ * and their first since a caller's mark. A call that completed as it
+ * returned takes its times from these instead of reading the clock itself
+ * (a reading costs as much as a tenth of a small call): it started about
+ * the first reading of its waits and ended about the last.
+ */
+let readings = 0;
+let lastReading = 0;
+let markedAt = 0;
+let firstSinceMark = 0;
+
+function readClock(): number {
+  const now = performance.now();
+  if (readings === markedAt) firstSinceMark = now;
+  readings++;
+  lastReading = now;
+  return now;
+}
+
+/** Marks the waits' clock (a call starting): its readings so far, for waitClockRead. */
+export function markWaitClock(): number {
+  markedAt = readings;
+  return readings;
+}
+
+/** Whether the synchronous waits read the clock since `mark` (markWaitClock's). */
+export function waitClockRead(mark: number): boolean {
+  return readings !== mark;
+}
+
+/** The waits' first clock reading since the latest mark, and their last (performance.now() milliseconds). */
+export function firstWaitReading(): number {
+  return firstSinceMark;
+}
+
+export function lastWaitReading(): number {
+  return lastReading;
+}
+
 let parkedWaiters = 0;
 let keepAlive: NodeJS.Timeout | undefined;
 
@@ -87,7 +127,7 @@ function keepThread(
 ): number {
   const giveCore = schedYield;
   let value = Atomics.load(words, index);
-  for (let left = until - performance.now(); left > 0; left = until - performance.now()) {
+  for (let left = until - readClock(); left > 0; left = until - readClock()) {
     abort?.throwIfAborted();
     if (giveCore) {
       for (let i = 0; i < YIELDS_PER_CHECK; i++) {
@@ -128,16 +168,14 @@ export function waitBriefly(
   const yields = blocks && yieldsCore();
   // A yielding wait gives its core away at once: a spin would burn the slice of the thread it waits for.
   if (!yields) {
-    const spinUntil = performance.now() + spinMs;
+    const spinUntil = readClock() + spinMs;
     do {
       for (let i = 0; i < 64 && !ready(value); i++) value = Atomics.load(words, index);
       if (ready(value)) return true;
-    } while (performance.now() < spinUntil);
+    } while (readClock() < spinUntil);
   }
   if (!blocks) return false;
-  return ready(
-    keepThread(words, index, ready, Math.min(deadline, performance.now() + (blockMs as number)), abort),
-  );
+  return ready(keepThread(words, index, ready, Math.min(deadline, readClock() + (blockMs as number)), abort));
 }
 
 /**

@@ -28,12 +28,14 @@ export function withFaults<S, A extends unknown[], T>(
       ];
     case 'hang':
       // Published at once: a hung call waits for nothing, so nothing else would show it in peers' hang reports.
+      // After the call is among the rank's pending ones (a turn later: a call is, once its run returned).
       return [
         check,
-        () => {
-          rankMonitor()?.publish();
-          return injection.forever;
-        },
+        () =>
+          Promise.resolve().then(() => {
+            rankMonitor()?.publish();
+            return injection.forever;
+          }),
       ];
     case 'delay':
       return [check, (...args) => injection.gate.then(() => run(...args))];

@@ -11,6 +11,7 @@ import type { HangFocus } from '../debug/hang-report.ts';
 import { type RankMonitor, rankMonitor } from '../debug/monitor.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../runtime/errors.ts';
 import { removeItem } from '../runtime/remove-item.ts';
+import { firstWaitReading, lastWaitReading, markWaitClock, waitClockRead } from '../runtime/wait.ts';
 import { Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
@@ -179,7 +180,7 @@ export class ThreadGroup {
       );
     }
     const monitor = this.#monitor;
-    const debug = monitor && this.#track(monitor, op, spec, seq, signed, options);
+    const debug = monitor ? this.#track(monitor, op, spec, seq, signed, options) : undefined;
     let outcome: T | Promise<T>;
     try {
       outcome = run(backend, { seq, signature: signed.signature, timeoutMs, checks, debug });
@@ -196,9 +197,10 @@ export class ThreadGroup {
         }
       : () => this.#callName(signed, seq);
     if (!(outcome instanceof Promise)) {
-      monitor?.end((debug as CallDebug).record);
+      debug?.endedAtOnce();
       return Work.track(Work.resolved(outcome), describe);
     }
+    debug?.running();
     // Point-to-point calls are not in the collective order a barrier keeps: a receive may be posted long
     // before its message (as gloo's barrier waits for queued collectives, not for sends and receives).
     // Counted from when the backend starts it (a call held back by an injected delay starts later, in order),
@@ -258,7 +260,7 @@ export class ThreadGroup {
     seq: number,
     signed: Signed,
     options: RawRoles | undefined,
-  ): CallDebug {
+  ): TrackedCall {
     const peer = spec.peerRole === undefined ? undefined : options?.[spec.peerRole];
     const record = monitor.begin(
       this.#info.name,
@@ -1039,12 +1041,37 @@ async function settledWithin(
 
 /** A call as the rank's monitor tracks it; its hang-report focus is made only when a report asks. */
 class TrackedCall implements CallDebug {
+  /** The synchronous waits' clock when the call started (see markWaitClock). */
+  readonly #clockMark = markWaitClock();
+
   constructor(
     readonly monitor: RankMonitor,
     readonly record: CallRecord,
     readonly group: GroupInfo,
     readonly peerCheckMs: number,
   ) {}
+
+  /**
+   * The call completed as it returned: its times are its waits' first and
+   * last clock readings, or, where it waited for nothing, one reading now
+   * (it took a microsecond or so).
+   */
+  endedAtOnce(): void {
+    if (waitClockRead(this.#clockMark)) {
+      this.monitor.endAtOnce(this.record, firstWaitReading(), lastWaitReading());
+      return;
+    }
+    const now = performance.now();
+    this.monitor.endAtOnce(this.record, now, now);
+  }
+
+  /** The call goes on: it runs since its waits' first clock reading, or now. */
+  running(): void {
+    this.monitor.running(
+      this.record,
+      waitClockRead(this.#clockMark) ? firstWaitReading() : performance.now(),
+    );
+  }
 
   get focus(): HangFocus {
     const group = this.group;
