@@ -281,6 +281,7 @@ class SettledWork<T> extends Work<T> {
   }
 
   constructor(value: T) {
-    super((resolve) => resolve(value));
+    // Settled with the value itself (no executor closure per call): a promise would be followed instead.
+    super(value as PromiseLike<T>);
   }
 }
