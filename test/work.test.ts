@@ -91,4 +91,14 @@ describe('Work', () => {
     // A pending Work may fail, and an await must count as looking at it: it goes through then().
     expect(calls).toEqual(['pending']);
   });
+
+  it('resolved() of a thenable follows it: not done before it settles, and its failure is caught and kept', async () => {
+    const boom = new Error('late');
+    const failing = Work.resolved(later(0).then(() => Promise.reject(boom)));
+    expect(failing.done()).toBe(false);
+    await later(null, 20);
+    expect(failing.failed()).toBe(true);
+    await expect(failing.wait()).rejects.toBe(boom);
+    expect(await Work.resolved(later('value'))).toBe('value');
+  });
 });

@@ -168,8 +168,14 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     return next;
   }
 
-  /** A Work that has `value` already: settled as it is made, with nothing to wait for or audit. */
+  /**
+   * A Work that has `value` already: settled as it is made, with nothing to
+   * wait for or audit. A thenable is no value yet: its Work follows it.
+   */
   static resolved<T>(value: T): Work<T> {
+    if (typeof (value as { then?: unknown } | null)?.then === 'function') {
+      return new Work(Promise.resolve(value as PromiseLike<T>));
+    }
     return new SettledWork<T>(value);
   }
 
