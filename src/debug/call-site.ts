@@ -75,8 +75,8 @@ export class SiteBudget {
     this.#last = this.#now();
   }
 
-  /** `now`: the caller's reading of the budget's clock, when it has one (a call reads the clock once). */
-  capture(now = this.#now()): CapturedSite | undefined {
+  capture(): CapturedSite | undefined {
+    const now = this.#now();
     this.#tokensMs = Math.min(this.#creditMs, this.#tokensMs + (now - this.#last) * this.#share);
     this.#last = now;
     if (this.#tokensMs <= 0) return undefined;

@@ -41,8 +41,6 @@ export class RankMonitor {
   readonly #groups: Array<{ id: string; name: string }> = [];
   /** Calls begun and not ended, oldest first (an array: see removeItem). */
   readonly #pending: CallRecord[] = [];
-  /** The latest clock reading this monitor made or was given (performance.now() milliseconds). */
-  #lastNow = performance.now();
   readonly #waitingFor = new WeakMap<CallRecord, string>();
   readonly #failed: SnapshotCall[] = [];
   readonly #trace: CallRecord[] | undefined;
@@ -115,8 +113,7 @@ export class RankMonitor {
       startUs: 0,
       endUs: 0,
       status: 'pending',
-      // The budget accrues by the latest reading this monitor knows: it bounds a share of time, not one call's.
-      site: this.#sites?.capture(this.#lastNow),
+      site: undefined,
     };
     this.recorder.record(record);
     if (this.#trace) {
@@ -128,7 +125,9 @@ export class RankMonitor {
 
   /** A call that did not complete as it returned: pending since `startedMs` (a performance.now() reading). */
   running(record: CallRecord, startedMs: number): void {
-    this.#lastNow = startedMs;
+    // The user's call site, captured here (still within the call, so the user's frames are on the stack):
+    // the calls that mismatch, fail or hang are the ones that did not complete as they returned.
+    record.site = this.#sites?.capture();
     const at = epochMs(startedMs);
     record.startUs = at * 1000;
     this.#pending.push(record);
@@ -137,7 +136,6 @@ export class RankMonitor {
 
   /** A call that completed as it returned, between two performance.now() readings. */
   endAtOnce(record: CallRecord, startedMs: number, endedMs: number): void {
-    this.#lastNow = endedMs;
     const started = epochMs(startedMs);
     const ended = epochMs(endedMs);
     record.startUs = started * 1000;
@@ -150,9 +148,7 @@ export class RankMonitor {
 
   /** A running call ends. */
   end(record: CallRecord, error?: unknown): void {
-    const now = performance.now();
-    this.#lastNow = now;
-    const at = epochMs(now);
+    const at = epochNowMs();
     record.endUs = at * 1000;
     removeItem(this.#pending, record);
     this.board.callEnded(this.rank, record.seq, opCode(record.op), record.groupCode, at);

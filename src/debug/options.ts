@@ -18,9 +18,10 @@ export interface DebugOptions {
    */
   checks?: boolean;
   /**
-   * Capture the user's call site of each call, for mismatch errors and hang
-   * reports (default true). Capturing costs microseconds, so it is held to 0.5%
-   * of the rank's time: in hot loops of tiny calls some calls have no site.
+   * Capture the user's call site of each call that does not complete as it
+   * returns (the ones that can mismatch, fail or hang), for mismatch errors and
+   * hang reports (default true). Capturing costs microseconds, so it is held to
+   * 0.5% of the rank's time: in hot loops of tiny calls some calls have no site.
    * Env: TENSORCOMM_CALL_SITES=0|1.
    */
   callSites?: boolean;
