@@ -22,7 +22,7 @@ const BLOCKED = 32;
 const WRAP = 0xffffffff;
 /** What peekOffset returns for no record published, and for a record whose length is impossible. */
 export const NO_RECORD = -1;
-export const BAD_RECORD = -2;
+const BAD_RECORD = -2;
 const ALIGN = 8;
 const LENGTH_BYTES = 4;
 
@@ -114,9 +114,9 @@ export class ByteRing {
 
   /**
    * Consumer: peek() without making a view: where the next record's body
-   * starts in `data` (its length in `peekedBytes`), NO_RECORD when none was
-   * published, BAD_RECORD when its length cannot be a record's (`peekedBytes`
-   * holds that length).
+   * starts in `data`, NO_RECORD when none was published, a negative
+   * BAD_RECORD when its length cannot be a record's (peek() returns that
+   * length).
    */
   peekOffset(): number {
     const head = Atomics.load(this.#control, RING_HEAD) >>> 0;
@@ -138,11 +138,6 @@ export class ByteRing {
     if (length > this.maxRecordBytes || need > (head - tail) >>> 0) return BAD_RECORD;
     this.#pendingTail = (tail + need) | 0;
     return at + LENGTH_BYTES;
-  }
-
-  /** The body length of the record the last peekOffset() found. */
-  get peekedBytes(): number {
-    return this.#peekedBytes;
   }
 
   /** The records' memory, as bytes and as a DataView (offsets as peekOffset gives them). */

@@ -59,6 +59,11 @@ export interface CallInfo {
  */
 export const COMPLETED: Promise<void> = Promise.resolve();
 
+/** `value` once the backend's call `running` is done: at once where it returned COMPLETED. */
+export function valueWhenDone<T>(running: Promise<void>, value: T): T | Promise<T> {
+  return running === COMPLETED ? value : running.then(() => value);
+}
+
 /** How often a monitored call's slow wait looks at its peers, so that one that left fails it at once. */
 export const PEER_CHECK_MS = 100;
 

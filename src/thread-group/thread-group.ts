@@ -23,8 +23,8 @@ import {
   type CallDebug,
   type CallInfo,
   CallMismatchError,
-  COMPLETED,
   PEER_CHECK_MS,
+  valueWhenDone,
 } from './backend.ts';
 import { withFaults } from './fault-hook.ts';
 import { shortForm } from './group-id.ts';
@@ -332,10 +332,7 @@ export class ThreadGroup {
         reduction = checkReduction(options, tensor.dtype, 'allReduce');
         return this.#recent.signed('allReduce', tensor, reductionName(reduction), '', allReduceSigned);
       },
-      (b, call) => {
-        const running = b.allReduce(call, tensor, reduction);
-        return running === COMPLETED ? tensor : running.then(() => tensor);
-      },
+      (b, call) => valueWhenDone(b.allReduce(call, tensor, reduction), tensor),
     );
   }
 
@@ -658,10 +655,7 @@ export class ThreadGroup {
       options,
       () => BARRIER_SIGNED,
       (b, call) => {
-        if (this.#unfinished.length === 0) {
-          const running = b.barrier(call);
-          return running === COMPLETED ? undefined : running;
-        }
+        if (this.#unfinished.length === 0) return valueWhenDone(b.barrier(call), undefined);
         // Taken now, before this call is counted among them.
         const earlier = this.#unfinished.slice();
         return settledWithin(earlier, call.timeoutMs, () => {
@@ -695,17 +689,15 @@ export class ThreadGroup {
   }
 
   send(tensor: Tensor, dst: number, options?: P2POptions): Work<void> {
-    return this.#p2p('send', tensor, dst, options, (b, call) => {
-      const running = b.send(call, tensor, dst, options?.tag ?? 0);
-      return running === COMPLETED ? undefined : running;
-    });
+    return this.#p2p('send', tensor, dst, options, (b, call) =>
+      valueWhenDone(b.send(call, tensor, dst, options?.tag ?? 0), undefined),
+    );
   }
 
   recv(tensor: Tensor, src: number, options?: P2POptions): Work<Tensor> {
-    return this.#p2p('recv', tensor, src, options, (b, call) => {
-      const running = b.recv(call, tensor, src, options?.tag ?? 0);
-      return running === COMPLETED ? tensor : running.then(() => tensor);
-    });
+    return this.#p2p('recv', tensor, src, options, (b, call) =>
+      valueWhenDone(b.recv(call, tensor, src, options?.tag ?? 0), tensor),
+    );
   }
 
   /**
@@ -1057,20 +1049,22 @@ class TrackedCall implements CallDebug {
    * (it took a microsecond or so).
    */
   endedAtOnce(): void {
-    if (waitClockRead(this.#clockMark)) {
-      this.monitor.endAtOnce(this.record, firstWaitReading(), lastWaitReading());
-      return;
-    }
-    const now = performance.now();
-    this.monitor.endAtOnce(this.record, now, now);
+    const started = this.#startedMs();
+    this.monitor.endAtOnce(
+      this.record,
+      started,
+      waitClockRead(this.#clockMark) ? lastWaitReading() : started,
+    );
   }
 
-  /** The call goes on: it runs since its waits' first clock reading, or now. */
+  /** The call goes on, since its start. */
   running(): void {
-    this.monitor.running(
-      this.record,
-      waitClockRead(this.#clockMark) ? firstWaitReading() : performance.now(),
-    );
+    this.monitor.running(this.record, this.#startedMs());
+  }
+
+  /** When the call started: its waits' first clock reading, or, where it waited for nothing, now. */
+  #startedMs(): number {
+    return waitClockRead(this.#clockMark) ? firstWaitReading() : performance.now();
   }
 
   get focus(): HangFocus {
