@@ -51,18 +51,18 @@ function layersOf(r: number, worldSize: number): string {
   return `rank ${r} of ${worldSize} passed: ${layers.join(', ')}`;
 }
 
-/** `tensorcomm run` as node `node` of two with two ranks each, running the layers' fixture. */
-function launcherArgv(node: number, master: readonly string[]): string[] {
+/** `tensorcomm run` as node `node` of `nodes` with `perNode` ranks each (two of two), running the layers' fixture. */
+function launcherArgv(node: number, master: readonly string[], nodes = 2, perNode = 2): string[] {
   return [
     'node',
     ...CLI,
     'run',
     '--nnodes',
-    '2',
+    String(nodes),
     '--node-rank',
     String(node),
     '--nproc-per-node',
-    '2',
+    String(perNode),
     ...master,
     'test/fixtures/many-nodes.ts',
   ];
@@ -225,6 +225,25 @@ describe.skipIf(!canMakeNodes)('two tensorcomm run launchers as two nodes', { ti
     }
   });
 });
+
+describe.skipIf(!canMakeNodes)(
+  'three tensorcomm run launchers of one rank each',
+  { timeout: 120_000 },
+  () => {
+    it('every layer with every value crossing the network (one rank per node: no shared memory at all)', async () => {
+      const port = String(await freePort());
+      const runs = await Promise.all(
+        [0, 1, 2].map((node) =>
+          runOnNode([{ argv: launcherArgv(node, ['--master-port', port], 3, 1) }], ROOT),
+        ),
+      );
+      for (const [node, run] of runs.entries()) {
+        expect(exitCodes(run), run.out).toEqual([0]);
+        expectEveryLayer(run.out.replace(/^\[rank \d+\] /gm, ''), [node], 3);
+      }
+    });
+  },
+);
 
 describe.skipIf(!canMakeNodes)('two nodes with network stacks of their own', { timeout: 120_000 }, () => {
   let pair: NetworkPair | undefined;
