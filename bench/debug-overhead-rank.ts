@@ -4,7 +4,7 @@
  * batches on a group built with no monitor at all, in the same threads, so
  * machine noise hits both alike. `single`: one op timed on the world group.
  */
-import { median } from '../src/cli/bench/collectives-rank.ts';
+import { median } from '../src/cli/bench/median.ts';
 import { rankMonitor, setRankMonitor } from '../src/debug/monitor.ts';
 import { type RankContext, Tensor, type ThreadGroup } from '../src/index.ts';
 

@@ -10,7 +10,7 @@
  *   npx tsx bench/debug-overhead.ts [--quick] [--json <file>]
  */
 
-import { median } from '../src/cli/bench/collectives-rank.ts';
+import { median } from '../src/cli/bench/median.ts';
 import { fixed, formatTable } from '../src/cli/bench/table.ts';
 import { captureSite } from '../src/debug/call-site.ts';
 import { type DebugOptions, spawnThreads } from '../src/index.ts';

@@ -14,6 +14,7 @@
  */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { median } from '../src/cli/bench/median.ts';
 import { createJobDirectory, FileTensorStore, removeJobDirectory } from '../src/file-store/index.ts';
 import { Tensor } from '../src/index.ts';
 import type { StoreSetOptions, StoreWaitOptions } from '../src/runtime/tensor-store.ts';
@@ -74,12 +75,6 @@ interface PeerFigures {
   transferGBps: number;
   fileTransferGBps: number;
   ringTransferGBps: number;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 /** How one path names the other end: not at all (the file handshake), or both ways (the rings). */

@@ -11,6 +11,7 @@
  *   npx tsx bench/oversubscribed.ts [--quick] [--json <file>]
  */
 import { availableParallelism } from 'node:os';
+import { median } from '../src/cli/bench/median.ts';
 import { spawnThreads } from '../src/index.ts';
 import { mpiOversubscribed } from './anchors.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';
@@ -47,12 +48,6 @@ const ELEMENTS = 256;
  * 3.9 ms to 1.4 ms over 8,000 calls.
  */
 const warmupCalls = (ranks: number) => (ranks >= 64 ? 4000 : 15_000);
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
 
 const ratio = (row: OversubscribedRow) => (row.mpiUs ? row.tensorcommUs / row.mpiUs : undefined);
 

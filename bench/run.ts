@@ -1,5 +1,6 @@
 /**
- * The whole bench: reduction kernels, collectives between rank threads, many
+ * The whole bench: reduction kernels, collectives between rank threads, 4 B
+ * calls between two rank threads in rounds alternating with Open MPI's, many
  * thread ranks per core beside Open MPI, then the anchors (node primitives,
  * gloo, Open MPI) from the same run, tensorcomm beside them, and the goals as
  * ratios.
@@ -17,6 +18,7 @@ import { runCompressionBench } from './compression.ts';
 import { runDebugOverhead } from './debug-overhead.ts';
 import { main as runKernels } from './kernels.ts';
 import { runOversubscribedBench } from './oversubscribed.ts';
+import { runSmallCallsBench } from './small-calls.ts';
 import { runStartupBench } from './startup.ts';
 
 export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
@@ -55,6 +57,9 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
       log,
     }),
   );
+  const smallCalls = await timed('small calls beside Open MPI', () =>
+    runSmallCallsBench({ quick: args.quick, log }),
+  );
   const oversubscribed = await timed('oversubscribed', () =>
     runOversubscribedBench({ quick: args.quick, log }),
   );
@@ -75,6 +80,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
     kernels,
     collectives,
     processes,
+    smallCalls,
     oversubscribed,
     anchors,
     goals,

@@ -12,7 +12,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { median } from '../src/cli/bench/collectives-rank.ts';
+import { median } from '../src/cli/bench/median.ts';
 import { fixed, formatTable } from '../src/cli/bench/table.ts';
 import { ANCHORS_DIR } from './anchors.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';

@@ -6,6 +6,7 @@
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { median } from '../src/cli/bench/median.ts';
 import { type DType, type RankContext, Tensor, WeightSyncEngine } from '../src/index.ts';
 
 export interface ModelSpec {
@@ -176,9 +177,4 @@ export default async function main(ctx: RankContext, args: RankArgs): Promise<Ra
     samples.push({ mode, ms: median(times), exact });
   }
   return { tensors: source.length, bytes: source.reduce((n, [, t]) => n + t.nbytes, 0), samples };
-}
-
-function median(values: number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }

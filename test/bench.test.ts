@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseMpiOutput, tcpExchangeFloor } from '../bench/anchors.ts';
 import { busFactor, runCollectivesBench } from '../bench/collectives.ts';
+import { runSmallCallsBench } from '../bench/small-calls.ts';
 import { freePort } from './fixtures/free-port.ts';
 
 const COLUMNS = ['size(B)', 'count', 'type', 'time(us)', 'algbw(GB/s)', 'busbw(GB/s)'];
@@ -99,4 +100,28 @@ describe('collectives bench', () => {
     expect(Object.keys(floor.figures ?? {})).toEqual([`tcp_exchange_GBps_${64 << 20}`]);
     expect(floor.figures?.[`tcp_exchange_GBps_${64 << 20}`]).toBeGreaterThan(0);
   }, 60_000);
+
+  it("pairs 4 B calls with Open MPI's round by round and judges the goal on the median of the rounds' ratios", async () => {
+    const lines: string[] = [];
+    const report = await runSmallCallsBench({ rounds: 3, log: (line) => lines.push(line) });
+    expect(report.rounds).toHaveLength(3);
+    for (const round of report.rounds) {
+      expect(round.allReduceUs).toBeGreaterThan(0);
+      expect(round.rttUs).toBeGreaterThan(0);
+    }
+    expect(lines.filter((line) => line.startsWith('# goal: 4 B'))).toHaveLength(2);
+    if (report.skipped !== undefined) {
+      expect(report.allReduceRatio).toBeUndefined();
+      return;
+    }
+    const middle = (ratios: number[]) => ratios.sort((a, b) => a - b)[1];
+    expect(report.allReduceRatio).toBeCloseTo(
+      middle(report.rounds.map((r) => r.allReduceUs / (r.mpiAllReduceUs as number))),
+      12,
+    );
+    expect(report.rttRatio).toBeCloseTo(
+      middle(report.rounds.map((r) => r.rttUs / (r.mpiRttUs as number))),
+      12,
+    );
+  }, 120_000);
 });

@@ -5,6 +5,7 @@
  * a barrier so all ranks enter it together.
  */
 import { type RankContext, Tensor, type ThreadGroup } from '../../index.ts';
+import { median } from './median.ts';
 
 export const COLLECTIVE_OPS = [
   'allReduce',
@@ -118,12 +119,6 @@ function pingPong(g: ThreadGroup, t: Tensor): () => Promise<unknown> {
     await g.recv(t, peer);
     await g.send(t, peer);
   };
-}
-
-export function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 /** Milliseconds per iteration of `iters` back-to-back steps. */
