@@ -10,7 +10,12 @@
  * allReduces between two nodes take 300 µs or more each, from the fifth
  * thousand on 30-50 µs), and the anchors are timed warm too: gloo's
  * allReduces come after thousands of its send/recv calls, Open MPI's C needs
- * no warming. Large ones warm up with two calls, as the anchors do.
+ * no warming. Large ones take LARGE_WARMUP_CALLS first, nccl-tests' default
+ * warm-up: V8 tiers up the large-tensor path over its first calls too (2 x 1
+ * at 64 MiB: 19-25 ms of user CPU per rank in calls 2 to 4, 0-7 ms from the
+ * fifth on; 2 x 2: 64-100 ms per call for calls 2 and 3, 60-70 from the
+ * fourth), while gloo's and Open MPI's compiled code is warm after their one
+ * or two.
  */
 import { initProcess, Tensor } from '../src/index.ts';
 
@@ -23,6 +28,7 @@ const peer = perNode;
 const figures: Record<string, number> = {};
 const BIG = quick ? 1 << 22 : 1 << 26;
 const WARMUP_CALLS = quick ? 500 : 5000;
+const LARGE_WARMUP_CALLS = 5;
 /** Up to this size an allReduce takes WARMUP_CALLS untimed calls first. */
 const WARM_MAX_BYTES = 64 << 10;
 
@@ -55,7 +61,7 @@ figures[`p2p_GBps_${BIG}`] = BIG / p2pSeconds / 1e9;
 for (const bytes of [4, BIG]) {
   const x = Tensor.full([bytes / 4], 1, 'float32');
   const iterations = Math.max(3, Math.min(quick ? 200 : 2000, (256 << 20) / bytes));
-  const warmup = bytes <= WARM_MAX_BYTES ? WARMUP_CALLS : 2;
+  const warmup = bytes <= WARM_MAX_BYTES ? WARMUP_CALLS : LARGE_WARMUP_CALLS;
   for (let i = 0; i < warmup; i++) await world.allReduce(x);
   const seconds = await timed(
     iterations,
