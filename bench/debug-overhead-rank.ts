@@ -1,8 +1,10 @@
 /**
  * Rank entry of bench/debug-overhead.ts. `interleaved`: batches of a 1 KiB
- * allReduce on the world group (this job's debugging options) alternate with
- * batches on a group built with no monitor at all, in the same threads, so
- * machine noise hits both alike. `single`: one op timed on the world group.
+ * allReduce on groups with this job's debugging options alternate with
+ * batches on groups built with no monitor at all, in the same threads, so
+ * machine noise hits both alike; several groups of each kind, so where each
+ * group's shared memory lies averages out. `single`: one op timed on the
+ * world group.
  */
 import { median } from '../src/cli/bench/median.ts';
 import { rankMonitor, setRankMonitor } from '../src/debug/monitor.ts';
@@ -20,18 +22,18 @@ export interface OverheadArgs {
 export interface OverheadResult {
   /** Median µs per call on the world group. */
   us: number;
-  /** interleaved only: median µs per call on the unmonitored group. */
+  /** interleaved only: median µs per call on the unmonitored groups. */
   bareUs?: number;
 }
 
 /** A group whose calls skip the debugging layer: built while this thread has no rank monitor. */
-async function bareGroup(ctx: RankContext): Promise<ThreadGroup> {
+async function bareGroup(ctx: RankContext, name: string): Promise<ThreadGroup> {
   const monitor = rankMonitor();
   setRankMonitor(undefined);
   try {
     return await ctx.newGroup(
       Array.from({ length: ctx.worldSize }, (_, r) => r),
-      { name: 'bare' },
+      { name },
     );
   } finally {
     setRankMonitor(monitor);
@@ -49,19 +51,40 @@ async function batch(ctx: RankContext, step: () => PromiseLike<unknown>, iters: 
   return ((performance.now() - started) / iters) * 1000;
 }
 
+/** Groups of each kind the batches cycle through (see main). */
+const GROUPS_PER_KIND = 4;
+
 export default async function main(ctx: RankContext, args: OverheadArgs): Promise<OverheadResult> {
   const t = Tensor.zeros([args.bytes / 4], 'float32');
-  const monitored = stepOf(ctx.world, args.op, t);
-  const bare = args.mode === 'interleaved' ? stepOf(await bareGroup(ctx), args.op, t) : undefined;
+  if (args.mode === 'single') {
+    const step = stepOf(ctx.world, args.op, t);
+    for (let i = 0; i < args.warmupIters; i++) await step();
+    const times: number[] = [];
+    for (let b = 0; b < args.batches; b++) times.push(await batch(ctx, step, args.iters));
+    return { us: median(times) };
+  }
+  // Several groups of each kind, made alternately and taken in turn: where a group's shared memory lies
+  // moves its calls' speed by up to a third (one group against another, both without the layer, read
+  // -10% to +31% in four jobs; four of each against four, -1.7% to +1.2% in six), and that must not
+  // read as the layer's cost.
+  const monitored: Array<() => PromiseLike<unknown>> = [];
+  const bare: Array<() => PromiseLike<unknown>> = [];
+  for (let i = 0; i < GROUPS_PER_KIND; i++) {
+    const all = Array.from({ length: ctx.worldSize }, (_, r) => r);
+    monitored.push(stepOf(await ctx.newGroup(all, { name: `monitored${i}` }), args.op, t));
+    bare.push(stepOf(await bareGroup(ctx, `bare${i}`), args.op, t));
+  }
   for (let i = 0; i < args.warmupIters; i++) {
-    await monitored();
-    await bare?.();
+    await monitored[i % GROUPS_PER_KIND]();
+    await bare[i % GROUPS_PER_KIND]();
   }
   const on: number[] = [];
   const off: number[] = [];
   for (let b = 0; b < args.batches; b++) {
-    on.push(await batch(ctx, monitored, args.iters));
-    if (bare) off.push(await batch(ctx, bare, args.iters));
+    for (let i = 0; i < GROUPS_PER_KIND; i++) {
+      on.push(await batch(ctx, monitored[i], args.iters));
+      off.push(await batch(ctx, bare[i], args.iters));
+    }
   }
-  return { us: median(on), bareUs: bare ? median(off) : undefined };
+  return { us: median(on), bareUs: median(off) };
 }

@@ -1,8 +1,9 @@
 /**
  * What the default-on debugging checks cost. The goal: a 1 KiB allReduce at
- * most 10% slower with them on. Measured inside one job, batches on the world
- * group (checks on) alternating with batches on a group that skips the
- * debugging layer, so the loaded machine's noise hits both alike; then a
+ * most 10% slower with them on. Measured inside one job, batches on groups
+ * with the checks on alternating with batches on groups that skip the
+ * debugging layer (four of each, taken in turn), so the loaded machine's
+ * noise and each group's memory layout hit both alike; then a
  * 1 KiB broadcast (a rooted call: it also carries the fingerprint in its one
  * exchange) in jobs with checks on and off, alternating; then one stack
  * capture timed in one thread.
@@ -96,7 +97,7 @@ export async function runDebugOverhead(options: { quick: boolean; log: Log }): P
 
   log('# debugging checks: 1 KiB calls, 2 ranks, median µs per call');
   log(
-    '# allReduce: checks-on batches interleaved with batches on a group without the debugging layer, same job',
+    '# allReduce: checks-on batches interleaved with batches on groups without the debugging layer, same job',
   );
   log('# broadcast: jobs with checks on and off ({ checks: false, flightRecorderSize: 0 }) alternating');
   const columns = [
@@ -112,9 +113,11 @@ export async function runDebugOverhead(options: { quick: boolean; log: Log }): P
     `# one stack capture (call site): ${fixed(siteUs)} µs, ${((siteUs / main.baselineUs) * 100).toFixed(1)}% ` +
       "of the allReduce; SiteBudget holds captures to 0.5% of a rank's time",
   );
+  // A quick run's few calls, on code V8 has not optimized yet, read anywhere from -55% to +81%.
+  const verdict = quick ? 'not judged with --quick' : main.overhead <= OVERHEAD_GOAL ? 'met' : 'NOT met';
   log(
     `# goal: default checks cost ≤ ${OVERHEAD_GOAL * 100}% on a 1 KiB allReduce: ` +
-      `${(main.overhead * 100).toFixed(1)}% -> ${main.overhead <= OVERHEAD_GOAL ? 'met' : 'NOT met'}`,
+      `${(main.overhead * 100).toFixed(1)}% -> ${verdict}`,
   );
   log('');
   return { rows, siteUs };
