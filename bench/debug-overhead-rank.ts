@@ -2,8 +2,8 @@
  * Rank entry of bench/debug-overhead.ts. `interleaved`: batches of a 1 KiB
  * allReduce on groups with this job's debugging options alternate with
  * batches on groups built with no monitor at all, in the same threads, so
- * machine noise hits both alike; several groups of each kind, so where each
- * group's shared memory lies averages out. `single`: one op timed on the
+ * machine noise hits both alike; several groups of each kind, so what sets
+ * one group's speed apart from another's averages out. `single`: one op timed on the
  * world group.
  */
 import { median } from '../src/cli/bench/median.ts';
@@ -63,10 +63,10 @@ export default async function main(ctx: RankContext, args: OverheadArgs): Promis
     for (let b = 0; b < args.batches; b++) times.push(await batch(ctx, step, args.iters));
     return { us: median(times) };
   }
-  // Several groups of each kind, made alternately and taken in turn: where a group's shared memory lies
-  // moves its calls' speed by up to a third (one group against another, both without the layer, read
-  // -10% to +31% in four jobs; four of each against four, -1.7% to +1.2% in six), and that must not
-  // read as the layer's cost.
+  // Several groups of each kind, made alternately and taken in turn: one group's calls can run a third
+  // faster or slower than another's for reasons of their own (one group against another, both without
+  // the layer, read -10% to +31% in four jobs; four of each against four, -1.7% to +1.2% in six), and
+  // that must not read as the layer's cost.
   const monitored: Array<() => PromiseLike<unknown>> = [];
   const bare: Array<() => PromiseLike<unknown>> = [];
   for (let i = 0; i < GROUPS_PER_KIND; i++) {

@@ -3,7 +3,7 @@
  * most 10% slower with them on. Measured inside one job, batches on groups
  * with the checks on alternating with batches on groups that skip the
  * debugging layer (four of each, taken in turn), so the loaded machine's
- * noise and each group's memory layout hit both alike; then a
+ * noise and what sets one group's speed apart hit both alike; then a
  * 1 KiB broadcast (a rooted call: it also carries the fingerprint in its one
  * exchange) in jobs with checks on and off, alternating; then one stack
  * capture timed in one thread.
