@@ -6,38 +6,16 @@
  */
 import { expect } from 'vitest';
 import { type RankContext, type ReduceOp, Tensor } from '../src/index.ts';
-import type { TensorStore } from '../src/runtime/tensor-store.ts';
 import { rankTest } from '../src/testing/index.ts';
-import { StoreBackend } from '../src/thread-group/store-backend/store-backend.ts';
-import { ThreadGroup } from '../src/thread-group/thread-group.ts';
+import type { ThreadGroup } from '../src/thread-group/thread-group.ts';
+import { groupOnNodes } from './fixtures/node-store.ts';
 
 /** Six ranks on three nodes of 2, 3 and 1 ranks. */
 const NODE_OF = ['a', 'a', 'b', 'b', 'b', 'c'];
 const NODES = 3;
 
-/** `store` as a store spanning nodes: it names each rank's node and counts what its rank sends to other nodes. */
-function nodeStore(store: TensorStore, rank: number, crossed: { bytes: number }): TensorStore {
-  return {
-    nodeOf: (r) => NODE_OF[r],
-    async srcSet(key, tensor, consumers, options) {
-      for (const r of options?.to ?? []) if (NODE_OF[r] !== NODE_OF[rank]) crossed.bytes += tensor.nbytes;
-      await store.srcSet(key, tensor, consumers, options);
-    },
-    srcWaitUntilGetFinished: (key, options) => store.srcWaitUntilGetFinished(key, options),
-    destGet: (key, options) => store.destGet(key, options),
-    destGetEntry: (key, options) => store.destGetEntry(key, options),
-    destFinishGet: (key, options) => store.destFinishGet(key, options),
-    close: () => {},
-  };
-}
-
 function groupOver(ctx: RankContext, crossed: { bytes: number }): ThreadGroup {
-  const ranks = Array.from({ length: ctx.worldSize }, (_, r) => r);
-  const view = { id: 'nodes', name: 'nodes', rank: ctx.rank, size: ctx.worldSize, ranks };
-  return new ThreadGroup(
-    { ...view, globalRank: ctx.rank, timeoutMs: 10_000 },
-    new StoreBackend(nodeStore(ctx.store, ctx.rank, crossed), view),
-  );
+  return groupOnNodes(ctx, NODE_OF, crossed).group;
 }
 
 const inputValue = (rank: number, i: number) => ((rank * 7 + i * 3) % 11) - 5;

@@ -33,6 +33,7 @@ function layersOf(r: number, worldSize: number): string {
     'allReduce (large)',
     'allReduce (large and small interleaved, 40 rounds)',
     'broadcast',
+    'broadcast (large)',
     'allGather',
     'reduceScatterTensor',
     'allToAll',

@@ -15,24 +15,6 @@ import { allReducePipelined } from './all-reduce-pipelined.ts';
 import { type Exchange, landOrCopy, runExchange } from './exchange.ts';
 import { elements, reduceInto, sliceRange } from './slices.ts';
 
-/** Group ranks by node, nodes in the order of their lowest group rank; undefined unless the store spans nodes. */
-export function nodesOf(x: Exchange): number[][] | undefined {
-  const byNode = new Map<string, number[]>();
-  for (let p = 0; p < x.size; p++) {
-    const node = x.nodeOf(p);
-    if (node === undefined) return undefined;
-    const ranks = byNode.get(node);
-    if (ranks) ranks.push(p);
-    else byNode.set(node, [p]);
-  }
-  return [...byNode.values()];
-}
-
-/** Whether every rank of the exchange sits on a node of its own, so every value crosses the network. */
-export function oneRankPerNode(nodes: number[][] | undefined): boolean {
-  return nodes !== undefined && nodes.length > 1 && nodes.every((ranks) => ranks.length === 1);
-}
-
 /**
  * allReduce among ranks of distinct nodes: a large tensor in pipelined chunks
  * (all-reduce-pipelined.ts), a small one as any allReduce.
@@ -40,11 +22,6 @@ export function oneRankPerNode(nodes: number[][] | undefined): boolean {
 export function allReduceAmongNodes(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {
   if (x.size > 1 && tensor.nbytes > ONE_EXCHANGE_MAX_BYTES) return allReducePipelined(x, tensor, op);
   return allReduce(x, tensor, op);
-}
-
-/** Whether the two levels help: the group spans nodes and some node holds several of its ranks. */
-export function worthTwoLevels(nodes: number[][] | undefined): nodes is number[][] {
-  return nodes !== undefined && nodes.length > 1 && nodes.some((ranks) => ranks.length > 1);
 }
 
 export async function allReduceAcrossNodes(
@@ -78,11 +55,6 @@ export async function allReduceAcrossNodes(
   if (members.length === 0) return;
   await x.publish(1, tensor, members);
   await x.consumed(1);
-}
-
-/** Whether every node holds the same number (more than one) of the group's ranks: the rails apply. */
-export function evenNodes(nodes: readonly number[][]): boolean {
-  return nodes.length > 1 && nodes[0].length > 1 && nodes.every((ranks) => ranks.length === nodes[0].length);
 }
 
 /**

@@ -19,17 +19,10 @@ import {
 import { isPremulSum, type Reduction } from '../reduction.ts';
 import { arrivals, TELL_TIMEOUT_MS, tellPeers } from './abandon.ts';
 import { allReduce, ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
-import {
-  allReduceAcrossNodes,
-  allReduceAmongNodes,
-  allReduceByRails,
-  evenNodes,
-  nodesOf,
-  oneRankPerNode,
-  worthTwoLevels,
-} from './all-reduce-nodes.ts';
+import { allReduceAcrossNodes, allReduceAmongNodes, allReduceByRails } from './all-reduce-nodes.ts';
 import { allReduceInRegion, fitsRegion } from './all-reduce-region.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
+import { broadcastAcrossNodes } from './broadcast-nodes.ts';
 import { layoutMismatchError } from './call-failure.ts';
 import { CallRegion, regionBytes } from './call-region.ts';
 import { Exchange, FINGERPRINT, runExchange } from './exchange.ts';
@@ -37,6 +30,7 @@ import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './
 import { MAIL, Mailbox, type MailRecord, mailboxBytes, RECEIVED_INTO } from './mailbox.ts';
 import { expectInline, inlineTensor, landInline } from './mailbox-p2p.ts';
 import { monitoredBarrier, verdictTimeoutMs } from './monitored-barrier.ts';
+import { evenNodes, nodesOf, oneRankPerNode, worthTwoLevels } from './node-layout.ts';
 import { firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
 import { premultiplied } from './premul-sum.ts';
 import { broadcast, broadcastCompared, gather, reduce, scatter } from './rooted.ts';
@@ -173,8 +167,17 @@ export class StoreBackend implements Backend {
   }
 
   broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void> {
-    if (call.checks === false) return this.#run(call, (x) => broadcast(x, tensor, src));
-    return this.#run(call, (x) => broadcastCompared(x, tensor, src));
+    return this.#run(call, async (x) => {
+      // A large tensor for a group spanning nodes crosses the network once per node, not once per rank. Its
+      // size and the group are the same on every rank that called alike; one that did not is told at once
+      // by either path's first exchange, in which every rank reads every other's signature.
+      const nodes = nodesOf(x);
+      if (worthTwoLevels(nodes) && tensor.nbytes > ONE_EXCHANGE_MAX_BYTES) {
+        if (call.checks !== false) await x.compareCalls();
+        return broadcastAcrossNodes(x, tensor, src, nodes);
+      }
+      return call.checks === false ? broadcast(x, tensor, src) : broadcastCompared(x, tensor, src);
+    });
   }
 
   reduce(call: CallInfo, tensor: Tensor, dst: number, op: Reduction): Promise<void> {

@@ -1,0 +1,34 @@
+/**
+ * Which ranks of an exchange share a node, for the collectives whose
+ * algorithm depends on it (those that keep bytes off the network where a
+ * node's shared memory can carry them).
+ */
+import type { Exchange } from './exchange.ts';
+
+/** Group ranks by node, nodes in the order of their lowest group rank; undefined unless the store spans nodes. */
+export function nodesOf(x: Exchange): number[][] | undefined {
+  const byNode = new Map<string, number[]>();
+  for (let p = 0; p < x.size; p++) {
+    const node = x.nodeOf(p);
+    if (node === undefined) return undefined;
+    const ranks = byNode.get(node);
+    if (ranks) ranks.push(p);
+    else byNode.set(node, [p]);
+  }
+  return [...byNode.values()];
+}
+
+/** Whether every rank of the exchange sits on a node of its own, so every value crosses the network. */
+export function oneRankPerNode(nodes: number[][] | undefined): boolean {
+  return nodes !== undefined && nodes.length > 1 && nodes.every((ranks) => ranks.length === 1);
+}
+
+/** Whether the two levels help: the group spans nodes and some node holds several of its ranks. */
+export function worthTwoLevels(nodes: number[][] | undefined): nodes is number[][] {
+  return nodes !== undefined && nodes.length > 1 && nodes.some((ranks) => ranks.length > 1);
+}
+
+/** Whether every node holds the same number (more than one) of the group's ranks: the rails apply. */
+export function evenNodes(nodes: readonly number[][]): boolean {
+  return nodes.length > 1 && nodes[0].length > 1 && nodes.every((ranks) => ranks.length === nodes[0].length);
+}
