@@ -7,6 +7,7 @@
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { type Exchange, landOrCopy } from './exchange.ts';
+import { spansNodes } from './node-layout.ts';
 import { copyElements, elements, reduceInto } from './slices.ts';
 
 /**
@@ -59,11 +60,20 @@ export async function reduceScatterTensor(
   input: Tensor,
   op: ReduceOp,
 ): Promise<void> {
-  const start = x.rank * output.numel;
+  const n = output.numel;
+  // Across nodes each peer is sent its slice alone: the network carries a value whole, and the whole input
+  // to every peer was n times the bytes. Within a node, peers read their slices of the one value in place.
+  if (spansNodes(x)) {
+    const slices = Array.from({ length: x.size }, (_, p) =>
+      elements(input, p * n, (p + 1) * n).reshape(output.shape),
+    );
+    return reduceScatter(x, output, slices, op);
+  }
+  const start = x.rank * n;
   await x.publishOperand(0, input, x.peers());
   const parts = [];
   for (let q = 0; q < x.size; q++) {
-    parts.push(elements(q === x.rank ? input : await x.get(0, q), start, start + output.numel));
+    parts.push(elements(q === x.rank ? input : await x.get(0, q), start, start + n));
   }
   reduceInto(op, output, parts);
   for (const q of x.peers()) await x.finish(0, q);

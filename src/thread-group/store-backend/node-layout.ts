@@ -18,6 +18,12 @@ export function nodesOf(x: Exchange): number[][] | undefined {
   return [...byNode.values()];
 }
 
+/** Whether the exchange's ranks sit on more than one node, so some of its values cross the network. */
+export function spansNodes(x: Exchange): boolean {
+  const nodes = nodesOf(x);
+  return nodes !== undefined && nodes.length > 1;
+}
+
 /** Whether every rank of the exchange sits on a node of its own, so every value crosses the network. */
 export function oneRankPerNode(nodes: number[][] | undefined): boolean {
   return nodes !== undefined && nodes.length > 1 && nodes.every((ranks) => ranks.length === 1);
