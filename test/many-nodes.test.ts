@@ -35,6 +35,7 @@ function layersOf(r: number, worldSize: number): string {
     'broadcast',
     'broadcast (large)',
     'allGather',
+    'allGather (large)',
     'reduceScatterTensor',
     'allToAll',
     'batchIsendIrecv ring',

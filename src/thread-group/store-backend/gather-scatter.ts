@@ -6,8 +6,10 @@
 
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
+import { gatherAcrossNodes } from './all-gather-nodes.ts';
+import { ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
 import { type Exchange, landOrCopy } from './exchange.ts';
-import { spansNodes } from './node-layout.ts';
+import { nodesOf, spansNodes, worthTwoLevels } from './node-layout.ts';
 import { copyElements, elements, reduceInto } from './slices.ts';
 
 /**
@@ -18,6 +20,14 @@ import { copyElements, elements, reduceInto } from './slices.ts';
  */
 async function gatherEach(x: Exchange, input: Tensor, into: (p: number) => Tensor): Promise<void> {
   const places = Array.from({ length: x.size }, (_, p) => into(p));
+  // Large pieces of a group spanning nodes cross to each other node once. The pieces' size is the same on
+  // every rank that called alike; one that did not is told at once by either path's first exchange, in
+  // which every rank reads every other's signature.
+  const nodes = nodesOf(x);
+  if (worthTwoLevels(nodes) && input.nbytes > ONE_EXCHANGE_MAX_BYTES) {
+    await x.compareCalls();
+    return gatherAcrossNodes(x, input, places, nodes);
+  }
   copyElements(places[x.rank], 0, input);
   for (const p of x.peers()) x.landIn(0, p, places[p]);
   await x.readAll(0, input, (p, value) => landOrCopy(places[p], value));
