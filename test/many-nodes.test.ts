@@ -36,6 +36,7 @@ function layersOf(r: number, worldSize: number): string {
     'broadcast (large)',
     'allGather',
     'allGather (large)',
+    'reduce (large)',
     'reduceScatterTensor',
     'allToAll',
     'batchIsendIrecv ring',

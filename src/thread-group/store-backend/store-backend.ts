@@ -33,6 +33,7 @@ import { monitoredBarrier, verdictTimeoutMs } from './monitored-barrier.ts';
 import { evenNodes, nodesOf, oneRankPerNode, worthTwoLevels } from './node-layout.ts';
 import { firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
 import { premultiplied } from './premul-sum.ts';
+import { reduceAcrossNodes } from './reduce-nodes.ts';
 import { broadcast, broadcastCompared, gather, reduce, scatter } from './rooted.ts';
 import { copyElements } from './slices.ts';
 import {
@@ -182,9 +183,19 @@ export class StoreBackend implements Backend {
 
   reduce(call: CallInfo, tensor: Tensor, dst: number, op: Reduction): Promise<void> {
     return this.#runCompared(call, async (x) => {
-      if (!isPremulSum(op)) return reduce(x, tensor, dst, op);
+      // A large host tensor of a group spanning nodes is reduced within each node first, so each node sends
+      // the root one tensor; avg stays flat (an average of averages is wrong on nodes of unequal size).
+      const nodes = nodesOf(x);
+      const algorithm =
+        worthTwoLevels(nodes) &&
+        op !== 'avg' &&
+        tensor.device === 'cpu' &&
+        tensor.nbytes > ONE_EXCHANGE_MAX_BYTES
+          ? (t: Tensor, o: ReduceOp) => reduceAcrossNodes(x, t, dst, o, nodes)
+          : (t: Tensor, o: ReduceOp) => reduce(x, t, dst, o);
+      if (!isPremulSum(op)) return algorithm(tensor, op);
       const scaled = premultiplied(tensor, op.factor);
-      await reduce(x, scaled, dst, 'sum');
+      await algorithm(scaled, 'sum');
       if (x.rank === dst) copyElements(tensor, 0, scaled);
     });
   }
