@@ -38,6 +38,7 @@ function layersOf(r: number, worldSize: number): string {
     'allGather (large)',
     'reduce (large)',
     'reduceScatterTensor',
+    'reduceScatterTensor (large)',
     'allToAll',
     'batchIsendIrecv ring',
     ...(last ? ['send/recv'] : []),

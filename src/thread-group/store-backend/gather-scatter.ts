@@ -10,7 +10,7 @@ import { gatherAcrossNodes } from './all-gather-nodes.ts';
 import { ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
 import { type Exchange, landOrCopy } from './exchange.ts';
 import { nodesOf, spansNodes, worthTwoLevels } from './node-layout.ts';
-import { copyElements, elements, reduceInto } from './slices.ts';
+import { copyElements, elements, reduceInto, slicesLike } from './slices.ts';
 
 /**
  * Gathers every rank's input into `into(p)`, a tensor of the input's shape
@@ -73,12 +73,7 @@ export async function reduceScatterTensor(
   const n = output.numel;
   // Across nodes each peer is sent its slice alone: the network carries a value whole, and the whole input
   // to every peer was n times the bytes. Within a node, peers read their slices of the one value in place.
-  if (spansNodes(x)) {
-    const slices = Array.from({ length: x.size }, (_, p) =>
-      elements(input, p * n, (p + 1) * n).reshape(output.shape),
-    );
-    return reduceScatter(x, output, slices, op);
-  }
+  if (spansNodes(x)) return reduceScatter(x, output, slicesLike(input, output, x.size), op);
   const start = x.rank * n;
   await x.publishOperand(0, input, x.peers());
   const parts = [];

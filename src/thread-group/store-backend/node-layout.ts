@@ -3,6 +3,9 @@
  * algorithm depends on it (those that keep bytes off the network where a
  * node's shared memory can carry them).
  */
+import type { ReduceOp } from '../../tensor/reduce-ops.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import { ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
 import type { Exchange } from './exchange.ts';
 
 /** Group ranks by node, nodes in the order of their lowest group rank; undefined unless the store spans nodes. */
@@ -37,4 +40,19 @@ export function worthTwoLevels(nodes: number[][] | undefined): nodes is number[]
 /** Whether every node holds the same number (more than one) of the group's ranks: the rails apply. */
 export function evenNodes(nodes: readonly number[][]): boolean {
   return nodes.length > 1 && nodes[0].length > 1 && nodes.every((ranks) => ranks.length === nodes[0].length);
+}
+
+/**
+ * Whether a reduction into `result` (reduce, reduceScatter) with `op` takes two levels across `nodes`: a
+ * large host tensor, where nodes hold several ranks, and not avg (an average of averages is wrong on nodes
+ * of unequal size).
+ */
+export function reducesInTwoLevels(
+  nodes: number[][] | undefined,
+  result: Tensor,
+  op: ReduceOp,
+): nodes is number[][] {
+  return (
+    worthTwoLevels(nodes) && op !== 'avg' && result.device === 'cpu' && result.nbytes > ONE_EXCHANGE_MAX_BYTES
+  );
 }

@@ -24,6 +24,12 @@ export function elements(tensor: Tensor, start = 0, end = tensor.numel): Tensor 
   return tensor.reshape([tensor.numel]).narrow(0, start, end - start);
 }
 
+/** `input` cut into `count` consecutive slices of `output`'s shape (a reduceScatterTensor's parts). */
+export function slicesLike(input: Tensor, output: Tensor, count: number): Tensor[] {
+  const n = output.numel;
+  return Array.from({ length: count }, (_, p) => elements(input, p * n, (p + 1) * n).reshape(output.shape));
+}
+
 /** Copies `count` elements from `src` (starting at srcStart) into `dst` (starting at dstStart). */
 export function copyElements(
   dst: Tensor,

@@ -30,12 +30,13 @@ import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './
 import { MAIL, Mailbox, type MailRecord, mailboxBytes, RECEIVED_INTO } from './mailbox.ts';
 import { expectInline, inlineTensor, landInline } from './mailbox-p2p.ts';
 import { monitoredBarrier, verdictTimeoutMs } from './monitored-barrier.ts';
-import { evenNodes, nodesOf, oneRankPerNode, worthTwoLevels } from './node-layout.ts';
+import { evenNodes, nodesOf, oneRankPerNode, reducesInTwoLevels, worthTwoLevels } from './node-layout.ts';
 import { firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
 import { premultiplied } from './premul-sum.ts';
 import { reduceAcrossNodes } from './reduce-nodes.ts';
+import { reduceScatterAcrossNodes } from './reduce-scatter-nodes.ts';
 import { broadcast, broadcastCompared, gather, reduce, scatter } from './rooted.ts';
-import { copyElements } from './slices.ts';
+import { copyElements, slicesLike } from './slices.ts';
 import {
   allGatherAny,
   broadcastAny,
@@ -186,13 +187,9 @@ export class StoreBackend implements Backend {
       // A large host tensor of a group spanning nodes is reduced within each node first, so each node sends
       // the root one tensor; avg stays flat (an average of averages is wrong on nodes of unequal size).
       const nodes = nodesOf(x);
-      const algorithm =
-        worthTwoLevels(nodes) &&
-        op !== 'avg' &&
-        tensor.device === 'cpu' &&
-        tensor.nbytes > ONE_EXCHANGE_MAX_BYTES
-          ? (t: Tensor, o: ReduceOp) => reduceAcrossNodes(x, t, dst, o, nodes)
-          : (t: Tensor, o: ReduceOp) => reduce(x, t, dst, o);
+      const algorithm = reducesInTwoLevels(nodes, tensor, isPremulSum(op) ? 'sum' : op)
+        ? (t: Tensor, o: ReduceOp) => reduceAcrossNodes(x, t, dst, o, nodes)
+        : (t: Tensor, o: ReduceOp) => reduce(x, t, dst, o);
       if (!isPremulSum(op)) return algorithm(tensor, op);
       const scaled = premultiplied(tensor, op.factor);
       await algorithm(scaled, 'sum');
@@ -209,24 +206,26 @@ export class StoreBackend implements Backend {
   }
 
   reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: Reduction): Promise<void> {
-    return this.#runCompared(call, (x) =>
-      isPremulSum(op)
-        ? reduceScatter(
-            x,
-            output,
-            inputs.map((t) => premultiplied(t, op.factor)),
-            'sum',
-          )
-        : reduceScatter(x, output, inputs, op),
-    );
+    return this.#runCompared(call, (x) => {
+      const [parts, o] = isPremulSum(op)
+        ? [inputs.map((t) => premultiplied(t, op.factor)), 'sum' as const]
+        : [inputs, op];
+      // Across nodes of several ranks each node sends a slice's owner one partial result (the calls were
+      // compared above: not every pair of ranks exchanges a value there).
+      const nodes = nodesOf(x);
+      if (reducesInTwoLevels(nodes, output, o)) return reduceScatterAcrossNodes(x, output, parts, o, nodes);
+      return reduceScatter(x, output, parts, o);
+    });
   }
 
   reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: Reduction): Promise<void> {
-    return this.#run(call, (x) =>
-      isPremulSum(op)
-        ? reduceScatterTensor(x, output, premultiplied(input, op.factor), 'sum')
-        : reduceScatterTensor(x, output, input, op),
-    );
+    return this.#run(call, async (x) => {
+      const [whole, o] = isPremulSum(op) ? [premultiplied(input, op.factor), 'sum' as const] : [input, op];
+      const nodes = nodesOf(x);
+      if (!reducesInTwoLevels(nodes, output, o)) return reduceScatterTensor(x, output, whole, o);
+      await x.compareCalls();
+      return reduceScatterAcrossNodes(x, output, slicesLike(whole, output, x.size), o, nodes);
+    });
   }
 
   allToAll(call: CallInfo, outputs: readonly Tensor[], inputs: readonly Tensor[]): Promise<void> {
