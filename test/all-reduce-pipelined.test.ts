@@ -10,12 +10,11 @@
  */
 import { expect } from 'vitest';
 import { type RankContext, type ReduceOp, Tensor } from '../src/index.ts';
-import type { TensorStore } from '../src/runtime/tensor-store.ts';
 import { rankTest } from '../src/testing/index.ts';
 import { ONE_EXCHANGE_MAX_BYTES } from '../src/thread-group/store-backend/all-reduce.ts';
 import { chunksOf, pipelineOptions } from '../src/thread-group/store-backend/all-reduce-pipelined.ts';
-import { StoreBackend } from '../src/thread-group/store-backend/store-backend.ts';
-import { ThreadGroup } from '../src/thread-group/thread-group.ts';
+import type { ThreadGroup } from '../src/thread-group/thread-group.ts';
+import { groupOnNodes, type NodeCounts } from './fixtures/node-store.ts';
 
 /** Elements of a chunk in these tests: 1000 float32s. */
 const CHUNK_BYTES = 4000;
@@ -24,39 +23,9 @@ const FLAT = ONE_EXCHANGE_MAX_BYTES / 4;
 /** Element counts: tiny, both sides of the one-exchange switch, and ones that cut into uneven chunks. */
 const COUNTS = [1, 5, FLAT, FLAT + 1, 3 * 2000 + 7, 30_011];
 
-/** What a rank's store was given: bytes sent to other nodes; bytes set to be read in place, and the rest. */
-interface Counts {
-  bytes: number;
-  readInPlace?: number;
-  landable?: number;
-}
-
-/** `store` as a store spanning the nodes `nodeOf`: it counts what its rank sends (Counts). */
-function nodeStore(store: TensorStore, nodeOf: string[], rank: number, crossed: Counts): TensorStore {
-  return {
-    nodeOf: (r) => nodeOf[r],
-    async srcSet(key, tensor, consumers, options) {
-      for (const r of options?.to ?? []) if (nodeOf[r] !== nodeOf[rank]) crossed.bytes += tensor.nbytes;
-      if (options?.readInPlace) crossed.readInPlace = (crossed.readInPlace ?? 0) + tensor.nbytes;
-      else crossed.landable = (crossed.landable ?? 0) + tensor.nbytes;
-      await store.srcSet(key, tensor, consumers, options);
-    },
-    srcWaitUntilGetFinished: (key, options) => store.srcWaitUntilGetFinished(key, options),
-    destGet: (key, options) => store.destGet(key, options),
-    destGetEntry: (key, options) => store.destGetEntry(key, options),
-    destFinishGet: (key, options) => store.destFinishGet(key, options),
-    close: () => {},
-  };
-}
-
-function groupOver(ctx: RankContext, nodeOf: string[], crossed: Counts): ThreadGroup {
+function groupOver(ctx: RankContext, nodeOf: string[], crossed: NodeCounts): ThreadGroup {
   pipelineOptions.chunkBytes = CHUNK_BYTES;
-  const ranks = Array.from({ length: ctx.worldSize }, (_, r) => r);
-  const view = { id: 'nodes', name: 'nodes', rank: ctx.rank, size: ctx.worldSize, ranks };
-  return new ThreadGroup(
-    { ...view, globalRank: ctx.rank, timeoutMs: 10_000 },
-    new StoreBackend(nodeStore(ctx.store, nodeOf, ctx.rank, crossed), view),
-  );
+  return groupOnNodes(ctx, nodeOf, crossed).group;
 }
 
 const inputValue = (rank: number, i: number) => ((rank * 7 + i * 3) % 11) - 5;
@@ -147,7 +116,7 @@ rankTest(
       ['one rank per node', ['a', 'b', 'c', 'd']],
       ['one node', ['a', 'a', 'a', 'a']],
     ] as const) {
-      const counts: Counts = { bytes: 0 };
+      const counts: NodeCounts = { bytes: 0 };
       const group = groupOver(ctx, [...nodeOf], counts);
       const count = 4 * 10_000;
       const t = Tensor.full([count], ctx.rank, 'float32');

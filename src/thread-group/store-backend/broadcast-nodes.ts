@@ -10,11 +10,7 @@
  */
 import type { Tensor } from '../../tensor/tensor.ts';
 import { type Exchange, landOrCopy } from './exchange.ts';
-
-/** The rank of `ranks` (one node's) that takes the root's tensor for its node: the root itself on the root's. */
-function receiverOf(ranks: readonly number[], src: number): number {
-  return ranks.includes(src) ? src : ranks[0];
-}
+import { delegateOf } from './node-layout.ts';
 
 export async function broadcastAcrossNodes(
   x: Exchange,
@@ -23,10 +19,10 @@ export async function broadcastAcrossNodes(
   nodes: readonly number[][],
 ): Promise<void> {
   const node = nodes.find((ranks) => ranks.includes(x.rank))!;
-  const receiver = receiverOf(node, src);
+  const receiver = delegateOf(node, src);
   const members = node.filter((p) => p !== receiver);
   if (x.rank === src) {
-    const others = nodes.filter((ranks) => ranks !== node).map((ranks) => receiverOf(ranks, src));
+    const others = nodes.filter((ranks) => ranks !== node).map((ranks) => delegateOf(ranks, src));
     await x.publish(0, tensor, [...others, ...members]);
     await x.consumed(0);
     return;

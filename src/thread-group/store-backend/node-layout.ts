@@ -37,6 +37,14 @@ export function worthTwoLevels(nodes: number[][] | undefined): nodes is number[]
   return nodes !== undefined && nodes.length > 1 && nodes.some((ranks) => ranks.length > 1);
 }
 
+/**
+ * The rank of one node's `ranks` that stands for the node in a rooted collective taken in two levels: the
+ * root itself on the root's node, else the node's lowest rank.
+ */
+export function delegateOf(ranks: readonly number[], root: number): number {
+  return ranks.includes(root) ? root : ranks[0];
+}
+
 /** Whether every node holds the same number (more than one) of the group's ranks: the rails apply. */
 export function evenNodes(nodes: readonly number[][]): boolean {
   return nodes.length > 1 && nodes[0].length > 1 && nodes.every((ranks) => ranks.length === nodes[0].length);

@@ -13,12 +13,8 @@
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import type { Exchange } from './exchange.ts';
+import { delegateOf } from './node-layout.ts';
 import { reduceInto } from './slices.ts';
-
-/** The rank of `ranks` (one node's) that reduces its node's tensors: the root itself on the root's node. */
-function reducerOf(ranks: readonly number[], dst: number): number {
-  return ranks.includes(dst) ? dst : ranks[0];
-}
 
 export async function reduceAcrossNodes(
   x: Exchange,
@@ -28,7 +24,7 @@ export async function reduceAcrossNodes(
   nodes: readonly number[][],
 ): Promise<void> {
   const node = nodes.find((ranks) => ranks.includes(x.rank))!;
-  const reducer = reducerOf(node, dst);
+  const reducer = delegateOf(node, dst);
   if (x.rank !== reducer) {
     await x.publishOperand(0, tensor, [reducer]);
     await x.consumed(0);
@@ -46,8 +42,8 @@ export async function reduceAcrossNodes(
     await x.consumed(1);
     return;
   }
-  for (const ranks of nodes) if (ranks !== node) inputs.push(await x.get(1, reducerOf(ranks, dst)));
+  for (const ranks of nodes) if (ranks !== node) inputs.push(await x.get(1, delegateOf(ranks, dst)));
   reduceInto(op, tensor, inputs);
   for (const p of members) await x.finish(0, p);
-  for (const ranks of nodes) if (ranks !== node) await x.finish(1, reducerOf(ranks, dst));
+  for (const ranks of nodes) if (ranks !== node) await x.finish(1, delegateOf(ranks, dst));
 }
