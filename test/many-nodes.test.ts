@@ -17,6 +17,7 @@ import {
   exitCodes,
   makeNetworkPair,
   type NetworkPair,
+  type NodeOptions,
   runOnNode,
 } from './fixtures/node-namespace.ts';
 import { nodeScript } from './fixtures/node-script.ts';
@@ -93,6 +94,30 @@ describe.skipIf(!canMakeNodes)('ranks started by another engine on two nodes', {
     expectEveryLayer(runs[1].out, [2, 3], 4);
   });
 
+  it('rank 0 writes one trace for the job, with every rank of both nodes; no part is left behind', async () => {
+    // Each node writes its ranks' trace parts to a private tmpfs here, so only rank 0's file can hold them all.
+    const traces = mkdtempSync(join(tmpdir(), 'tensorcomm-engine-trace-'));
+    const trace = join(traces, 'job.json');
+    const runs = await twoNodes(
+      RANK_SCRIPT,
+      (n, l, p) => ({ ...torchrunEnv(n, l, p), TENSORCOMM_TRACE: trace }),
+      {
+        privateDirs: [traces],
+        after: `echo "trace: $(cat ${trace} 2>/dev/null)"; echo "files: $(ls ${traces})"`,
+      },
+    ).finally(() => rmSync(traces, { recursive: true, force: true }));
+    for (const run of runs) expect(exitCodes(run), run.out).toEqual([0, 0]);
+    const traceOf = (out: string) => /^trace: (.*)$/m.exec(out)?.[1] ?? '';
+    const { traceEvents } = JSON.parse(traceOf(runs[0].out)) as {
+      traceEvents: Array<{ ph: string; tid: number }>;
+    };
+    const ranksTraced = new Set(traceEvents.filter((e) => e.ph === 'X').map((e) => e.tid));
+    expect([...ranksTraced].sort()).toEqual([0, 1, 2, 3]);
+    // Node 0 holds the trace alone; node 1 handed its ranks' parts over and kept nothing.
+    expect(/^files: (.*)$/m.exec(runs[0].out)?.[1], runs[0].out).toBe('job.json');
+    expect(/^files: (.*)$/m.exec(runs[1].out)?.[1], runs[1].out).toBe('');
+  });
+
   it('a hang report describes the ranks of the other node too, as they shared their rows', async () => {
     const reports = mkdtempSync(join(tmpdir(), 'tensorcomm-many-nodes-'));
     try {
@@ -157,12 +182,13 @@ const slurmEnv: EngineEnv = (node, local, port) => ({
 });
 
 /** Two nodes of two ranks each, every node in its own mount namespace, running `argv` with an engine's variables. */
-async function twoNodes(argv: string[], engineEnv: EngineEnv = torchrunEnv) {
+async function twoNodes(argv: string[], engineEnv: EngineEnv = torchrunEnv, options: NodeOptions = {}) {
   const port = String(await freePort());
   const nodes = [0, 1].map((node) =>
     runOnNode(
       [0, 1].map((local) => ({ argv, env: engineEnv(node, local, port) })),
       ROOT,
+      options,
     ),
   );
   return Promise.all(nodes);

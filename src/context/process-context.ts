@@ -41,6 +41,7 @@ import { exchangeNodeIds, type NodeMap } from './node-map.ts';
 import { NodeRoutedStore } from './node-routed-store.ts';
 import { type PeerWatch, watchNodePeers } from './peer-watch.ts';
 import { buildRankContext, type RankContext } from './rank-context.ts';
+import { dropHandedPart, handTracePart, writeJobTrace } from './trace-handover.ts';
 
 export function createProcessJob(jobId: string): string {
   cleanupStaleJobDirectories();
@@ -201,7 +202,7 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       store = new NodeRoutedStore(near, far, nodes.nodeOf, env.rank);
     }
     // The job directory goes with the job: hang reports must outlive it.
-    const { board } = installProcessMonitor(
+    const monitor = installProcessMonitor(
       env.rank,
       env.worldSize,
       node.dir,
@@ -209,6 +210,7 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       job.names,
       join(tmpdir(), 'tensorcomm-hang-reports'),
     );
+    const { board } = monitor;
     // Ranks of other nodes have no row in this node's directory: rows travel with the network store.
     if (far && board instanceof FileStatusBoard) {
       const network = far;
@@ -216,7 +218,8 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       network.onPeerStatus = (rank, row) => board.accept(rank, row);
     }
     await client.barrier('tensorcomm/start', env.worldSize, { timeoutMs });
-    return await buildContext(env, job, store, client, server, node, timeoutMs, watch);
+    const trace = monitor.options.trace;
+    return await buildContext(env, job, store, client, server, node, timeoutMs, watch, trace);
   } catch (error) {
     watch?.stop();
     store?.close();
@@ -236,6 +239,8 @@ function buildContext(
   node: NodeDirectory,
   timeoutMs: number,
   watch: PeerWatch | undefined,
+  /** Where the job's trace goes, when it is traced (DebugOptions.trace). */
+  trace: string | undefined,
 ): Promise<RankContext> {
   const identity = {
     rank: env.rank,
@@ -263,8 +268,13 @@ function buildContext(
     watch?.stop();
     // Without a launcher the ranks own the job: a directory goes only once nobody uses it.
     try {
-      if (!env.launched && gone === undefined)
+      if (!env.launched && gone === undefined) {
+        // The job's one trace: rank 0 writes it from every rank's part once all reached the end.
+        const handed = trace !== undefined && env.rank > 0 && (await handTracePart(client, trace, env.rank));
         await client.barrier('tensorcomm/end', env.worldSize, { timeoutMs });
+        if (trace !== undefined && env.rank === 0) await writeJobTrace(client, trace, env.worldSize);
+        if (handed) dropHandedPart(trace, env.rank);
+      }
     } finally {
       // Also when the end never came (a peer of another node died): the node's files must not outlive it.
       if (node.owned) removeJobDirectory(node.dir);
