@@ -9,8 +9,8 @@ import type { Tensor } from '../../tensor/tensor.ts';
 import { gatherAcrossNodes } from './all-gather-nodes.ts';
 import { ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
 import { type Exchange, landOrCopy } from './exchange.ts';
-import { nodesOf, spansNodes, worthTwoLevels } from './node-layout.ts';
-import { copyElements, elements, reduceInto, slicesLike } from './slices.ts';
+import { worthTwoLevels } from './node-layout.ts';
+import { copyElements, elements, reduceInto } from './slices.ts';
 
 /**
  * Gathers every rank's input into `into(p)`, a tensor of the input's shape
@@ -18,12 +18,16 @@ import { copyElements, elements, reduceInto, slicesLike } from './slices.ts';
  * place (landIn: straight out of a peer process's memory, or off the
  * socket), and are copied there otherwise.
  */
-async function gatherEach(x: Exchange, input: Tensor, into: (p: number) => Tensor): Promise<void> {
+async function gatherEach(
+  x: Exchange,
+  input: Tensor,
+  into: (p: number) => Tensor,
+  nodes: number[][] | undefined,
+): Promise<void> {
   const places = Array.from({ length: x.size }, (_, p) => into(p));
   // Large pieces of a group spanning nodes cross to each other node once. The pieces' size is the same on
   // every rank that called alike; one that did not is told at once by either path's first exchange, in
   // which every rank reads every other's signature.
-  const nodes = nodesOf(x);
   if (worthTwoLevels(nodes) && input.nbytes > ONE_EXCHANGE_MAX_BYTES) {
     await x.compareCalls();
     return gatherAcrossNodes(x, input, places, nodes);
@@ -33,13 +37,24 @@ async function gatherEach(x: Exchange, input: Tensor, into: (p: number) => Tenso
   await x.readAll(0, input, (p, value) => landOrCopy(places[p], value));
 }
 
-export function allGather(x: Exchange, outputs: readonly Tensor[], input: Tensor): Promise<void> {
-  return gatherEach(x, input, (p) => outputs[p]);
+/** `nodes`: which ranks share a node (node-layout.ts), undefined where the store does not span nodes. */
+export function allGather(
+  x: Exchange,
+  outputs: readonly Tensor[],
+  input: Tensor,
+  nodes: number[][] | undefined,
+): Promise<void> {
+  return gatherEach(x, input, (p) => outputs[p], nodes);
 }
 
-export function allGatherInto(x: Exchange, output: Tensor, input: Tensor): Promise<void> {
+export function allGatherInto(
+  x: Exchange,
+  output: Tensor,
+  input: Tensor,
+  nodes: number[][] | undefined,
+): Promise<void> {
   const n = input.numel;
-  return gatherEach(x, input, (p) => elements(output, p * n, (p + 1) * n).reshape(input.shape));
+  return gatherEach(x, input, (p) => elements(output, p * n, (p + 1) * n).reshape(input.shape), nodes);
 }
 
 export async function reduceScatter(
@@ -71,9 +86,6 @@ export async function reduceScatterTensor(
   op: ReduceOp,
 ): Promise<void> {
   const n = output.numel;
-  // Across nodes each peer is sent its slice alone: the network carries a value whole, and the whole input
-  // to every peer was n times the bytes. Within a node, peers read their slices of the one value in place.
-  if (spansNodes(x)) return reduceScatter(x, output, slicesLike(input, output, x.size), op);
   const start = x.rank * n;
   await x.publishOperand(0, input, x.peers());
   const parts = [];

@@ -21,20 +21,19 @@ export function nodesOf(x: Exchange): number[][] | undefined {
   return [...byNode.values()];
 }
 
-/** Whether the exchange's ranks sit on more than one node, so some of its values cross the network. */
-export function spansNodes(x: Exchange): boolean {
-  const nodes = nodesOf(x);
+/** Whether the ranks sit on more than one node, so some of their values cross the network. */
+export function spansNodes(nodes: number[][] | undefined): nodes is number[][] {
   return nodes !== undefined && nodes.length > 1;
 }
 
 /** Whether every rank of the exchange sits on a node of its own, so every value crosses the network. */
 export function oneRankPerNode(nodes: number[][] | undefined): boolean {
-  return nodes !== undefined && nodes.length > 1 && nodes.every((ranks) => ranks.length === 1);
+  return spansNodes(nodes) && nodes.every((ranks) => ranks.length === 1);
 }
 
 /** Whether the two levels help: the group spans nodes and some node holds several of its ranks. */
 export function worthTwoLevels(nodes: number[][] | undefined): nodes is number[][] {
-  return nodes !== undefined && nodes.length > 1 && nodes.some((ranks) => ranks.length > 1);
+  return spansNodes(nodes) && nodes.some((ranks) => ranks.length > 1);
 }
 
 /**

@@ -30,7 +30,14 @@ import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './
 import { MAIL, Mailbox, type MailRecord, mailboxBytes, RECEIVED_INTO } from './mailbox.ts';
 import { expectInline, inlineTensor, landInline } from './mailbox-p2p.ts';
 import { monitoredBarrier, verdictTimeoutMs } from './monitored-barrier.ts';
-import { evenNodes, nodesOf, oneRankPerNode, reducesInTwoLevels, worthTwoLevels } from './node-layout.ts';
+import {
+  evenNodes,
+  nodesOf,
+  oneRankPerNode,
+  reducesInTwoLevels,
+  spansNodes,
+  worthTwoLevels,
+} from './node-layout.ts';
 import { firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
 import { premultiplied } from './premul-sum.ts';
 import { reduceAcrossNodes } from './reduce-nodes.ts';
@@ -74,6 +81,8 @@ export class StoreBackend implements Backend {
   readonly #region: CallRegion | undefined;
   /** Where point-to-point messages go first when every member maps the same memory (see mailbox.ts). */
   readonly #mailbox: Mailbox | undefined;
+  /** Which of the group's ranks share a node (nodesOf), null until a call first asks: fixed for the group. */
+  #layout: number[][] | undefined | null = null;
 
   /**
    * `sharedRegion: false` for a backend that serves only some of the group's calls (NcclBackend's
@@ -100,6 +109,12 @@ export class StoreBackend implements Backend {
 
   get lendsViews(): boolean {
     return this.#store.srcSetViews !== undefined && this.#store.destGetViews !== undefined;
+  }
+
+  /** Which of the group's ranks share a node (node-layout.ts), worked out by the group's first call that asks. */
+  #nodes(x: Exchange): number[][] | undefined {
+    if (this.#layout === null) this.#layout = nodesOf(x);
+    return this.#layout;
   }
 
   async #run(call: CallInfo, algorithm: (x: Exchange) => Promise<void>): Promise<void> {
@@ -141,7 +156,7 @@ export class StoreBackend implements Backend {
     if (this.#region && fitsRegion(this.#region, tensor))
       return this.#allReduceInRegion(this.#region, call, tensor, op);
     return this.#run(call, async (x) => {
-      const nodes = nodesOf(x);
+      const nodes = this.#nodes(x);
       // An average of averages is wrong when nodes hold different numbers of ranks: avg stays flat. So
       // does a small tensor: its cost is latency, and a hop within a node costs more than one to a peer.
       // Ranks of one node each (one rank per node, or node leaders) pipeline a large tensor in chunks.
@@ -173,7 +188,7 @@ export class StoreBackend implements Backend {
       // A large tensor for a group spanning nodes crosses the network once per node, not once per rank. Its
       // size and the group are the same on every rank that called alike; one that did not is told at once
       // by either path's first exchange, in which every rank reads every other's signature.
-      const nodes = nodesOf(x);
+      const nodes = this.#nodes(x);
       if (worthTwoLevels(nodes) && tensor.nbytes > ONE_EXCHANGE_MAX_BYTES) {
         if (call.checks !== false) await x.compareCalls();
         return broadcastAcrossNodes(x, tensor, src, nodes);
@@ -186,7 +201,7 @@ export class StoreBackend implements Backend {
     return this.#runCompared(call, async (x) => {
       // A large host tensor of a group spanning nodes is reduced within each node first, so each node sends
       // the root one tensor; avg stays flat (an average of averages is wrong on nodes of unequal size).
-      const nodes = nodesOf(x);
+      const nodes = this.#nodes(x);
       const algorithm = reducesInTwoLevels(nodes, tensor, isPremulSum(op) ? 'sum' : op)
         ? (t: Tensor, o: ReduceOp) => reduceAcrossNodes(x, t, dst, o, nodes)
         : (t: Tensor, o: ReduceOp) => reduce(x, t, dst, o);
@@ -198,11 +213,11 @@ export class StoreBackend implements Backend {
   }
 
   allGather(call: CallInfo, outputs: readonly Tensor[], input: Tensor): Promise<void> {
-    return this.#run(call, (x) => allGather(x, outputs, input));
+    return this.#run(call, (x) => allGather(x, outputs, input, this.#nodes(x)));
   }
 
   allGatherInto(call: CallInfo, output: Tensor, input: Tensor): Promise<void> {
-    return this.#run(call, (x) => allGatherInto(x, output, input));
+    return this.#run(call, (x) => allGatherInto(x, output, input, this.#nodes(x)));
   }
 
   reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: Reduction): Promise<void> {
@@ -212,7 +227,7 @@ export class StoreBackend implements Backend {
         : [inputs, op];
       // Across nodes of several ranks each node sends a slice's owner one partial result (the calls were
       // compared above: not every pair of ranks exchanges a value there).
-      const nodes = nodesOf(x);
+      const nodes = this.#nodes(x);
       if (reducesInTwoLevels(nodes, output, o)) return reduceScatterAcrossNodes(x, output, parts, o, nodes);
       return reduceScatter(x, output, parts, o);
     });
@@ -221,10 +236,16 @@ export class StoreBackend implements Backend {
   reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: Reduction): Promise<void> {
     return this.#run(call, async (x) => {
       const [whole, o] = isPremulSum(op) ? [premultiplied(input, op.factor), 'sum' as const] : [input, op];
-      const nodes = nodesOf(x);
-      if (!reducesInTwoLevels(nodes, output, o)) return reduceScatterTensor(x, output, whole, o);
-      await x.compareCalls();
-      return reduceScatterAcrossNodes(x, output, slicesLike(whole, output, x.size), o, nodes);
+      const nodes = this.#nodes(x);
+      if (reducesInTwoLevels(nodes, output, o)) {
+        await x.compareCalls();
+        return reduceScatterAcrossNodes(x, output, slicesLike(whole, output, x.size), o, nodes);
+      }
+      // Across nodes each peer is sent its slice alone: the network carries a value whole, and the whole
+      // input to every peer was n times the bytes. Within a node, peers read their slices of the one value
+      // in place.
+      if (spansNodes(nodes)) return reduceScatter(x, output, slicesLike(whole, output, x.size), o);
+      return reduceScatterTensor(x, output, whole, o);
     });
   }
 
