@@ -106,9 +106,11 @@ const Word = {
   doneGroup: 8,
   slotVersion: 9,
   slotLength: 11,
-  count: 13,
+  /** A row per cache line (13 words used): a rank's writes on every call must not invalidate its neighbour's line. */
+  count: 16,
 } as const;
-const Time = { started: 0, done: 1, count: 2 } as const;
+/** Likewise a cache line of times per rank (2 used). */
+const Time = { started: 0, done: 1, count: 8 } as const;
 const SLOTS = 2;
 /** Reads of a slot the writer is overwriting at that moment (it published twice since): rare, bounded. */
 const READ_ATTEMPTS = 16;
