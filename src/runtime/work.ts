@@ -171,12 +171,29 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   /**
    * A Work that has `value` already: settled as it is made, with nothing to
    * wait for or audit. A thenable is no value yet: its Work follows it.
+   *
+   * Settled Works are shared by value (each object's, kept as long as the
+   * object lives, and one for undefined): a hot loop's calls complete with
+   * the same tensor, or nothing, again and again, and making a Work costs
+   * more than the rest of a small call's bookkeeping. A settled Work holds
+   * nothing of its call but the description reports name it by, which each
+   * call that hands it out sets anew.
    */
   static resolved<T>(value: T): Work<T> {
+    if (value === undefined) {
+      settledVoid ??= new SettledWork(undefined);
+      return settledVoid as Work<T>;
+    }
     if (typeof (value as { then?: unknown } | null)?.then === 'function') {
       return new Work(Promise.resolve(value as PromiseLike<T>));
     }
-    return new SettledWork<T>(value);
+    if (typeof value !== 'object' || value === null) return new SettledWork<T>(value);
+    let work = settledByValue.get(value) as Work<T> | undefined;
+    if (work === undefined) {
+      work = new SettledWork<T>(value);
+      settledByValue.set(value, work);
+    }
+    return work;
   }
 
   static rejected<T = never>(error: unknown): Work<T> {
@@ -276,6 +293,9 @@ function errorText(error: unknown): string {
   const e = error instanceof Error ? error : new Error(String(error));
   return `${e.name}: ${e.message.split('\n')[0]}`;
 }
+
+let settledVoid: Work<unknown> | undefined;
+const settledByValue = new WeakMap<object, Work<unknown>>();
 
 /**
  * A Work made with its value (Work.resolved): its constructor reads as
