@@ -100,7 +100,8 @@ describe('ByteRing', () => {
     const memory = new ArrayBuffer(RING_CONTROL_BYTES + 1024);
     const r = new ByteRing(memory, 0, 1024);
     r.tryWrite([new Uint8Array(8)], 8);
-    new DataView(memory, RING_CONTROL_BYTES).setUint32(0, 900, true);
+    // The length word holds the body's bytes + 1.
+    new DataView(memory, RING_CONTROL_BYTES).setUint32(0, 901, true);
     expect(r.peek()).toBe(900);
   });
 });

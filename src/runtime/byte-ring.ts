@@ -1,12 +1,22 @@
 /**
  * A single-producer single-consumer ring of records in shared memory (the
- * "fastbox" of Open MPI's shared-memory transport): the producer copies a
- * record in and then publishes it by moving `head`; the consumer reads it in
- * place and then frees it by moving `tail`. Both counters only grow (modulo
- * 2^32) and each has one writer, so no lock is taken; a process killed while
- * writing leaves `head` where it was, and its consumer never sees half a
- * record. Records are `u32 length` + bytes, 8-byte aligned; one that would
- * cross the end of the ring is preceded by a wrap mark and starts again at 0.
+ * "fastbox" of Open MPI's shared-memory transport). A record is a `u32
+ * length` word and its body, 8-byte aligned; the length word is written last
+ * and is what publishes the record (as NCCL's LL protocol puts the flag in
+ * the line it guards), so a consumer waiting for the next record spins on
+ * the one cache line that record arrives in, and a small record crosses
+ * between cores as one line. The word holds the body's bytes + 1, so an
+ * empty record is published too. Before publishing, the producer zeroes the word
+ * where its next record will start, so the consumer never takes what an
+ * earlier lap left there for a length. A record that would cross the end of
+ * the ring starts again at 0, published before the wrap mark that sends the
+ * consumer there.
+ *
+ * The consumer frees records by moving `tail`, which the producer reads only
+ * when the room it last saw is used up; the producer also moves `head`, the
+ * word a consumer parks on (Atomics.waitAsync) once spinning stopped paying.
+ * A process killed while writing leaves the length word unwritten, and its
+ * consumer never sees half a record.
  *
  * Control words sit on cache lines of their own, so the producer's stores
  * to `head` do not keep invalidating the line the consumer writes `tail` to.
@@ -14,12 +24,12 @@
 
 /** Bytes of a ring's control block, before its data. */
 export const RING_CONTROL_BYTES = 256;
-/** Int32 indices of the control words: the producer moves `head`, the consumer `tail` (wait on them). */
+/** Int32 indices of the control words: the producer moves `head`, the consumer `tail` (park on them). */
 export const RING_HEAD = 0;
 export const RING_TAIL = 16;
 /** Set by a producer that found no room; the consumer clears it and rings the producer's doorbell. */
 const BLOCKED = 32;
-const WRAP = 0xffffffff;
+const WRAP = -1;
 /** What peekOffset returns for no record published, and for a record whose length is impossible. */
 export const NO_RECORD = -1;
 const BAD_RECORD = -2;
@@ -29,24 +39,29 @@ const LENGTH_BYTES = 4;
 export class ByteRing {
   readonly #control: Int32Array;
   readonly #data: Uint8Array;
+  readonly #words: Int32Array;
   readonly #view: DataView;
   readonly #size: number;
+  /** Producer: `tail` as last read; the room it leaves is used before `tail` is read again. */
+  #tailSeen = 0;
   /** The consumer's record being read: its end, applied by release(). */
   #pendingTail: number | undefined;
   #peekedBytes = 0;
 
-  /** `memory` holds the control block and then `dataBytes` (a power of two) of records. */
+  /** `memory` holds the control block and then `dataBytes` (a power of two) of records, zeroed when new. */
   constructor(memory: ArrayBufferLike, byteOffset: number, dataBytes: number) {
     if (dataBytes < 1024 || (dataBytes & (dataBytes - 1)) !== 0) {
       throw new RangeError(`ByteRing: data bytes must be a power of two of at least 1024, got ${dataBytes}`);
     }
     this.#control = new Int32Array(memory, byteOffset, RING_CONTROL_BYTES / 4);
     this.#data = new Uint8Array(memory, byteOffset + RING_CONTROL_BYTES, dataBytes);
+    this.#words = new Int32Array(memory, byteOffset + RING_CONTROL_BYTES, dataBytes / 4);
     this.#view = new DataView(memory, byteOffset + RING_CONTROL_BYTES, dataBytes);
     this.#size = dataBytes;
+    this.#tailSeen = Atomics.load(this.#control, RING_TAIL);
   }
 
-  /** The control block's words, for waiting on RING_HEAD or RING_TAIL. */
+  /** The control block's words, for parking on RING_HEAD or RING_TAIL. */
   get controlWords(): Int32Array {
     return this.#control;
   }
@@ -65,22 +80,24 @@ export class ByteRing {
       throw new RangeError(`ByteRing: a record of ${bodyBytes} bytes exceeds ${this.maxRecordBytes}`);
     }
     const head = Atomics.load(this.#control, RING_HEAD) >>> 0;
-    const tail = Atomics.load(this.#control, RING_TAIL) >>> 0;
-    const free = this.#size - ((head - tail) >>> 0);
     const need = align(LENGTH_BYTES + bodyBytes);
-    let at = head & (this.#size - 1);
+    const at = head & (this.#size - 1);
     const skip = at + need > this.#size ? this.#size - at : 0;
-    if (skip + need > free) return false;
-    if (skip > 0) {
-      this.#view.setUint32(at, WRAP, true);
-      at = 0;
+    // The record, and the zeroed word after it where the next one will start.
+    const wanted = skip + need + ALIGN;
+    if (wanted > this.#size - ((head - this.#tailSeen) >>> 0)) {
+      this.#tailSeen = Atomics.load(this.#control, RING_TAIL) >>> 0;
+      if (wanted > this.#size - ((head - this.#tailSeen) >>> 0)) return false;
     }
-    this.#view.setUint32(at, bodyBytes, true);
-    let offset = at + LENGTH_BYTES;
+    const start = skip > 0 ? 0 : at;
+    let offset = start + LENGTH_BYTES;
     for (const part of parts) {
       this.#data.set(part, offset);
       offset += part.length;
     }
+    this.#words[((start + need) & (this.#size - 1)) >> 2] = 0;
+    Atomics.store(this.#words, start >> 2, bodyBytes + 1);
+    if (skip > 0) Atomics.store(this.#words, at >> 2, WRAP);
     Atomics.store(this.#control, RING_HEAD, (head + skip + need) | 0);
     return true;
   }
@@ -92,12 +109,25 @@ export class ByteRing {
 
   /** Consumer: whether a producer waits for room, clearing the mark. */
   takeBlocked(): boolean {
-    return Atomics.exchange(this.#control, BLOCKED, 0) === 1;
+    return Atomics.load(this.#control, BLOCKED) === 1 && Atomics.exchange(this.#control, BLOCKED, 0) === 1;
   }
 
   /** Consumer: whether a record is there to read. */
   hasRecord(): boolean {
-    return Atomics.load(this.#control, RING_HEAD) !== Atomics.load(this.#control, RING_TAIL);
+    return Atomics.load(this.#words, this.nextWord) !== 0;
+  }
+
+  /**
+   * Consumer: the word of `records` the next record's length arrives in:
+   * nonzero once there is something to read. What a consumer spins on.
+   */
+  get nextWord(): number {
+    return (Atomics.load(this.#control, RING_TAIL) & (this.#size - 1)) >> 2;
+  }
+
+  /** The records' memory as words (see nextWord). */
+  get records(): Int32Array {
+    return this.#words;
   }
 
   /**
@@ -119,24 +149,20 @@ export class ByteRing {
    * length).
    */
   peekOffset(): number {
-    const head = Atomics.load(this.#control, RING_HEAD) >>> 0;
     let tail = Atomics.load(this.#control, RING_TAIL) >>> 0;
-    if (head === tail) return NO_RECORD;
     let at = tail & (this.#size - 1);
-    let length = this.#view.getUint32(at, true);
-    if (length === WRAP) {
+    let word = Atomics.load(this.#words, at >> 2);
+    if (word === 0) return NO_RECORD;
+    if (word === WRAP) {
       tail = (tail + this.#size - at) >>> 0;
       at = 0;
-      if (head === tail) {
-        this.#peekedBytes = WRAP;
-        return BAD_RECORD;
-      }
-      length = this.#view.getUint32(0, true);
+      word = Atomics.load(this.#words, 0);
     }
+    const length = word - 1;
     this.#peekedBytes = length;
-    const need = align(LENGTH_BYTES + length);
-    if (length > this.maxRecordBytes || need > (head - tail) >>> 0) return BAD_RECORD;
-    this.#pendingTail = (tail + need) | 0;
+    if (length < 0 || length > this.maxRecordBytes || at + LENGTH_BYTES + length > this.#size)
+      return BAD_RECORD;
+    this.#pendingTail = (tail + align(LENGTH_BYTES + length)) | 0;
     return at + LENGTH_BYTES;
   }
 

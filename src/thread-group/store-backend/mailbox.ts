@@ -62,12 +62,14 @@ const SMALL_GROUP_RING_BYTES = 8 << 10;
 const LARGE_GROUP_RING_BYTES = 2 << 10;
 const SMALL_GROUP_MAX = 16;
 /**
- * Record header: kind, dtype code, ndim, acknowledgement slot + 1; tag and message number
- * as float64 (tags are any safe integer); one float64 per dimension. It is 20
+ * Record header: kind, dtype code, ndim, a spare byte; tag and message number
+ * as float64 (tags are any safe integer); the acknowledgement ticket (u32,
+ * see ACK_TICKET) and four spare bytes; one float64 per dimension. It is 28
  * bytes plus the dimensions, so with the ring's 4-byte length word in front
  * the payload starts 8-byte aligned and is read in place as any dtype.
  */
-const FIXED_HEADER_BYTES = 20;
+const FIXED_HEADER_BYTES = 28;
+const TICKET_AT = 20;
 /** What a marker's header says of its value: nothing (the keyed store carries and checks it). */
 const NO_SHAPE: readonly number[] = [];
 const MARKER_DTYPE: DType = 'uint8';
@@ -76,7 +78,7 @@ const READER_SLICE_MS = 1_000;
 
 export interface MailRecord {
   kind: MailKind;
-  /** The acknowledgement slot + 1 the sender waits on, 0 for none. */
+  /** The acknowledgement ticket the sender waits on (see ACK_TICKET), 0 for none. */
   ack: number;
   dtype: DType;
   shape: number[];
@@ -99,10 +101,25 @@ function streamKey(tag: number, message: number): string {
 const ACK = { state: 0, textLength: 1 } as const;
 const ACK_HEADER_BYTES = 16;
 const ACK_SLOT_BYTES = ACK_HEADER_BYTES + MAX_ERROR_BYTES;
-/** A slot's states: the send waits; the receive took the message, or failed on it (mismatch, or otherwise). */
-const ACK_STATE = { pending: 1, received: 2, mismatch: 3, failed: 4 } as const;
-/** Made once: a closure made per send is also a keepNames wrapper per send in rank bundles. */
-const answered = (state: number) => state !== ACK_STATE.pending;
+/**
+ * A slot's state word holds the answer to its latest use: that use's number
+ * (its generation) times 4 plus the verdict, which the receive stores in one
+ * write. The sender, knowing which use it waits for, needs no write of its
+ * own before it sends (the word's line stays where the receive left it), and
+ * a sender about to park swaps in PARKED, so only then does the receive's
+ * answer pay for a notify.
+ */
+const ACK_STATE = { received: 1, mismatch: 2, failed: 3 } as const;
+const PARKED = -1;
+/**
+ * A record's acknowledgement ticket: the use's generation times 16 plus its
+ * slot + 1 (0: no acknowledgement). Generations count 1..GENERATIONS - 1 and
+ * start over: a slot has one use in flight at a time.
+ */
+const ACK_TICKET = { slotBits: 4, slotMask: 15 } as const;
+const GENERATIONS = 1 << 27;
+/** A ring's next record word holds its length once it is there (ByteRing.nextWord). */
+const published = (word: number) => word !== 0;
 
 function ringBytes(size: number): number {
   if (size <= FEW_RANKS_MAX) return FEW_RANKS_RING_BYTES;
@@ -145,6 +162,11 @@ export class Mailbox {
   readonly #bytes: Uint8Array;
   /** Per peer, the acknowledgement slots of this rank's sends to it that are free. */
   readonly #freeAcks: number[][];
+  /** Per peer and slot, the generation of its latest use (see ACK_STATE). */
+  readonly #ackUses: Int32Array;
+  /** The generation a synchronous wait on a slot looks for (waits one at a time, so one field serves). */
+  #awaitedUse = 0;
+  readonly #answered = (word: number) => word >>> 2 === this.#awaitedUse;
   readonly #outRings: (ByteRing | undefined)[];
   readonly #inRings: (ByteRing | undefined)[];
   /** Per peer, the record writes still waiting for room: later ones queue behind them, in order. */
@@ -161,9 +183,6 @@ export class Mailbox {
   readonly #markerParts: Uint8Array[] = [this.#header];
   /** The header's first bytes for each number of dimensions: what a record of that many carries. */
   readonly #heads: Uint8Array[] = [];
-  /** What receiveInto's brief wait looks for: the ring's head moved from this. */
-  #headSeen = 0;
-  readonly #headMoved = (value: number) => value !== this.#headSeen;
 
   constructor(region: SharedRegion, group: GroupView) {
     this.#region = region;
@@ -175,6 +194,7 @@ export class Mailbox {
     this.#bytes = new Uint8Array(region.buffer, region.byteOffset, region.byteLength);
     const slots = ackSlots(group.size);
     this.#freeAcks = Array.from({ length: group.size }, () => Array.from({ length: slots }, (_, i) => i));
+    this.#ackUses = new Int32Array(group.size * slots);
     this.#outRings = new Array(group.size).fill(undefined);
     this.#inRings = new Array(group.size).fill(undefined);
     this.#posting = new Array(group.size).fill(undefined);
@@ -236,18 +256,19 @@ export class Mailbox {
   ): Promise<void> | undefined {
     const slot = this.#freeAcks[dst].pop();
     if (slot === undefined) return undefined;
-    const state = this.#ackWord(this.#group.rank, dst, slot) + ACK.state;
-    Atomics.store(this.#words, state, ACK_STATE.pending);
+    const use = dst * ackSlots(this.#group.size) + slot;
+    const generation = (this.#ackUses[use] % (GENERATIONS - 1)) + 1;
+    this.#ackUses[use] = generation;
     let posted: void | Promise<void>;
     try {
-      posted = this.post(call, dst, tag, message, tensor, slot + 1);
+      posted = this.post(call, dst, tag, message, tensor, (generation << ACK_TICKET.slotBits) | (slot + 1));
     } catch (error) {
       this.#freeAcks[dst].push(slot);
       return Promise.reject(error);
     }
-    if (posted === undefined) return this.#acknowledged(call, dst, slot);
+    if (posted === undefined) return this.#acknowledged(call, dst, slot, generation);
     return posted.then(
-      () => this.#acknowledged(call, dst, slot),
+      () => this.#acknowledged(call, dst, slot, generation),
       (error: unknown) => {
         this.#freeAcks[dst].push(slot);
         throw error;
@@ -255,14 +276,24 @@ export class Mailbox {
     );
   }
 
-  /** The receive's verdict on this rank's message in acknowledgement slot `slot` to `dst`. */
-  #acknowledged(call: CallInfo, dst: number, slot: number): Promise<void> {
+  /** The receive's verdict on use `generation` of this rank's acknowledgement slot `slot` to `dst`. */
+  #acknowledged(call: CallInfo, dst: number, slot: number, generation: number): Promise<void> {
+    const words = this.#words;
     const state = this.#ackWord(this.#group.rank, dst, slot) + ACK.state;
-    if (answered(Atomics.load(this.#words, state))) return this.#verdict(dst, slot);
+    this.#awaitedUse = generation;
+    if (this.#answered(Atomics.load(words, state))) return this.#verdict(dst, slot);
     const deadline = deadlineAfter(call.timeoutMs);
-    if (waitBriefly(this.#words, state, answered, deadline, this.#abort)) return this.#verdict(dst, slot);
+    if (waitBriefly(words, state, this.#answered, deadline, this.#abort)) return this.#verdict(dst, slot);
+    // Parking: the receive's answer must notify. It may have come since the last look (the swap then fails).
+    const previous = Atomics.load(words, state);
+    if (
+      previous >>> 2 === generation ||
+      Atomics.compareExchange(words, state, previous, PARKED) !== previous
+    ) {
+      return this.#verdict(dst, slot);
+    }
     // A slot whose wait failed stays taken: its receive may still answer in it.
-    return waitMonitored(this.#words, state, answered, {
+    return waitMonitored(words, state, (word) => word >>> 2 === generation, {
       group: this.#group,
       call,
       abort: this.#abort,
@@ -274,7 +305,7 @@ export class Mailbox {
 
   #verdict(dst: number, slot: number): Promise<void> {
     const at = this.#ackWord(this.#group.rank, dst, slot);
-    const state = this.#words[at + ACK.state];
+    const state = this.#words[at + ACK.state] & 3;
     this.#freeAcks[dst].push(slot);
     if (state === ACK_STATE.received) return COMPLETED;
     const textAt = (at << 2) + ACK_HEADER_BYTES;
@@ -283,10 +314,10 @@ export class Mailbox {
     return Promise.reject(state === ACK_STATE.mismatch ? new CallMismatchError(text, peer) : new Error(text));
   }
 
-  /** Receive side: leaves the verdict on a message in the acknowledgement slot its sender waits on. */
+  /** Receive side: leaves the verdict on a message with ticket `ack` in the acknowledgement slot its sender waits on. */
   #answer(src: number, ack: number, error: unknown): void {
     if (ack === 0) return;
-    const at = this.#ackWord(src, this.#group.rank, ack - 1);
+    const at = this.#ackWord(src, this.#group.rank, (ack & ACK_TICKET.slotMask) - 1);
     let state: number = ACK_STATE.received;
     if (error !== undefined) {
       const text = encodeBounded(error instanceof Error ? error.message : String(error), MAX_ERROR_BYTES);
@@ -294,8 +325,9 @@ export class Mailbox {
       this.#words[at + ACK.textLength] = text.length;
       state = error instanceof CollectiveMismatchError ? ACK_STATE.mismatch : ACK_STATE.failed;
     }
-    Atomics.store(this.#words, at + ACK.state, state);
-    Atomics.notify(this.#words, at + ACK.state);
+    const answer = ((ack >>> ACK_TICKET.slotBits) << 2) | state;
+    if (Atomics.exchange(this.#words, at + ACK.state, answer) === PARKED)
+      Atomics.notify(this.#words, at + ACK.state);
   }
 
   /** Word index (in the region) of acknowledgement slot `slot` of the pair src → dst. */
@@ -311,9 +343,9 @@ export class Mailbox {
     h.setUint8(0, inline ? MAIL.inline : MAIL.stored);
     h.setUint8(1, dtypeCode(inline?.dtype ?? MARKER_DTYPE));
     h.setUint8(2, shape.length);
-    h.setUint8(3, ack);
     h.setFloat64(4, tag, true);
     h.setFloat64(12, message, true);
+    h.setUint32(TICKET_AT, ack, true);
     for (let d = 0; d < shape.length; d++) h.setFloat64(FIXED_HEADER_BYTES + 8 * d, shape[d], true);
     const head = (this.#heads[shape.length] ??= this.#header.subarray(0, headerBytes(shape.length)));
     let written: boolean;
@@ -371,13 +403,12 @@ export class Mailbox {
     consume: (record: MailRecord) => T,
     waited = false,
   ): T | Promise<T> {
-    const words = this.#inRing(src).controlWords;
-    const head = Atomics.load(words, RING_HEAD);
     const found = this.#take(src, tag, message, consume);
     if (found !== undefined) return found.value;
     const deadline = deadlineAfter(call.timeoutMs);
+    const ring = this.#inRing(src);
     // `waited`: receiveInto's brief wait just saw nothing come; a second one would only delay the park.
-    if (!waited && waitBriefly(words, RING_HEAD, (value) => value !== head, deadline, this.#abort)) {
+    if (!waited && waitBriefly(ring.records, ring.nextWord, published, deadline, this.#abort)) {
       const soon = this.#take(src, tag, message, consume);
       if (soon !== undefined) return soon.value;
     }
@@ -397,11 +428,9 @@ export class Mailbox {
   receiveInto(call: CallInfo, src: number, tag: number, message: number, tensor: Tensor): ReceivedInto {
     if (this.#stash[src].size > 0 || tensor.device !== 'cpu') return RECEIVED_INTO.otherwise;
     const ring = this.#inRing(src);
-    const words = ring.controlWords;
-    this.#headSeen = Atomics.load(words, RING_HEAD);
     let at = ring.peekOffset();
     if (at === NO_RECORD) {
-      if (!waitBriefly(words, RING_HEAD, this.#headMoved, deadlineAfter(call.timeoutMs), this.#abort)) {
+      if (!waitBriefly(ring.records, ring.nextWord, published, deadlineAfter(call.timeoutMs), this.#abort)) {
         return RECEIVED_INTO.notCome;
       }
       at = ring.peekOffset();
@@ -423,7 +452,7 @@ export class Mailbox {
       if (view.getFloat64(at + FIXED_HEADER_BYTES + 8 * d, true) !== shape[d]) return RECEIVED_INTO.otherwise;
     }
     copyBytes(tensor.bytes(), 0, ring.data, at + headerBytes(ndim), tensor.nbytes);
-    this.#answer(src, view.getUint8(at + 3), undefined);
+    this.#answer(src, view.getUint32(at + TICKET_AT, true), undefined);
     this.#free(ring);
     return RECEIVED_INTO.landed;
   }
@@ -659,7 +688,7 @@ function decode(body: Uint8Array): MailRecord {
   for (let d = 0; d < ndim; d++) shape[d] = view.getFloat64(FIXED_HEADER_BYTES + 8 * d, true);
   return {
     kind,
-    ack: view.getUint8(3),
+    ack: view.getUint32(TICKET_AT, true),
     dtype: dtypeFromCode(view.getUint8(1)),
     shape,
     bytes: kind === MAIL.inline ? body.subarray(headerBytes(ndim)) : undefined,
