@@ -255,3 +255,29 @@ rankTest(
     expect(await receiving).toBe(into);
   },
 );
+
+rankTest(
+  'a send that waited long enough to park gets its verdict from a receive that comes later, each round',
+  { worldSize: 2 },
+  async (ctx) => {
+    const at = Tensor.zeros([1], 'float64');
+    for (let round = 0; round < 3; round++) {
+      if (ctx.rank === 0) {
+        // Each send waits, parked, for a receive that comes 30 ms later: the first takes it, the second refuses it.
+        await ctx.world.send(at.fill_(round), 1);
+        const refused = await failure(ctx.world.send(at, 1));
+        expect(refused).toBeInstanceOf(CallMismatchError);
+        expect(refused.message).toMatch(/float64\[2\]/);
+      } else {
+        const into = Tensor.zeros([1], 'float64');
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        await ctx.world.recv(into, 0);
+        expect(into.data[0]).toBe(round);
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        expect(await failure(ctx.world.recv(Tensor.zeros([2], 'float64'), 0))).toBeInstanceOf(
+          CallMismatchError,
+        );
+      }
+    }
+  },
+);

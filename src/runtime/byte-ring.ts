@@ -15,6 +15,10 @@
  * The consumer frees records by moving `tail`, which the producer reads only
  * when the room it last saw is used up; the producer also moves `head`, the
  * word a consumer parks on (Atomics.waitAsync) once spinning stopped paying.
+ * A consumer that may park says so first (markParked), and only then does a
+ * producer pay for a notify (producerShouldNotify): with both sides' words
+ * sequentially consistent, either the consumer's look after marking sees the
+ * new head, or the producer sees the mark.
  * A process killed while writing leaves the length word unwritten, and its
  * consumer never sees half a record.
  *
@@ -29,6 +33,8 @@ export const RING_HEAD = 0;
 export const RING_TAIL = 16;
 /** Set by a producer that found no room; the consumer clears it and rings the producer's doorbell. */
 const BLOCKED = 32;
+/** Set by a consumer while it may park on `head`: producers notify it only then. */
+const PARKED = 48;
 const WRAP = -1;
 /** What peekOffset returns for no record published, and for a record whose length is impossible. */
 export const NO_RECORD = -1;
@@ -44,6 +50,10 @@ export class ByteRing {
   readonly #size: number;
   /** Producer: `tail` as last read; the room it leaves is used before `tail` is read again. */
   #tailSeen = 0;
+  /** Producer: the record reserve() made room for, which publish() publishes. */
+  #reservedAt = -1;
+  #reservedBytes = 0;
+  #reservedSkip = 0;
   /** The consumer's record being read: its end, applied by release(). */
   #pendingTail: number | undefined;
   #peekedBytes = 0;
@@ -76,6 +86,23 @@ export class ByteRing {
    * publishes it; false (nothing written) when the ring has no room now.
    */
   tryWrite(parts: readonly Uint8Array[], bodyBytes: number): boolean {
+    let offset = this.reserve(bodyBytes);
+    if (offset < 0) return false;
+    for (const part of parts) {
+      this.#data.set(part, offset);
+      offset += part.length;
+    }
+    this.publish();
+    return true;
+  }
+
+  /**
+   * Producer: room for a record of `bodyBytes`, whose body the caller writes
+   * into `data` (or `view`) at the offset returned, then publishes with
+   * publish(); -1 (nothing reserved) when the ring has no room now. For
+   * records assembled in place, with no copy of parts made first.
+   */
+  reserve(bodyBytes: number): number {
     if (bodyBytes > this.maxRecordBytes) {
       throw new RangeError(`ByteRing: a record of ${bodyBytes} bytes exceeds ${this.maxRecordBytes}`);
     }
@@ -87,19 +114,41 @@ export class ByteRing {
     const wanted = skip + need + ALIGN;
     if (wanted > this.#size - ((head - this.#tailSeen) >>> 0)) {
       this.#tailSeen = Atomics.load(this.#control, RING_TAIL) >>> 0;
-      if (wanted > this.#size - ((head - this.#tailSeen) >>> 0)) return false;
+      if (wanted > this.#size - ((head - this.#tailSeen) >>> 0)) return -1;
     }
+    this.#reservedAt = at;
+    this.#reservedBytes = bodyBytes;
+    this.#reservedSkip = skip;
+    return (skip > 0 ? 0 : at) + LENGTH_BYTES;
+  }
+
+  /** Producer: publishes the record reserve() made room for, once its body is written. */
+  publish(): void {
+    const at = this.#reservedAt;
+    if (at < 0) throw new Error('ByteRing.publish: no record was reserved');
+    const skip = this.#reservedSkip;
     const start = skip > 0 ? 0 : at;
-    let offset = start + LENGTH_BYTES;
-    for (const part of parts) {
-      this.#data.set(part, offset);
-      offset += part.length;
-    }
+    const need = align(LENGTH_BYTES + this.#reservedBytes);
     this.#words[((start + need) & (this.#size - 1)) >> 2] = 0;
-    Atomics.store(this.#words, start >> 2, bodyBytes + 1);
+    Atomics.store(this.#words, start >> 2, this.#reservedBytes + 1);
     if (skip > 0) Atomics.store(this.#words, at >> 2, WRAP);
+    const head = Atomics.load(this.#control, RING_HEAD);
     Atomics.store(this.#control, RING_HEAD, (head + skip + need) | 0);
-    return true;
+    this.#reservedAt = -1;
+  }
+
+  /** Consumer: from now until clearParked(), producers notify `head` (see producerShouldNotify). */
+  markParked(): void {
+    Atomics.store(this.#control, PARKED, 1);
+  }
+
+  clearParked(): void {
+    Atomics.store(this.#control, PARKED, 0);
+  }
+
+  /** Producer, after publishing: whether a consumer may be parked on `head` and must be notified. */
+  producerShouldNotify(): boolean {
+    return Atomics.load(this.#control, PARKED) !== 0;
   }
 
   /** Producer: marks that it waits for room (cleared by the consumer as it frees records). */

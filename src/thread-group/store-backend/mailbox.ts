@@ -176,13 +176,6 @@ export class Mailbox {
   /** Per peer, the receives waiting for their record, and whether a reader waits on the ring for them. */
   readonly #posted: Map<string, Posted>[];
   readonly #reading: boolean[];
-  readonly #header = new Uint8Array(headerBytes(MAX_DIMS));
-  readonly #headerView = new DataView(this.#header.buffer);
-  /** The parts of a record as ByteRing.tryWrite takes them: header and payload, or the header alone. */
-  readonly #inlineParts: Uint8Array[] = [this.#header, this.#header];
-  readonly #markerParts: Uint8Array[] = [this.#header];
-  /** The header's first bytes for each number of dimensions: what a record of that many carries. */
-  readonly #heads: Uint8Array[] = [];
 
   constructor(region: SharedRegion, group: GroupView) {
     this.#region = region;
@@ -203,10 +196,13 @@ export class Mailbox {
     this.#reading = new Array(group.size).fill(false);
   }
 
-  /** Whether `tensor` travels inline: a contiguous host tensor within inlinePayloadMax. */
+  /** Whether `tensor` travels inline: a contiguous host tensor within inlinePayloadMax, of at most MAX_DIMS dimensions. */
   carriesInline(tensor: Tensor): boolean {
     return (
-      tensor.device === 'cpu' && tensor.isContiguous() && tensor.nbytes <= inlinePayloadMax(this.#group.size)
+      tensor.device === 'cpu' &&
+      tensor.isContiguous() &&
+      tensor.nbytes <= inlinePayloadMax(this.#group.size) &&
+      tensor.shape.length <= MAX_DIMS
     );
   }
 
@@ -336,30 +332,26 @@ export class Mailbox {
     return (pair * this.#pairBytes + RING_CONTROL_BYTES + this.#ringBytes + slot * ACK_SLOT_BYTES) >> 2;
   }
 
+  /** Writes the record in place in `dst`'s ring (no staging copy); false when the ring has no room now. */
   #tryPost(dst: number, tag: number, message: number, inline: Tensor | undefined, ack: number): boolean {
     const ring = this.#outRing(dst);
     const shape = inline?.shape ?? NO_SHAPE;
-    const h = this.#headerView;
-    h.setUint8(0, inline ? MAIL.inline : MAIL.stored);
-    h.setUint8(1, dtypeCode(inline?.dtype ?? MARKER_DTYPE));
-    h.setUint8(2, shape.length);
-    h.setFloat64(4, tag, true);
-    h.setFloat64(12, message, true);
-    h.setUint32(TICKET_AT, ack, true);
-    for (let d = 0; d < shape.length; d++) h.setFloat64(FIXED_HEADER_BYTES + 8 * d, shape[d], true);
-    const head = (this.#heads[shape.length] ??= this.#header.subarray(0, headerBytes(shape.length)));
-    let written: boolean;
-    if (inline) {
-      const payload = inline.bytes();
-      this.#inlineParts[0] = head;
-      this.#inlineParts[1] = payload;
-      written = ring.tryWrite(this.#inlineParts, head.length + payload.length);
-    } else {
-      this.#markerParts[0] = head;
-      written = ring.tryWrite(this.#markerParts, head.length);
-    }
-    if (written) Atomics.notify(ring.controlWords, RING_HEAD);
-    return written;
+    const header = headerBytes(shape.length);
+    const payloadBytes = inline ? inline.nbytes : 0;
+    const at = ring.reserve(header + payloadBytes);
+    if (at < 0) return false;
+    const h = ring.view;
+    h.setUint8(at, inline ? MAIL.inline : MAIL.stored);
+    h.setUint8(at + 1, dtypeCode(inline?.dtype ?? MARKER_DTYPE));
+    h.setUint8(at + 2, shape.length);
+    h.setFloat64(at + 4, tag, true);
+    h.setFloat64(at + 12, message, true);
+    h.setUint32(at + TICKET_AT, ack, true);
+    for (let d = 0; d < shape.length; d++) h.setFloat64(at + FIXED_HEADER_BYTES + 8 * d, shape[d], true);
+    if (inline) copyBytes(ring.data, at + header, inline.bytes(), 0, payloadBytes);
+    ring.publish();
+    if (ring.producerShouldNotify()) Atomics.notify(ring.controlWords, RING_HEAD);
+    return true;
   }
 
   async #postWhenRoom(
@@ -512,8 +504,11 @@ export class Mailbox {
     if (this.#reading[src]) return;
     this.#reading[src] = true;
     const posted = this.#posted[src];
-    const words = this.#inRing(src).controlWords;
+    const ring = this.#inRing(src);
+    const words = ring.controlWords;
     const describe = () => `the mailbox from ${ranksText(this.#group, [src])}`;
+    // Before its first look at head: a record published after that look comes with a notify.
+    ring.markParked();
     try {
       while (posted.size > 0) {
         const head = Atomics.load(words, RING_HEAD);
@@ -532,6 +527,7 @@ export class Mailbox {
     } catch (error) {
       this.#failPosted(src, error);
     } finally {
+      ring.clearParked();
       this.#reading[src] = false;
     }
   }
