@@ -150,6 +150,16 @@ export interface Backend {
    */
   monitoredBarrier(call: CallInfo, waitAllRanks: boolean): Promise<void>;
   send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void>;
+  /**
+   * send's first half where the medium allows, called with arguments already
+   * checked and before the call's bookkeeping: writes `tensor` to `dst` at
+   * once if it can (a small message with room for it), returning a nonzero
+   * ticket for sendPosted, which completes the send; 0, with nothing sent,
+   * for send to do it all. A receiver waiting for the message goes on while
+   * this rank does its bookkeeping.
+   */
+  postSend?(tensor: Tensor, dst: number, tag: number): number;
+  sendPosted?(call: CallInfo, dst: number, ticket: number): Promise<void>;
   recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void>;
   /**
    * A receive that lends the sender's own buffer instead of copying it, where

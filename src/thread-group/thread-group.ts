@@ -10,11 +10,12 @@ import { formatSite } from '../debug/call-site.ts';
 import type { HangFocus } from '../debug/hang-report.ts';
 import { type RankMonitor, rankMonitor } from '../debug/monitor.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../runtime/errors.ts';
+import { rankFaults } from '../runtime/faults/injector.ts';
 import { removeItem } from '../runtime/remove-item.ts';
 import { firstWaitReading, lastWaitReading, markWaitClock, waitClockRead } from '../runtime/wait.ts';
 import { Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
+import { assertCommTensor, assertHostTensors, isCommTensor } from '../tensor/validate.ts';
 import {
   type Backend,
   type BatchedP2P,
@@ -689,9 +690,42 @@ export class ThreadGroup {
   }
 
   send(tensor: Tensor, dst: number, options?: P2POptions): Work<void> {
+    const ticket = this.#postedAtOnce(tensor, dst, options);
     return this.#p2p('send', tensor, dst, options, (b, call) =>
-      valueWhenDone(b.send(call, tensor, dst, options?.tag ?? 0), undefined),
+      valueWhenDone(
+        ticket === 0 ? b.send(call, tensor, dst, options?.tag ?? 0) : b.sendPosted!(call, dst, ticket),
+        undefined,
+      ),
     );
+  }
+
+  /**
+   * send's fast path: a plain send of a small message is written to its
+   * receiver before the call's checks and bookkeeping run again and the call
+   * is numbered and recorded, so a receiver waiting for it goes on while this
+   * rank does them (in a ping-pong, what each side does between taking a
+   * message and sending the next is the latency). Only where every check
+   * would pass and no fault is injected: the call then goes as any other,
+   * its backend only waiting for the receive's answer. 0 for anything else.
+   */
+  #postedAtOnce(tensor: Tensor, dst: number, options: P2POptions | undefined): number {
+    const backend = this.#backend;
+    const rank = this.#info.rank;
+    if (
+      options !== undefined ||
+      backend?.postSend === undefined ||
+      this.#destroyed ||
+      rank < 0 ||
+      !Number.isInteger(dst) ||
+      dst < 0 ||
+      dst >= this.size ||
+      dst === rank ||
+      !isCommTensor(tensor) ||
+      rankFaults() !== undefined
+    ) {
+      return 0;
+    }
+    return backend.postSend(tensor, dst, 0);
   }
 
   recv(tensor: Tensor, src: number, options?: P2POptions): Work<Tensor> {

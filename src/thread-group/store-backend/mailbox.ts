@@ -252,9 +252,7 @@ export class Mailbox {
   ): Promise<void> | undefined {
     const slot = this.#freeAcks[dst].pop();
     if (slot === undefined) return undefined;
-    const use = dst * ackSlots(this.#group.size) + slot;
-    const generation = (this.#ackUses[use] % (GENERATIONS - 1)) + 1;
-    this.#ackUses[use] = generation;
+    const generation = this.#nextUse(dst, slot);
     let posted: void | Promise<void>;
     try {
       posted = this.post(call, dst, tag, message, tensor, (generation << ACK_TICKET.slotBits) | (slot + 1));
@@ -270,6 +268,36 @@ export class Mailbox {
         throw error;
       },
     );
+  }
+
+  /**
+   * sendInline's first half, for a send written before its bookkeeping:
+   * writes `tensor` inline (see carriesInline) when an acknowledgement slot
+   * is free, no earlier write to `dst` waits and the ring has room now.
+   * Returns the message's acknowledgement ticket for `acknowledged`, or 0
+   * with nothing sent.
+   */
+  postAtOnce(dst: number, tag: number, message: number, tensor: Tensor): number {
+    if (this.#posting[dst] !== undefined) return 0;
+    const slot = this.#freeAcks[dst].pop();
+    if (slot === undefined) return 0;
+    const ticket = (this.#nextUse(dst, slot) << ACK_TICKET.slotBits) | (slot + 1);
+    if (this.#tryPost(dst, tag, message, tensor, ticket)) return ticket;
+    this.#freeAcks[dst].push(slot);
+    return 0;
+  }
+
+  /** sendInline's second half: completes once `dst` received the message postAtOnce sent with `ticket`. */
+  acknowledged(call: CallInfo, dst: number, ticket: number): Promise<void> {
+    return this.#acknowledged(call, dst, (ticket & ACK_TICKET.slotMask) - 1, ticket >>> ACK_TICKET.slotBits);
+  }
+
+  /** The generation of a new use of acknowledgement slot `slot` to `dst`. */
+  #nextUse(dst: number, slot: number): number {
+    const use = dst * ackSlots(this.#group.size) + slot;
+    const generation = (this.#ackUses[use] % (GENERATIONS - 1)) + 1;
+    this.#ackUses[use] = generation;
+    return generation;
   }
 
   /** The receive's verdict on use `generation` of this rank's acknowledgement slot `slot` to `dst`. */

@@ -312,6 +312,19 @@ export class StoreBackend implements Backend {
     return this.#sendStored(call, dst, tag, message, (x) => send(x, tensor, dst));
   }
 
+  postSend(tensor: Tensor, dst: number, tag: number): number {
+    const mailbox = this.#mailbox;
+    if (!mailbox?.carriesInline(tensor)) return 0;
+    const me = this.#group.rank;
+    const ticket = mailbox.postAtOnce(dst, tag, this.#sent.peek(me, dst, tag), tensor);
+    if (ticket !== 0) this.#sent.take(me, dst, tag);
+    return ticket;
+  }
+
+  sendPosted(call: CallInfo, dst: number, ticket: number): Promise<void> {
+    return (this.#mailbox as Mailbox).acknowledged(call, dst, ticket);
+  }
+
   /** Message `message` to `dst` through the keyed store, announced first by a marker in the mailbox if any. */
   async #sendStored(
     call: CallInfo,
