@@ -80,24 +80,39 @@ export async function firstMessage<V>(
 const PAIR_STRIDE = 2 ** 24;
 
 export class StreamCounters {
-  /** Per tag, per pair of ranks: number keys, no text made per message. */
-  readonly #next = new Map<number, Map<number, number>>();
+  /** Per tag, per pair of ranks: number keys, no text made per message; a cell per stream. */
+  readonly #next = new Map<number, Map<number, { n: number }>>();
+  /** The stream used last, kept at hand: a loop of calls uses one stream again and again. */
+  #lastTag = -1;
+  #lastPair = -1;
+  #last = { n: 0 };
 
   /** The next message number of the stream from `src` to `dst` with `tag`. */
   take(src: number, dst: number, tag: number): number {
+    return this.#cell(src, dst, tag).n++;
+  }
+
+  /** The number `take` would return, without taking it. */
+  peek(src: number, dst: number, tag: number): number {
+    return this.#cell(src, dst, tag).n;
+  }
+
+  #cell(src: number, dst: number, tag: number): { n: number } {
+    const pair = src * PAIR_STRIDE + dst;
+    if (tag === this.#lastTag && pair === this.#lastPair) return this.#last;
     let pairs = this.#next.get(tag);
     if (pairs === undefined) {
       pairs = new Map();
       this.#next.set(tag, pairs);
     }
-    const pair = src * PAIR_STRIDE + dst;
-    const n = pairs.get(pair) ?? 0;
-    pairs.set(pair, n + 1);
-    return n;
-  }
-
-  /** The number `take` would return, without taking it. */
-  peek(src: number, dst: number, tag: number): number {
-    return this.#next.get(tag)?.get(src * PAIR_STRIDE + dst) ?? 0;
+    let cell = pairs.get(pair);
+    if (cell === undefined) {
+      cell = { n: 0 };
+      pairs.set(pair, cell);
+    }
+    this.#lastTag = tag;
+    this.#lastPair = pair;
+    this.#last = cell;
+    return cell;
   }
 }
