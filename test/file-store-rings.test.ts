@@ -96,7 +96,7 @@ describe('ByteRing', () => {
     expect(() => new ByteRing(new ArrayBuffer(4096), 0, 1000)).toThrow(/power of two/);
   });
 
-  it('shows a record assembled in place only once published, and a parked consumer to its producer', () => {
+  it('shows a record assembled in place only once published', () => {
     const memory = new SharedArrayBuffer(RING_CONTROL_BYTES + 1024);
     const producer = new ByteRing(memory, 0, 1024);
     const consumer = new ByteRing(memory, 0, 1024);
@@ -110,12 +110,6 @@ describe('ByteRing', () => {
     expect([...(consumer.peek() as Uint8Array)]).toEqual([7, 8, 9]);
     consumer.release();
     expect(consumer.hasRecord()).toBe(false);
-    // Producers pay for a notify only while their consumer may be parked.
-    expect(producer.producerShouldNotify()).toBe(false);
-    consumer.markParked();
-    expect(producer.producerShouldNotify()).toBe(true);
-    consumer.clearParked();
-    expect(producer.producerShouldNotify()).toBe(false);
   });
 
   it('gives a length no record can have back as a number instead of reading past the ring', () => {

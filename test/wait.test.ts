@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AbortWord } from '../src/runtime/abort-word.ts';
 import { CommTimeoutError, RankFailedError } from '../src/runtime/errors.ts';
-import { setSpinBudget, waitBriefly, waitForWord } from '../src/runtime/wait.ts';
+import { setSpinBudget, waitBriefly, waitForWord, wake } from '../src/runtime/wait.ts';
 
 /** A thread that sets word 0 to `value` and notifies its waiters after `ms`, or raises the abort flag instead. */
 function later(words: Int32Array, ms: number, value: number, abort?: AbortWord): Worker {
@@ -113,6 +113,31 @@ describe('waitForWord', () => {
     }).catch((e: unknown) => e);
     expect(timedOut).toBeInstanceOf(CommTimeoutError);
     expect((timedOut as Error).message).toBe('nobody');
+  });
+});
+
+describe('wake', () => {
+  it('notifies only while a wait counted itself as a sleeper, before it read the value it sleeps on', async () => {
+    const words = new Int32Array(new SharedArrayBuffer(8));
+    const options = {
+      deadline: performance.now() + 10_000,
+      abort: undefined,
+      describe: () => 'x',
+      sleepers: 1,
+    };
+    // Past its spin the wait parks (synchronously, within the call) and is counted.
+    const parked = waitForWord(words, 0, (v) => v === 1, options);
+    expect(Atomics.load(words, 1)).toBe(1);
+    Atomics.store(words, 0, 1);
+    expect(wake(words, 0, 1)).toBe(1);
+    await parked;
+    expect(Atomics.load(words, 1)).toBe(0);
+    // Nobody sleeps: no notify is paid for.
+    Atomics.store(words, 0, 2);
+    expect(wake(words, 0, 1)).toBe(0);
+    // A wait whose value is there after it counted itself does not park, and leaves no count behind.
+    await waitForWord(words, 0, (v) => v === 2, options);
+    expect(Atomics.load(words, 1)).toBe(0);
   });
 });
 

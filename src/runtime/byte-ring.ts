@@ -14,11 +14,8 @@
  *
  * The consumer frees records by moving `tail`, which the producer reads only
  * when the room it last saw is used up; the producer also moves `head`, the
- * word a consumer parks on (Atomics.waitAsync) once spinning stopped paying.
- * A consumer that may park says so first (markParked), and only then does a
- * producer pay for a notify (producerShouldNotify): with both sides' words
- * sequentially consistent, either the consumer's look after marking sees the
- * new head, or the producer sees the mark.
+ * word a consumer parks on (Atomics.waitAsync) once spinning stopped paying,
+ * counting itself on RING_SLEEPERS first (see wait.ts's wake).
  * A process killed while writing leaves the length word unwritten, and its
  * consumer never sees half a record.
  *
@@ -31,10 +28,10 @@ export const RING_CONTROL_BYTES = 256;
 /** Int32 indices of the control words: the producer moves `head`, the consumer `tail` (park on them). */
 export const RING_HEAD = 0;
 export const RING_TAIL = 16;
+/** Waits parked on `head` (wait.ts's sleepers), so producers notify only when one may sleep. */
+export const RING_SLEEPERS = 48;
 /** Set by a producer that found no room; the consumer clears it and rings the producer's doorbell. */
 const BLOCKED = 32;
-/** Set by a consumer while it may park on `head`: producers notify it only then. */
-const PARKED = 48;
 const WRAP = -1;
 /** What peekOffset returns for no record published, and for a record whose length is impossible. */
 export const NO_RECORD = -1;
@@ -135,20 +132,6 @@ export class ByteRing {
     const head = Atomics.load(this.#control, RING_HEAD);
     Atomics.store(this.#control, RING_HEAD, (head + skip + need) | 0);
     this.#reservedAt = -1;
-  }
-
-  /** Consumer: from now until clearParked(), producers notify `head` (see producerShouldNotify). */
-  markParked(): void {
-    Atomics.store(this.#control, PARKED, 1);
-  }
-
-  clearParked(): void {
-    Atomics.store(this.#control, PARKED, 0);
-  }
-
-  /** Producer, after publishing: whether a consumer may be parked on `head` and must be notified. */
-  producerShouldNotify(): boolean {
-    return Atomics.load(this.#control, PARKED) !== 0;
   }
 
   /** Producer: marks that it waits for room (cleared by the consumer as it frees records). */

@@ -94,6 +94,8 @@ export interface WaitOptions {
    * the same collective): its event loop stands still meanwhile.
    */
   blockMs?: number;
+  /** Where the waker counts on sleepers: see waitBriefly's `sleepers` and wake(). */
+  sleepers?: number;
 }
 
 /** A blocked wait looks at the abort word this often (an abort need not notify the word waited on). */
@@ -124,24 +126,45 @@ function keepThread(
   ready: (value: number) => boolean,
   until: number,
   abort: AbortWord | undefined,
+  sleepers: number | undefined,
 ): number {
   const giveCore = schedYield;
-  let value = Atomics.load(words, index);
-  for (let left = until - readClock(); left > 0; left = until - readClock()) {
-    abort?.throwIfAborted();
-    if (giveCore) {
-      for (let i = 0; i < YIELDS_PER_CHECK; i++) {
-        giveCore();
+  // Counted before the value it sleeps on is read (see wake).
+  const counted = !giveCore && sleepers !== undefined;
+  if (counted) Atomics.add(words, sleepers, 1);
+  try {
+    let value = Atomics.load(words, index);
+    for (let left = until - readClock(); left > 0; left = until - readClock()) {
+      abort?.throwIfAborted();
+      if (giveCore) {
+        for (let i = 0; i < YIELDS_PER_CHECK; i++) {
+          giveCore();
+          value = Atomics.load(words, index);
+          if (ready(value)) return value;
+        }
+      } else {
+        Atomics.wait(words, index, value, Math.min(left, BLOCK_CHUNK_MS));
         value = Atomics.load(words, index);
         if (ready(value)) return value;
       }
-    } else {
-      Atomics.wait(words, index, value, Math.min(left, BLOCK_CHUNK_MS));
-      value = Atomics.load(words, index);
-      if (ready(value)) return value;
     }
+    return value;
+  } finally {
+    if (counted) Atomics.sub(words, sleepers, 1);
   }
-  return value;
+}
+
+/**
+ * Notifies the waits sleeping on word `index` (after the word was stored),
+ * where there are any: waits given a `sleepers` word count themselves on it
+ * before they read the value they sleep on, so with both sides' accesses
+ * sequentially consistent either such a wait reads the new value, or this
+ * sees it counted. Spares every waker of waits that end within their spin
+ * (most, where ranks keep pace) an Atomics.notify, whose lock all threads share.
+ * Returns how many waits it woke.
+ */
+export function wake(words: Int32Array, index: number, sleepers: number): number {
+  return Atomics.load(words, sleepers) === 0 ? 0 : Atomics.notify(words, index);
 }
 
 export function deadlineAfter(timeoutMs: number): number {
@@ -161,6 +184,7 @@ export function waitBriefly(
   deadline: number,
   abort: AbortWord | undefined,
   blockMs?: number,
+  sleepers?: number,
 ): boolean {
   let value = Atomics.load(words, index);
   if (ready(value)) return true;
@@ -175,7 +199,8 @@ export function waitBriefly(
     } while (readClock() < spinUntil);
   }
   if (!blocks) return false;
-  return ready(keepThread(words, index, ready, Math.min(deadline, readClock() + (blockMs as number)), abort));
+  const until = Math.min(deadline, readClock() + (blockMs as number));
+  return ready(keepThread(words, index, ready, until, abort, sleepers));
 }
 
 /**
@@ -188,22 +213,28 @@ export async function waitForWord(
   ready: (value: number) => boolean,
   options: WaitOptions,
 ): Promise<void> {
-  if (waitBriefly(words, index, ready, options.deadline, options.abort, options.blockMs)) return;
-  let value = Atomics.load(words, index);
-  // Stored between the brief wait's last look and this load, its notify already went: parking would miss it.
-  if (ready(value)) return;
-  holdEventLoop();
+  const { sleepers } = options;
+  if (waitBriefly(words, index, ready, options.deadline, options.abort, options.blockMs, sleepers)) return;
+  if (sleepers !== undefined) Atomics.add(words, sleepers, 1);
   try {
-    for (;;) {
-      options.abort?.throwIfAborted();
-      const remaining = options.deadline - performance.now();
-      if (remaining <= 0) throw new CommTimeoutError(options.describe());
-      const parked = Atomics.waitAsync(words, index, value, Math.min(remaining, PARK_CHUNK_MS));
-      if (parked.async) await parked.value;
-      value = Atomics.load(words, index);
-      if (ready(value)) return;
+    let value = Atomics.load(words, index);
+    // Stored between the brief wait's last look and this load, its notify already went: parking would miss it.
+    if (ready(value)) return;
+    holdEventLoop();
+    try {
+      for (;;) {
+        options.abort?.throwIfAborted();
+        const remaining = options.deadline - performance.now();
+        if (remaining <= 0) throw new CommTimeoutError(options.describe());
+        const parked = Atomics.waitAsync(words, index, value, Math.min(remaining, PARK_CHUNK_MS));
+        if (parked.async) await parked.value;
+        value = Atomics.load(words, index);
+        if (ready(value)) return;
+      }
+    } finally {
+      releaseEventLoop();
     }
   } finally {
-    releaseEventLoop();
+    if (sleepers !== undefined) Atomics.sub(words, sleepers, 1);
   }
 }

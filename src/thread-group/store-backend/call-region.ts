@@ -15,7 +15,8 @@
  * peer takes the store (a mismatch of sizes) is caught here. The last rank to
  * arrive judges the records, reduces the data in rank order when every rank
  * made the same region call (so all get identical bits), and bumps the slot's
- * ready word once, waking every waiter with one Atomics.notify.
+ * ready word once, waking every waiter with one Atomics.notify (where any
+ * sleeps: waits that may sleep count themselves on the word beside it).
  *
  * A zero-filled region is a valid empty one, so whichever rank carves it
  * needs to write nothing first.
@@ -24,7 +25,7 @@ import type { AbortWord } from '../../runtime/abort-word.ts';
 import { FNV_PRIME, fnv1a } from '../../runtime/fnv1a.ts';
 import { decodeText, encodeBounded, MAX_TAG_BYTES } from '../../runtime/store-limits.ts';
 import type { SharedRegion } from '../../runtime/tensor-store.ts';
-import { deadlineAfter, waitBriefly } from '../../runtime/wait.ts';
+import { deadlineAfter, waitBriefly, wake } from '../../runtime/wait.ts';
 import { arrayConstructor, type DType, type TypedArray } from '../../tensor/dtype.ts';
 import { checkOperands, reduceCheckedArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
@@ -65,8 +66,22 @@ export const OUTCOME = { reduced: 1, keyed: 2, mismatch: 3, abandoned: 4 } as co
  */
 const LINE_BYTES = 64;
 const lines = (bytes: number) => Math.ceil(bytes / LINE_BYTES) * LINE_BYTES;
-/** Slot words: the cycle it serves, arrivals, departures, the ready cycle + 1, the outcome. */
-const S = { open: 0, arrived: 1, departed: 2, ready: 3, outcome: 4 } as const;
+/**
+ * Slot words: the cycle it serves and the ready cycle + 1, how many waits on
+ * each may sleep (see wake; each two words after the word it counts for),
+ * arrivals, departures, the outcome.
+ */
+const S = {
+  open: 0,
+  ready: 1,
+  openSleepers: 2,
+  readySleepers: 3,
+  arrived: 4,
+  departed: 5,
+  outcome: 6,
+} as const;
+/** From a waited word to the word its sleepers are counted on. */
+const SLEEPERS_AFTER = S.openSleepers - S.open;
 const SLOT_HEADER_BYTES = 32;
 
 /** Record words: the cycle + 1 the rank arrived for, its kind, its text's length, the text's two 32-bit hashes. */
@@ -258,7 +273,7 @@ export class CallRegion {
     this.#words[this.#slotWord(slot, S.outcome)] = outcome;
     const ready = this.#slotWord(slot, S.ready);
     Atomics.store(this.#words, ready, cycleOf(call, slot) + 1);
-    Atomics.notify(this.#words, ready);
+    wake(this.#words, ready, this.#slotWord(slot, S.readySleepers));
   }
 
   /** A call the keyed store serves takes its slot too, without waiting for the others (see above). */
@@ -297,6 +312,7 @@ export class CallRegion {
       deadlineAfter(call.timeoutMs),
       this.#abort,
       this.#blockMs(call),
+      index + SLEEPERS_AFTER,
     );
   }
 
@@ -342,7 +358,7 @@ export class CallRegion {
     w[this.#slotWord(slot, S.departed)] = 0;
     const open = this.#slotWord(slot, S.open);
     Atomics.add(w, open, 1);
-    Atomics.notify(w, open);
+    wake(w, open, this.#slotWord(slot, S.openSleepers));
   }
 
   /** Group ranks whose record in `slot` says they serve the call through the keyed store. */
@@ -436,6 +452,7 @@ export class CallRegion {
       waitedFor,
       // Every rank of the group is in this call: waking the thread itself beats an event-loop turn.
       blockMs: this.#blockMs(call),
+      sleepers: index + SLEEPERS_AFTER,
     });
   }
 

@@ -28,11 +28,18 @@
  * ones are at most the acknowledgement slots of the pair.
  */
 import type { AbortWord } from '../../runtime/abort-word.ts';
-import { ByteRing, NO_RECORD, RING_CONTROL_BYTES, RING_HEAD, RING_TAIL } from '../../runtime/byte-ring.ts';
+import {
+  ByteRing,
+  NO_RECORD,
+  RING_CONTROL_BYTES,
+  RING_HEAD,
+  RING_SLEEPERS,
+  RING_TAIL,
+} from '../../runtime/byte-ring.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../../runtime/errors.ts';
 import { decodeText, encodeBounded, MAX_DIMS, MAX_ERROR_BYTES } from '../../runtime/store-limits.ts';
 import type { SharedRegion } from '../../runtime/tensor-store.ts';
-import { deadlineAfter, waitBriefly, waitForWord } from '../../runtime/wait.ts';
+import { deadlineAfter, waitBriefly, waitForWord, wake } from '../../runtime/wait.ts';
 import { type DType, dtypeCode, dtypeFromCode } from '../../tensor/dtype.ts';
 import { copyBytes } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
@@ -97,20 +104,17 @@ function streamKey(tag: number, message: number): string {
   return `${tag}:${message}`;
 }
 
-/** An acknowledgement slot: its state and text length words, then the receive's error text. */
-const ACK = { state: 0, textLength: 1 } as const;
+/** An acknowledgement slot: its state, text length and sleepers (see wake) words, then the receive's error text. */
+const ACK = { state: 0, textLength: 1, sleepers: 2 } as const;
 const ACK_HEADER_BYTES = 16;
 const ACK_SLOT_BYTES = ACK_HEADER_BYTES + MAX_ERROR_BYTES;
 /**
  * A slot's state word holds the answer to its latest use: that use's number
  * (its generation) times 4 plus the verdict, which the receive stores in one
  * write. The sender, knowing which use it waits for, needs no write of its
- * own before it sends (the word's line stays where the receive left it), and
- * a sender about to park swaps in PARKED, so only then does the receive's
- * answer pay for a notify.
+ * own before it sends (the word's line stays where the receive left it).
  */
 const ACK_STATE = { received: 1, mismatch: 2, failed: 3 } as const;
-const PARKED = -1;
 /**
  * A record's acknowledgement ticket: the use's generation times 16 plus its
  * slot + 1 (0: no acknowledgement). Generations count 1..GENERATIONS - 1 and
@@ -308,20 +312,13 @@ export class Mailbox {
     if (this.#answered(Atomics.load(words, state))) return this.#verdict(dst, slot);
     const deadline = deadlineAfter(call.timeoutMs);
     if (waitBriefly(words, state, this.#answered, deadline, this.#abort)) return this.#verdict(dst, slot);
-    // Parking: the receive's answer must notify. It may have come since the last look (the swap then fails).
-    const previous = Atomics.load(words, state);
-    if (
-      previous >>> 2 === generation ||
-      Atomics.compareExchange(words, state, previous, PARKED) !== previous
-    ) {
-      return this.#verdict(dst, slot);
-    }
     // A slot whose wait failed stays taken: its receive may still answer in it.
     return waitMonitored(words, state, (word) => word >>> 2 === generation, {
       group: this.#group,
       call,
       abort: this.#abort,
       deadline,
+      sleepers: state - ACK.state + ACK.sleepers,
       waitingFor: () => `${ranksText(this.#group, [dst])} to read its value`,
       waitedFor: () => [dst],
     }).then(() => this.#verdict(dst, slot));
@@ -349,9 +346,8 @@ export class Mailbox {
       this.#words[at + ACK.textLength] = text.length;
       state = error instanceof CollectiveMismatchError ? ACK_STATE.mismatch : ACK_STATE.failed;
     }
-    const answer = ((ack >>> ACK_TICKET.slotBits) << 2) | state;
-    if (Atomics.exchange(this.#words, at + ACK.state, answer) === PARKED)
-      Atomics.notify(this.#words, at + ACK.state);
+    Atomics.store(this.#words, at + ACK.state, ((ack >>> ACK_TICKET.slotBits) << 2) | state);
+    wake(this.#words, at + ACK.state, at + ACK.sleepers);
   }
 
   /** Word index (in the region) of acknowledgement slot `slot` of the pair src → dst. */
@@ -378,7 +374,7 @@ export class Mailbox {
     for (let d = 0; d < shape.length; d++) h.setFloat64(at + FIXED_HEADER_BYTES + 8 * d, shape[d], true);
     if (inline) copyBytes(ring.data, at + header, inline.bytes(), 0, payloadBytes);
     ring.publish();
-    if (ring.producerShouldNotify()) Atomics.notify(ring.controlWords, RING_HEAD);
+    wake(ring.controlWords, RING_HEAD, RING_SLEEPERS);
     return true;
   }
 
@@ -535,8 +531,6 @@ export class Mailbox {
     const ring = this.#inRing(src);
     const words = ring.controlWords;
     const describe = () => `the mailbox from ${ranksText(this.#group, [src])}`;
-    // Before its first look at head: a record published after that look comes with a notify.
-    ring.markParked();
     try {
       while (posted.size > 0) {
         const head = Atomics.load(words, RING_HEAD);
@@ -546,6 +540,7 @@ export class Mailbox {
           await waitForWord(words, RING_HEAD, (value) => value !== head || posted.size === 0, {
             deadline: deadlineAfter(READER_SLICE_MS),
             abort: this.#abort,
+            sleepers: RING_SLEEPERS,
             describe,
           });
         } catch (error) {
@@ -555,7 +550,6 @@ export class Mailbox {
     } catch (error) {
       this.#failPosted(src, error);
     } finally {
-      ring.clearParked();
       this.#reading[src] = false;
     }
   }

@@ -23,6 +23,8 @@ export interface MonitoredWait {
   waitedFor?: () => readonly number[];
   /** See WaitOptions.blockMs. */
   blockMs?: number;
+  /** See WaitOptions.sleepers. */
+  sleepers?: number;
 }
 
 export async function waitMonitored(
@@ -41,6 +43,7 @@ export async function waitMonitored(
         abort: wait.abort,
         describe: what,
         blockMs: wait.blockMs,
+        sleepers: wait.sleepers,
       });
       return;
     } catch (error) {
