@@ -17,7 +17,7 @@ import { evaluateGoals, printComparison, printGoals } from './compare.ts';
 import { runCompressionBench } from './compression.ts';
 import { runDebugOverhead } from './debug-overhead.ts';
 import { main as runKernels } from './kernels.ts';
-import { runOversubscribedBench } from './oversubscribed.ts';
+import { runOversubscribedApart } from './oversubscribed.ts';
 import { runSmallCallsBench } from './small-calls.ts';
 import { runStartupBench } from './startup.ts';
 
@@ -61,7 +61,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2), log:
     runSmallCallsBench({ quick: args.quick, log }),
   );
   const oversubscribed = await timed('oversubscribed', () =>
-    runOversubscribedBench({ quick: args.quick, log }),
+    runOversubscribedApart({ quick: args.quick, log }),
   );
   const anchors = await timed('anchors', () => runAnchors({ quick: args.quick, log }));
   const compression = await timed('compression', () => runCompressionBench({ quick: args.quick, log }));
