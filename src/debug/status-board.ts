@@ -106,11 +106,16 @@ const Word = {
   doneGroup: 8,
   slotVersion: 9,
   slotLength: 11,
-  /** A row per cache line (13 words used): a rank's writes on every call must not invalidate its neighbour's line. */
-  count: 16,
+  /**
+   * Two cache lines per row (13 words used): a rank's writes on every call
+   * must not invalidate a line its neighbour writes on its own. Two, since a
+   * SharedArrayBuffer's start need not be a line's: a row of at most one
+   * line's bytes, 128 bytes after the last, never shares a line with it.
+   */
+  count: 32,
 } as const;
-/** Likewise a cache line of times per rank (2 used). */
-const Time = { started: 0, done: 1, count: 8 } as const;
+/** Likewise two cache lines of times per rank (2 used). */
+const Time = { started: 0, done: 1, count: 16 } as const;
 const SLOTS = 2;
 /** Reads of a slot the writer is overwriting at that moment (it published twice since): rare, bounded. */
 const READ_ATTEMPTS = 16;
