@@ -134,14 +134,13 @@ export class RankMonitor {
     this.board.callStarted(this.rank, record.seq, opCode(record.op), record.groupCode, at);
   }
 
-  /** A call that completed as it returned, between two performance.now() readings. */
-  endAtOnce(record: CallRecord, startedMs: number, endedMs: number): void {
+  /** A call that completed as it returned, between two performance.now() readings; `op` its code, where the caller has it. */
+  endAtOnce(record: CallRecord, startedMs: number, endedMs: number, op = opCode(record.op)): void {
     const started = epochMs(startedMs);
     const ended = epochMs(endedMs);
     record.startUs = started * 1000;
     record.endUs = ended * 1000;
     record.status = 'ok';
-    const op = opCode(record.op);
     this.board.callStarted(this.rank, record.seq, op, record.groupCode, started);
     this.board.callEnded(this.rank, record.seq, op, record.groupCode, ended);
   }

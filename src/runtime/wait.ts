@@ -24,6 +24,14 @@ export function setSpinBudget(threadsPerCore: number): void {
   oversubscribed = threadsPerCore > 1;
 }
 
+/** `performance` held here: the global is a getter, called on every read of it. */
+const clock = performance;
+
+/** The clock the waits and calls read (performance.now() milliseconds). */
+export function clockNow(): number {
+  return clock.now();
+}
+
 /*
  * The synchronous waits' clock: how many readings they made, their last,
  * and their first since a caller's mark. A call that completed as it
@@ -37,7 +45,7 @@ let markedAt = 0;
 let firstSinceMark = 0;
 
 function readClock(): number {
-  const now = performance.now();
+  const now = clock.now();
   if (readings === markedAt) firstSinceMark = now;
   readings++;
   lastReading = now;
@@ -168,7 +176,7 @@ export function wake(words: Int32Array, index: number, sleepers: number): number
 }
 
 export function deadlineAfter(timeoutMs: number): number {
-  return performance.now() + timeoutMs;
+  return clock.now() + timeoutMs;
 }
 
 /**
@@ -224,7 +232,7 @@ export async function waitForWord(
     try {
       for (;;) {
         options.abort?.throwIfAborted();
-        const remaining = options.deadline - performance.now();
+        const remaining = options.deadline - clock.now();
         if (remaining <= 0) throw new CommTimeoutError(options.describe());
         const parked = Atomics.waitAsync(words, index, value, Math.min(remaining, PARK_CHUNK_MS));
         if (parked.async) await parked.value;

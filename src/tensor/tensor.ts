@@ -70,6 +70,8 @@ export class Tensor {
   readonly #storage: ArrayBufferLike | DeviceStorage;
   // The layout never changes after construction; these are read on every message a tensor takes part in.
   readonly #numel: number;
+  /** numel × item size: looked up by dtype name once, not on every call (a megamorphic keyed load). */
+  readonly #nbytes: number;
   readonly #contiguous: boolean;
   #described: string | undefined;
   /** bytes() of a tensor in a SharedArrayBuffer (which never detaches), made once: small calls read it twice each. */
@@ -90,6 +92,7 @@ export class Tensor {
     this.strides = Object.freeze(strides);
     this.dtype = dtype;
     this.#numel = numelOf(shape);
+    this.#nbytes = this.#numel * itemSize(dtype);
     this.#contiguous = isContiguousLayout(shape, strides);
   }
 
@@ -287,7 +290,7 @@ export class Tensor {
   }
 
   get nbytes(): number {
-    return this.numel * itemSize(this.dtype);
+    return this.#nbytes;
   }
 
   /** Row-major; dims of size 1 may have any stride, and an empty tensor is contiguous. */

@@ -16,6 +16,9 @@ export interface RawRoles {
 }
 
 export interface OpSpec {
+  /** The op's name and its code on the status board (its place in OPS), set once OPS is made. */
+  readonly name: OpName;
+  readonly code: number;
   /** Point-to-point: outside the collective order, so the call takes no sequence number. */
   readonly p2p: boolean;
   /** The role that names the other end of a point-to-point call. */
@@ -30,13 +33,16 @@ function groupRankOf(value: unknown, size: number): number | undefined {
     : undefined;
 }
 
+/** What a row of OPS is made with: everything but its name and code. */
+type OpRow = Omit<OpSpec, 'name' | 'code'>;
+
 /** Every member publishes to every other ('all'), or one value per peer ('pairwise'). */
-function everyone(kind: 'all' | 'pairwise'): OpSpec {
+function everyone(kind: 'all' | 'pairwise'): OpRow {
   const pattern: ArrivalPattern = { kind };
   return { p2p: false, arrival: () => pattern };
 }
 
-function rooted(kind: 'fromRoot' | 'fromRootPairwise' | 'toRoot', role: 'src' | 'dst'): OpSpec {
+function rooted(kind: 'fromRoot' | 'fromRootPairwise' | 'toRoot', role: 'src' | 'dst'): OpRow {
   return {
     p2p: false,
     arrival(roles, size) {
@@ -46,7 +52,7 @@ function rooted(kind: 'fromRoot' | 'fromRootPairwise' | 'toRoot', role: 'src' | 
   };
 }
 
-function pointToPoint(kind: 'send' | 'recv'): OpSpec {
+function pointToPoint(kind: 'send' | 'recv'): OpRow {
   const peerRole = kind === 'send' ? 'dst' : 'src';
   return {
     p2p: true,
@@ -63,7 +69,7 @@ function pointToPoint(kind: 'send' | 'recv'): OpSpec {
 /** monitoredBarrier's rank 0 hears from every other rank and answers each; it never waits for all to all. */
 const VIA_MONITOR_ROOT: ArrivalPattern = { kind: 'viaRoot', root: MONITORED_BARRIER_ROOT };
 
-export const OPS = {
+const ROWS = {
   allReduce: everyone('all'),
   broadcast: rooted('fromRoot', 'src'),
   reduce: rooted('toRoot', 'dst'),
@@ -88,9 +94,18 @@ export const OPS = {
   scatterObject: rooted('fromRootPairwise', 'src'),
   // From any peer: no one in particular to tell when its own checks fail.
   recvFromAny: { p2p: true, arrival: () => undefined },
-} satisfies Record<string, OpSpec>;
+} satisfies Record<string, OpRow>;
 
-export type OpName = keyof typeof OPS;
+export type OpName = keyof typeof ROWS;
+
+/**
+ * Every op's spec by name. Calls hand ThreadGroup's #call the spec itself
+ * (OPS.allReduce), not its name: a lookup by a name that varies from call
+ * to call is a megamorphic keyed load on every call.
+ */
+export const OPS = Object.fromEntries(
+  Object.entries(ROWS).map(([name, row], code) => [name, { ...row, name, code }]),
+) as { readonly [K in OpName]: OpSpec };
 
 // The status board records ops by their index here.
 registerOpNames(Object.keys(OPS));

@@ -21,37 +21,34 @@ export type MakeSigned = (
   bytes: number,
 ) => Signed;
 
-interface Entry {
-  layout: string;
-  first: string | number;
-  second: string | number;
-  signed: Signed;
-}
-
 /**
- * One entry per kind of call (an op, or an op's role): the last call's
- * Signed, returned again while the next call has a tensor of the same
- * layout (Tensor.describe(), made once per tensor, which fixes its bytes)
- * and the same two details (a reduce op, a root, a peer, a tag). Anything
- * else makes a new one.
+ * The last call's Signed of one kind of call (an op, or an op's role),
+ * returned again while the next call has a tensor of the same layout
+ * (Tensor.describe(), made once per tensor, which fixes its bytes) and the
+ * same two details (a reduce op, a root, a peer, a tag). Anything else makes
+ * a new one. A group keeps one per kind in a field of its own: a map by kind
+ * cost a hash lookup on every call.
  */
-export class RecentSignatures {
-  readonly #entries = new Map<string, Entry>();
+export class RecentSignature {
+  #layout: string | undefined;
+  #first: string | number = '';
+  #second: string | number = '';
+  #signed: Signed | undefined;
 
-  signed(
-    kind: string,
-    tensor: Tensor,
-    first: string | number,
-    second: string | number,
-    make: MakeSigned,
-  ): Signed {
+  signed(tensor: Tensor, first: string | number, second: string | number, make: MakeSigned): Signed {
     const layout = tensor.describe();
-    const entry = this.#entries.get(kind);
-    if (entry !== undefined && entry.layout === layout && entry.first === first && entry.second === second) {
-      return entry.signed;
+    if (
+      this.#signed !== undefined &&
+      this.#layout === layout &&
+      this.#first === first &&
+      this.#second === second
+    ) {
+      return this.#signed;
     }
-    const signed = make(layout, first, second, tensor.nbytes);
-    this.#entries.set(kind, { layout, first, second, signed });
-    return signed;
+    this.#layout = layout;
+    this.#first = first;
+    this.#second = second;
+    this.#signed = make(layout, first, second, tensor.nbytes);
+    return this.#signed;
   }
 }

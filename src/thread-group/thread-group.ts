@@ -12,7 +12,13 @@ import { type RankMonitor, rankMonitor } from '../debug/monitor.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../runtime/errors.ts';
 import { rankFaults } from '../runtime/faults/injector.ts';
 import { removeItem } from '../runtime/remove-item.ts';
-import { firstWaitReading, lastWaitReading, markWaitClock, waitClockRead } from '../runtime/wait.ts';
+import {
+  clockNow,
+  firstWaitReading,
+  lastWaitReading,
+  markWaitClock,
+  waitClockRead,
+} from '../runtime/wait.ts';
 import { Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, assertHostTensors, isCommTensor } from '../tensor/validate.ts';
@@ -31,7 +37,7 @@ import { withFaults } from './fault-hook.ts';
 import { shortForm } from './group-id.ts';
 import { objectToTensor, tensorToObject } from './object-bytes.ts';
 import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
-import { type MakeSigned, RecentSignatures, type Signed } from './recent-signatures.ts';
+import { type MakeSigned, RecentSignature, type Signed } from './recent-signatures.ts';
 import { type CollectiveReduceOp, checkReduction, type Reduction, reductionName } from './reduction.ts';
 
 export interface CallOptions {
@@ -90,7 +96,13 @@ export class ThreadGroup {
   /** This rank's collectives the backend started that have not settled, which barrier waits for (an array: a Set allocates as it shrinks). */
   readonly #unfinished: Promise<unknown>[] = [];
   readonly #wheres = new Map<OpName, string>();
-  readonly #recent = new RecentSignatures();
+  readonly #recent = {
+    allReduce: new RecentSignature(),
+    broadcast: new RecentSignature(),
+    reduce: new RecentSignature(),
+    send: new RecentSignature(),
+    recv: new RecentSignature(),
+  };
   readonly #peerLists: (readonly number[])[] = [];
 
   constructor(info: GroupInfo, backend: Backend | undefined) {
@@ -131,29 +143,21 @@ export class ThreadGroup {
    * promise turn.
    */
   #call<T>(
-    op: OpName,
+    spec: OpSpec,
     options: (CallOptions & RawRoles) | undefined,
     check: () => Signed,
     run: (backend: Backend, call: CallInfo) => T | Promise<T>,
   ): Work<T> {
-    const where = this.#where(op);
-    if (this.#destroyed) return this.#rejected(where, new Error(`${where}: the group was destroyed`));
-    if (!this.#backend || !this.isMember) {
-      return this.#rejected(
-        where,
-        new Error(
-          `${where}: rank ${this.#info.globalRank} is not a member (members: ${this.ranks.join(', ')})`,
-        ),
-      );
-    }
+    const op = spec.name;
     const backend = this.#backend;
     const timeoutMs = options?.timeoutMs ?? this.#info.timeoutMs;
-    if (!(timeoutMs > 0))
-      return this.#rejected(where, new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
-    // Faults the job injects (spawnThreads' `faults`, `chaos`) into this rank's calls; a no-op without them.
-    const injected = withFaults(op, where, check, run);
-    if (injected) [check, run] = injected;
-    const spec: OpSpec = OPS[op];
+    if (this.#destroyed || !backend || !this.isMember || !(timeoutMs > 0))
+      return this.#refused(op, timeoutMs);
+    // Faults the job injects (spawnThreads' `faults`, `chaos`) into this rank's calls; none without them.
+    if (rankFaults() !== undefined) {
+      const injected = withFaults(op, this.#where(op), check, run);
+      if (injected) [check, run] = injected;
+    }
     // Point-to-point calls are matched per stream, not by the group's collective order.
     const seq = spec.p2p ? -1 : this.#seq++;
     const checks = this.#checks;
@@ -167,6 +171,7 @@ export class ThreadGroup {
       const pattern =
         spec.arrival(options ?? {}, this.size) ??
         (checks && !spec.p2p ? { kind: 'all' as const } : undefined);
+      const where = this.#where(op);
       if (!pattern) return this.#rejected(where, error);
       // Reject once the peers were told (bounded inside abandon), so a rank that returns right away
       // cannot cut the message short.
@@ -239,6 +244,21 @@ export class ThreadGroup {
     return callName({ call: signed.label ?? signed.signature, seq, group: this.name });
   }
 
+  /** A call refused before it was numbered: the group was destroyed, this rank is no member, or its timeout is not positive. */
+  #refused<T>(op: OpName, timeoutMs: number): Work<T> {
+    const where = this.#where(op);
+    if (this.#destroyed) return this.#rejected(where, new Error(`${where}: the group was destroyed`));
+    if (!this.#backend || !this.isMember) {
+      return this.#rejected(
+        where,
+        new Error(
+          `${where}: rank ${this.#info.globalRank} is not a member (members: ${this.ranks.join(', ')})`,
+        ),
+      );
+    }
+    return this.#rejected(where, new RangeError(`${where}: timeoutMs must be positive, got ${timeoutMs}`));
+  }
+
   /** "allReduce on group \"world\"": what a call's errors and ledger entries start with, made once per op. */
   #where(op: OpName): string {
     let where = this.#wheres.get(op);
@@ -274,7 +294,7 @@ export class ThreadGroup {
       // A receive from any rank waits on every other member.
       spec.p2p && peer !== undefined ? this.#peerList(peer as number) : this.#others,
     );
-    return new TrackedCall(monitor, record, this.#info, this.#info.peerCheckMs ?? PEER_CHECK_MS);
+    return new TrackedCall(monitor, record, spec.code, this.#info, this.#info.peerCheckMs ?? PEER_CHECK_MS);
   }
 
   /** [the global rank of group rank `peer`], made once per peer: a point-to-point call's peers. */
@@ -326,12 +346,12 @@ export class ThreadGroup {
   allReduce(tensor: Tensor, options?: ReduceOptions): Work<Tensor> {
     let reduction: Reduction;
     return this.#call(
-      'allReduce',
+      OPS.allReduce,
       options,
       () => {
         assertCommTensor(tensor, 'allReduce');
         reduction = checkReduction(options, tensor.dtype, 'allReduce');
-        return this.#recent.signed('allReduce', tensor, reductionName(reduction), '', allReduceSigned);
+        return this.#recent.allReduce.signed(tensor, reductionName(reduction), '', allReduceSigned);
       },
       (b, call) => valueWhenDone(b.allReduce(call, tensor, reduction), tensor),
     );
@@ -339,12 +359,12 @@ export class ThreadGroup {
 
   broadcast(tensor: Tensor, options: { src: number } & CallOptions): Work<Tensor> {
     return this.#call(
-      'broadcast',
+      OPS.broadcast,
       options,
       () => {
         assertCommTensor(tensor, 'broadcast');
         const src = this.#groupRank(options?.src, 'src', 'broadcast');
-        return this.#recent.signed('broadcast', tensor, src, '', broadcastSigned);
+        return this.#recent.broadcast.signed(tensor, src, '', broadcastSigned);
       },
       async (b, call) => {
         await b.broadcast(call, tensor, options.src);
@@ -356,13 +376,13 @@ export class ThreadGroup {
   reduce(tensor: Tensor, options: { dst: number } & ReduceOptions): Work<Tensor> {
     let reduction: Reduction;
     return this.#call(
-      'reduce',
+      OPS.reduce,
       options,
       () => {
         assertCommTensor(tensor, 'reduce');
         const dst = this.#groupRank(options?.dst, 'dst', 'reduce');
         reduction = checkReduction(options, tensor.dtype, 'reduce');
-        return this.#recent.signed('reduce', tensor, dst, reductionName(reduction), reduceSigned);
+        return this.#recent.reduce.signed(tensor, dst, reductionName(reduction), reduceSigned);
       },
       async (b, call) => {
         await b.reduce(call, tensor, options.dst, reduction);
@@ -373,7 +393,7 @@ export class ThreadGroup {
 
   allGather(outputs: Tensor[], input: Tensor, options?: CallOptions): Work<Tensor[]> {
     return this.#call(
-      'allGather',
+      OPS.allGather,
       options,
       () => {
         assertCommTensor(input, 'allGather: input');
@@ -392,7 +412,7 @@ export class ThreadGroup {
 
   allGatherInto(output: Tensor, input: Tensor, options?: CallOptions): Work<Tensor> {
     return this.#call(
-      'allGatherInto',
+      OPS.allGatherInto,
       options,
       () => {
         this.#checkWhole(
@@ -420,7 +440,7 @@ export class ThreadGroup {
   reduceScatter(output: Tensor, inputs: Tensor[], options?: ReduceOptions): Work<Tensor> {
     let reduction: Reduction;
     return this.#call(
-      'reduceScatter',
+      OPS.reduceScatter,
       options,
       () => {
         assertCommTensor(output, 'reduceScatter: output');
@@ -447,7 +467,7 @@ export class ThreadGroup {
   reduceScatterTensor(output: Tensor, input: Tensor, options?: ReduceOptions): Work<Tensor> {
     let reduction: Reduction;
     return this.#call(
-      'reduceScatterTensor',
+      OPS.reduceScatterTensor,
       options,
       () => {
         this.#checkWhole(
@@ -487,7 +507,7 @@ export class ThreadGroup {
 
   allToAll(outputs: Tensor[], inputs: Tensor[], options?: CallOptions): Work<Tensor[]> {
     return this.#call(
-      'allToAll',
+      OPS.allToAll,
       options,
       () => {
         this.#tensorList(outputs, 'allToAll', 'outputs');
@@ -518,7 +538,7 @@ export class ThreadGroup {
     let outputSplits: number[] = [];
     let inputSplits: number[] = [];
     return this.#call(
-      'allToAllSingle',
+      OPS.allToAllSingle,
       options,
       () => {
         assertCommTensor(output, 'allToAllSingle: output');
@@ -585,7 +605,7 @@ export class ThreadGroup {
     options: { dst: number; gatherList?: Tensor[] } & CallOptions,
   ): Work<Tensor[] | undefined> {
     return this.#call(
-      'gather',
+      OPS.gather,
       options,
       () => {
         assertCommTensor(tensor, 'gather');
@@ -607,7 +627,7 @@ export class ThreadGroup {
 
   scatter(tensor: Tensor, options: { src: number; scatterList?: Tensor[] } & CallOptions): Work<Tensor> {
     return this.#call(
-      'scatter',
+      OPS.scatter,
       options,
       () => {
         assertCommTensor(tensor, 'scatter');
@@ -652,7 +672,7 @@ export class ThreadGroup {
    */
   barrier(options?: CallOptions): Work<void> {
     return this.#call(
-      'barrier',
+      OPS.barrier,
       options,
       () => BARRIER_SIGNED,
       (b, call) => {
@@ -676,7 +696,7 @@ export class ThreadGroup {
    */
   monitoredBarrier(options?: MonitoredBarrierOptions): Work<void> {
     return this.#call(
-      'monitoredBarrier',
+      OPS.monitoredBarrier,
       options,
       () => {
         const all = options?.waitAllRanks;
@@ -760,13 +780,15 @@ export class ThreadGroup {
     const role = kind === 'send' ? 'dst' : 'src';
     const tag = options?.tag ?? 0;
     return this.#call(
-      kind,
+      kind === 'send' ? OPS.send : OPS.recv,
       p2pRoles(options, role, peer, tag),
       () => {
         assertCommTensor(tensor, kind);
         this.#peer(peer, role, kind);
         checkTag(options?.tag, kind);
-        return this.#recent.signed(kind, tensor, peer, tag, kind === 'send' ? sendSigned : recvSigned);
+        return kind === 'send'
+          ? this.#recent.send.signed(tensor, peer, tag, sendSigned)
+          : this.#recent.recv.signed(tensor, peer, tag, recvSigned);
       },
       run,
     );
@@ -864,7 +886,7 @@ export class ThreadGroup {
   sendViews(tensors: readonly Tensor[], dst: number, options?: P2POptions): Work<void> {
     const tag = options?.tag ?? 0;
     return this.#call(
-      'sendViews',
+      OPS.sendViews,
       p2pRoles(options, 'dst', dst, tag),
       () => {
         const bytes = assertHostTensors(tensors, 'sendViews');
@@ -906,7 +928,7 @@ export class ThreadGroup {
   ): Work<T> {
     const tag = options?.tag ?? 0;
     return this.#call(
-      op,
+      OPS[op],
       p2pRoles(options, 'src', src, tag),
       () => {
         this.#peer(src, 'src', op);
@@ -926,7 +948,7 @@ export class ThreadGroup {
     // Serialized during the checks: an object that cannot be cloned fails every rank at once, not at its timeout.
     let mine: Tensor | undefined;
     return this.#call(
-      'broadcastObject',
+      OPS.broadcastObject,
       options,
       () => {
         const src = this.#groupRank(options?.src, 'src', 'broadcastObject');
@@ -943,7 +965,7 @@ export class ThreadGroup {
   allGatherObject(obj: unknown, options?: CallOptions): Work<unknown[]> {
     let mine: Tensor;
     return this.#call(
-      'allGatherObject',
+      OPS.allGatherObject,
       options,
       () => {
         mine = objectToTensor(obj, 'allGatherObject');
@@ -957,7 +979,7 @@ export class ThreadGroup {
   gatherObject(obj: unknown, options: { dst: number } & CallOptions): Work<unknown[] | undefined> {
     let bytes: Tensor;
     return this.#call(
-      'gatherObject',
+      OPS.gatherObject,
       options,
       () => {
         const dst = this.#groupRank(options?.dst, 'dst', 'gatherObject');
@@ -976,7 +998,7 @@ export class ThreadGroup {
   scatterObject(objs: unknown[] | undefined, options: { src: number } & CallOptions): Work<unknown> {
     let parts: Tensor[] | undefined;
     return this.#call(
-      'scatterObject',
+      OPS.scatterObject,
       options,
       () => {
         const src = this.#groupRank(options?.src, 'src', 'scatterObject');
@@ -1005,7 +1027,7 @@ export class ThreadGroup {
   recvFromAny(tensor: Tensor, options?: P2POptions): Work<number> {
     const tag = options?.tag ?? 0;
     return this.#call(
-      'recvFromAny',
+      OPS.recvFromAny,
       { timeoutMs: options?.timeoutMs, tag },
       () => {
         assertCommTensor(tensor, 'recvFromAny');
@@ -1073,6 +1095,8 @@ class TrackedCall implements CallDebug {
   constructor(
     readonly monitor: RankMonitor,
     readonly record: CallRecord,
+    /** The op's code on the status board. */
+    readonly opCode: number,
     readonly group: GroupInfo,
     readonly peerCheckMs: number,
   ) {}
@@ -1088,6 +1112,7 @@ class TrackedCall implements CallDebug {
       this.record,
       started,
       waitClockRead(this.#clockMark) ? lastWaitReading() : started,
+      this.opCode,
     );
   }
 
@@ -1098,7 +1123,7 @@ class TrackedCall implements CallDebug {
 
   /** When the call started: its waits' first clock reading, or, where it waited for nothing, now. */
   #startedMs(): number {
-    return waitClockRead(this.#clockMark) ? firstWaitReading() : performance.now();
+    return waitClockRead(this.#clockMark) ? firstWaitReading() : clockNow();
   }
 
   get focus(): HangFocus {
