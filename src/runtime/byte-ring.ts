@@ -47,10 +47,15 @@ export class ByteRing {
   readonly #size: number;
   /** Producer: `tail` as last read; the room it leaves is used before `tail` is read again. */
   #tailSeen = 0;
-  /** Producer: the record reserve() made room for, which publish() publishes. */
-  #reservedAt = -1;
+  /**
+   * Producer: the record reserve() made room for, which publish() publishes:
+   * where it starts (-1: none), its body's bytes, where its wrap mark goes
+   * (-1: none), and `head` once it is published.
+   */
+  #reservedStart = -1;
   #reservedBytes = 0;
-  #reservedSkip = 0;
+  #wrapAt = -1;
+  #nextHead = 0;
   /** The consumer's record being read: its end, applied by release(). */
   #pendingTail: number | undefined;
   #peekedBytes = 0;
@@ -113,25 +118,24 @@ export class ByteRing {
       this.#tailSeen = Atomics.load(this.#control, RING_TAIL) >>> 0;
       if (wanted > this.#size - ((head - this.#tailSeen) >>> 0)) return -1;
     }
-    this.#reservedAt = at;
+    const start = skip > 0 ? 0 : at;
+    this.#reservedStart = start;
     this.#reservedBytes = bodyBytes;
-    this.#reservedSkip = skip;
-    return (skip > 0 ? 0 : at) + LENGTH_BYTES;
+    this.#wrapAt = skip > 0 ? at : -1;
+    this.#nextHead = (head + skip + need) | 0;
+    return start + LENGTH_BYTES;
   }
 
   /** Producer: publishes the record reserve() made room for, once its body is written. */
   publish(): void {
-    const at = this.#reservedAt;
-    if (at < 0) throw new Error('ByteRing.publish: no record was reserved');
-    const skip = this.#reservedSkip;
-    const start = skip > 0 ? 0 : at;
-    const need = align(LENGTH_BYTES + this.#reservedBytes);
-    this.#words[((start + need) & (this.#size - 1)) >> 2] = 0;
+    const start = this.#reservedStart;
+    if (start < 0) throw new Error('ByteRing.publish: no record was reserved');
+    // The word where the next record will start.
+    this.#words[(this.#nextHead & (this.#size - 1)) >> 2] = 0;
     Atomics.store(this.#words, start >> 2, this.#reservedBytes + 1);
-    if (skip > 0) Atomics.store(this.#words, at >> 2, WRAP);
-    const head = Atomics.load(this.#control, RING_HEAD);
-    Atomics.store(this.#control, RING_HEAD, (head + skip + need) | 0);
-    this.#reservedAt = -1;
+    if (this.#wrapAt >= 0) Atomics.store(this.#words, this.#wrapAt >> 2, WRAP);
+    Atomics.store(this.#control, RING_HEAD, this.#nextHead);
+    this.#reservedStart = -1;
   }
 
   /** Producer: marks that it waits for room (cleared by the consumer as it frees records). */

@@ -734,6 +734,7 @@ export class ThreadGroup {
     if (
       options !== undefined ||
       backend?.postSend === undefined ||
+      backend.sendPosted === undefined ||
       this.#destroyed ||
       rank < 0 ||
       !Number.isInteger(dst) ||

@@ -256,17 +256,17 @@ export class Mailbox {
   ): Promise<void> | undefined {
     const slot = this.#freeAcks[dst].pop();
     if (slot === undefined) return undefined;
-    const generation = this.#nextUse(dst, slot);
+    const ticket = this.#newTicket(dst, slot);
     let posted: void | Promise<void>;
     try {
-      posted = this.post(call, dst, tag, message, tensor, (generation << ACK_TICKET.slotBits) | (slot + 1));
+      posted = this.post(call, dst, tag, message, tensor, ticket);
     } catch (error) {
       this.#freeAcks[dst].push(slot);
       return Promise.reject(error);
     }
-    if (posted === undefined) return this.#acknowledged(call, dst, slot, generation);
+    if (posted === undefined) return this.acknowledged(call, dst, ticket);
     return posted.then(
-      () => this.#acknowledged(call, dst, slot, generation),
+      () => this.acknowledged(call, dst, ticket),
       (error: unknown) => {
         this.#freeAcks[dst].push(slot);
         throw error;
@@ -285,27 +285,27 @@ export class Mailbox {
     if (this.#posting[dst] !== undefined) return 0;
     const slot = this.#freeAcks[dst].pop();
     if (slot === undefined) return 0;
-    const ticket = (this.#nextUse(dst, slot) << ACK_TICKET.slotBits) | (slot + 1);
+    const ticket = this.#newTicket(dst, slot);
     if (this.#tryPost(dst, tag, message, tensor, ticket)) return ticket;
     this.#freeAcks[dst].push(slot);
     return 0;
   }
 
-  /** sendInline's second half: completes once `dst` received the message postAtOnce sent with `ticket`. */
-  acknowledged(call: CallInfo, dst: number, ticket: number): Promise<void> {
-    return this.#acknowledged(call, dst, (ticket & ACK_TICKET.slotMask) - 1, ticket >>> ACK_TICKET.slotBits);
-  }
-
-  /** The generation of a new use of acknowledgement slot `slot` to `dst`. */
-  #nextUse(dst: number, slot: number): number {
+  /** The ticket of a new use of acknowledgement slot `slot` to `dst` (see ACK_TICKET). */
+  #newTicket(dst: number, slot: number): number {
     const use = dst * ackSlots(this.#group.size) + slot;
     const generation = (this.#ackUses[use] % (GENERATIONS - 1)) + 1;
     this.#ackUses[use] = generation;
-    return generation;
+    return (generation << ACK_TICKET.slotBits) | (slot + 1);
   }
 
-  /** The receive's verdict on use `generation` of this rank's acknowledgement slot `slot` to `dst`. */
-  #acknowledged(call: CallInfo, dst: number, slot: number, generation: number): Promise<void> {
+  /**
+   * sendInline's second half: completes once `dst` received the message sent
+   * with `ticket` (sendInline's, or postAtOnce's), failing as the receive did.
+   */
+  acknowledged(call: CallInfo, dst: number, ticket: number): Promise<void> {
+    const slot = (ticket & ACK_TICKET.slotMask) - 1;
+    const generation = ticket >>> ACK_TICKET.slotBits;
     const words = this.#words;
     const state = this.#ackWord(this.#group.rank, dst, slot) + ACK.state;
     this.#awaitedUse = generation;
