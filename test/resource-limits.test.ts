@@ -8,14 +8,14 @@ import { INTERRUPT_CHUNK_ELEMENTS, registerInterruptCheck } from '../src/tensor/
 import { rankTest } from '../src/testing/index.ts';
 import { FILL_FAILURE, type scenarios } from './fixtures/resource-limits.ts';
 import { scenarioFixture } from './fixtures/scenarios.ts';
-import { settledThreadCount, threadCount } from './fixtures/spawn-threads-thread-count.ts';
+import { settledThreadCount, threadCount, threadsBeforeJob } from './fixtures/spawn-threads-thread-count.ts';
 
 const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/resource-limits.ts', import.meta.url));
 const GiB = 2 ** 30;
 
 describe('spawnThreads memory check', () => {
   it('refuses a worldSize whose threads cannot fit, at once, naming the numbers', async () => {
-    const before = threadCount();
+    const before = await threadsBeforeJob();
     const job = spawnThreads(fixture.entry, { worldSize: 4, rankThreadBytes: 2 ** 50 });
     await expect(job).rejects.toThrow(RangeError);
     await expect(job).rejects.toThrow(
@@ -30,7 +30,7 @@ describe('spawnThreads memory check', () => {
       console.warn(`skipped: ${worldSize} rank threads would fit in this machine's free memory`);
       return;
     }
-    const before = threadCount();
+    const before = await threadsBeforeJob();
     await expect(spawnThreads(fixture.entry, { worldSize })).rejects.toThrow(
       new RegExp(
         `worldSize ${worldSize} needs about ${(worldSize * DEFAULT_RANK_THREAD_BYTES) / 2 ** 20} MiB`,
@@ -106,7 +106,7 @@ describe('long kernels and the job abort', () => {
   });
 
   it('a rank filling 2 GiB in one fill_ ends promptly with the peer that failed', async () => {
-    const before = threadCount();
+    const before = await threadsBeforeJob();
     const flag = new SharedArrayBuffer(8);
     const args = { flag, bytes: 2 * GiB, failAfterMs: 200 };
     const job = fixture.run(

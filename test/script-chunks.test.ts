@@ -94,16 +94,35 @@ for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { 
     expect({ stdout, stderr }).toEqual({ stdout: '', stderr: '' });
   });
 
-  it('a thread whose entry converts runs it without the ES module loader, its stack frames on the source lines', async () => {
+  /**
+   * The file V8 compiled the caller's code from, before source maps: a bundle's
+   * CommonJS twin (entry.cjs) or the entry's module chunk (entry.mjs). Node 24 and
+   * later load the ES module loader's parts for other reasons (formatting a stack
+   * with source maps on; 26 in every Worker), so which parts a thread loaded
+   * cannot tell.
+   */
+  const compiledFile = `const prepare = Error.prepareStackTrace;
+  Error.prepareStackTrace = (_, frames) => frames[0].getFileName();
+  const compiled = new Error('here').stack;
+  Error.prepareStackTrace = prepare;`;
+
+  it('a thread whose entry converts runs its CommonJS twin, its stack frames on the source lines, its source map kept through GC', async () => {
     const line = 4;
     const entry = rootImporter(
       scratch,
       'common.mjs',
-      `export default async function main(ctx) {
+      `import { findSourceMap } from 'node:module'; import { setFlagsFromString } from 'node:v8'; import { runInNewContext } from 'node:vm';
+export default async function main(ctx) {
   await ctx.world.barrier();
-  // Node 20 loads this part of its ES module loader only to run an ES module.
   const site = new Error('here').stack.split('\\n')[1];
-  return { esm: process.moduleLoadList.includes('NativeModule internal/modules/esm/module_job'), site };
+  ${compiledFile}
+  // Node 22 and later keep a CommonJS file's source map only while its module object lives.
+  setFlagsFromString('--expose-gc');
+  for (let i = 0; i < 3; i++) {
+    runInNewContext('gc')();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return { compiled: compiled.split('/').pop(), site, mapKept: findSourceMap(compiled) !== undefined };
 }`,
     );
     const bundle = await entryBundle(entry);
@@ -113,26 +132,28 @@ for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { 
         .filter((name) => name.endsWith('.cjs'))
         .sort(),
     ).toEqual(['entry.cjs', 'script-chunk-loader.cjs']);
-    for (const rank of await spawnThreads<{ esm: boolean; site: string }>(entry, {
+    for (const rank of await spawnThreads<{ compiled: string; site: string; mapKept: boolean }>(entry, {
       worldSize: 2,
     })) {
       expect(rank).toEqual({
-        esm: false,
+        compiled: 'entry.cjs',
         site: expect.stringContaining(`common.mjs:${line + 1}:`),
+        mapKept: true,
       });
     }
-    // Top-level await keeps an entry a module: it runs as one, the ES module loader and all.
+    // Top-level await keeps an entry a module: it runs as one.
     const awaiting = rootImporter(
       scratch,
       'awaiting.mjs',
       `const ready = await Promise.resolve(true);
 export default async function main(ctx) {
-  return { ready, esm: process.moduleLoadList.includes('NativeModule internal/modules/esm/module_job') };
+  ${compiledFile}
+  return { ready, compiled: compiled.split('/').pop() };
 }`,
     );
     expect(await spawnThreads(awaiting, { worldSize: 2 })).toEqual([
-      { ready: true, esm: true },
-      { ready: true, esm: true },
+      { ready: true, compiled: 'entry.mjs' },
+      { ready: true, compiled: 'entry.mjs' },
     ]);
   });
 

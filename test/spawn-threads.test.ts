@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { JobFailedError, RankFailedError, spawnThreads } from '../src/index.ts';
-import { settledThreadCount, threadCount } from './fixtures/spawn-threads-thread-count.ts';
+import { settledThreadCount, threadsBeforeJob } from './fixtures/spawn-threads-thread-count.ts';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
 
 describe('spawnThreads', () => {
   it('runs a TypeScript entry and resolves to every rank’s value in rank order', async () => {
-    const before = threadCount();
+    const before = await threadsBeforeJob();
     const results = await spawnThreads(fixture('spawn-threads-identity.ts'), {
       worldSize: 4,
       args: { tag: 'x' },
@@ -22,7 +22,7 @@ describe('spawnThreads', () => {
   });
 
   it('rejects naming the rank that threw, while the others were blocked in a barrier', async () => {
-    const before = threadCount();
+    const before = await threadsBeforeJob();
     const error = await spawnThreads(fixture('failing-rank.ts'), {
       worldSize: 3,
       args: { failRank: 1, how: 'throw' },
@@ -55,7 +55,7 @@ describe('spawnThreads', () => {
   });
 
   it('times out a job whose rank hangs, terminating every thread', async () => {
-    const before = threadCount();
+    const before = await threadsBeforeJob();
     const started = Date.now();
     const error = (await spawnThreads(fixture('failing-rank.ts'), {
       worldSize: 2,
@@ -70,7 +70,7 @@ describe('spawnThreads', () => {
   });
 
   it('stops a rank that is still loading its modules only once it has loaded (stopping one mid-load can abort the process)', async () => {
-    const before = threadCount();
+    const before = await threadsBeforeJob();
     const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-loading-'));
     const marker = join(dir, 'loaded');
     writeFileSync(marker, '');

@@ -27,6 +27,12 @@ const WRAPPER_TAIL = '\n})';
 
 interface ChunkModule {
   exports: unknown;
+  /**
+   * The Node module a CommonJS twin was compiled as, held for the thread's life: Node 22 and later
+   * keeps a file's source map only while its module object lives (a weak reference), and a
+   * collected one took the user's frames out of every later stack trace.
+   */
+  compiled?: Module;
 }
 type ChunkFunction = (exports: unknown, require: (specifier: string) => unknown, module: ChunkModule) => void;
 /** What Node's CommonJS loader does with a file's text: wrap, compile (its source map noted), run. */
@@ -147,6 +153,7 @@ function loadCommonJs(path: string, module: ChunkModule, require: (specifier: st
   compiled.filename = path;
   compiled.require = require as NodeJS.Require;
   compiled._compile(readFileSync(path, 'utf8'), path);
+  module.compiled = compiled;
   module.exports = compiled.exports;
   return module.exports;
 }
