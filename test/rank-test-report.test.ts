@@ -17,10 +17,11 @@ const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-rank-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 let tests: ReportedTest[];
+let stderr: string;
 beforeAll(async () => {
   const report = join(dir, 'report.json');
-  // The run fails (its tests do, on purpose): what counts is the report it wrote.
-  await promisify(execFile)(
+  // The run fails (its tests do, on purpose): what counts is the report it wrote, and what it printed.
+  const run = await promisify(execFile)(
     process.execPath,
     [
       join(ROOT, 'node_modules/vitest/vitest.mjs'),
@@ -29,9 +30,11 @@ beforeAll(async () => {
       'test/fixtures/rank-test-vitest.config.ts',
     ],
     { cwd: ROOT, env: { ...process.env, RANK_TEST_REPORT: report }, timeout: 240_000 },
-  ).catch((error: { code?: unknown }) => {
+  ).catch((error: { code?: unknown; stderr?: string }) => {
     if (typeof error.code !== 'number') throw error;
+    return { stderr: error.stderr ?? '' };
   });
+  stderr = run.stderr;
   tests = JSON.parse(readFileSync(report, 'utf8')) as ReportedTest[];
 }, 300_000);
 
@@ -53,6 +56,10 @@ function ranksNamed(test: ReportedTest): number[] {
 }
 
 describe('a failing rank test', () => {
+  it('prints no warning of Node (a deprecated module hook, say) on the way', () => {
+    expect(stderr).not.toMatch(/Warning/);
+  });
+
   it('names each failing rank once, with its diff and its line in the test file', () => {
     const test = reported('two ranks see the wrong sum');
     expect(test.state).toBe('failed');

@@ -163,8 +163,10 @@ export class PeerConnection {
       writable: true,
       onread: {
         buffer: () => (this.#eventLoopReadsInto = this.#nextRead()),
+        // Never false, which would pause the socket: #read decides when reading stops.
         callback: (nread: number, buffer: Uint8Array) => {
           this.#read(nread, buffer);
+          return true;
         },
       },
     };
