@@ -22,7 +22,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { cacheCommand } from '../src/cli/cache.ts';
 import { JobFailedError, spawnThreads } from '../src/index.ts';
+import { MAX_BUNDLES, pruneBundles } from '../src/launch/cached-bundles.ts';
 import { rankBundle, scriptBundle } from '../src/launch/rank-bundle.ts';
 import { rankSetupUrl } from '../src/launch/rank-setup.ts';
 import { rankWorkerUrl } from '../src/launch/spawn-threads.ts';
@@ -172,5 +174,83 @@ describe('bundled rank threads', () => {
     const error = await spawnThreads(file, { worldSize: 2 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(JobFailedError);
     expect((error as JobFailedError).message).toMatch(/rank 0 \(rank-0\): SyntaxError/);
+  });
+
+  it('a project switched between "commonjs" and "module" gets a bundle built anew', async () => {
+    const project = join(scratch, 'switched');
+    mkdirSync(project, { recursive: true });
+    const manifest = join(project, 'package.json');
+    writeFileSync(manifest, JSON.stringify({ type: 'commonjs' }));
+    const file = join(project, 'main.mjs');
+    writeFileSync(file, 'export default async function main() { return 1; }\n');
+    const modules = [rankWorkerUrl().href, rankSetupUrl(), pathToFileURL(file).href] as const;
+    const first = await rankBundle(...modules);
+    expect((await rankBundle(...modules))?.entryUrl).toBe(first?.entryUrl);
+    writeFileSync(manifest, JSON.stringify({ type: 'module' }));
+    // A second apart at least, whatever the file system's clock: the stamp reads size and mtime.
+    utimesSync(manifest, new Date(Date.now() + 2_000), new Date(Date.now() + 2_000));
+    expect((await rankBundle(...modules))?.entryUrl).not.toBe(first?.entryUrl);
+  });
+});
+
+describe('the bundle cache stays bounded', () => {
+  const HOUR = 3_600_000;
+  const hex = (n: number) => n.toString(16).padStart(20, '0');
+
+  /** A cache of `count` current bundles (manifest and inputs there), bundle i last used `ageMs(i)` ago. */
+  function cacheOf(count: number, ageMs: (i: number) => number): { dir: string; bundles: string[] } {
+    const dir = mkdtempSync(join(scratch, 'cache-'));
+    const input = join(dir, 'input.ts');
+    writeFileSync(input, '');
+    const bundles: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const [key, stamp] = [hex(i), hex(i + 1_000)];
+      const bundle = join(dir, `${key}-${stamp}`);
+      mkdirSync(bundle);
+      writeFileSync(join(dir, `${key}.json`), JSON.stringify({ inputs: [input], stamp }));
+      const at = new Date(Date.now() - ageMs(i));
+      utimesSync(bundle, at, at);
+      bundles.push(bundle);
+    }
+    return { dir, bundles };
+  }
+
+  it('keeps the most recently used bundles up to its bound, and every one used within the hour', () => {
+    // Bundle i was used i hours ago, the first three within the hour.
+    const { dir, bundles } = cacheOf(MAX_BUNDLES + 10, (i) => (i < 3 ? i * 1_000 : i * HOUR));
+    pruneBundles(dir);
+    const kept = bundles.filter((b) => existsSync(b));
+    expect(kept).toEqual(bundles.slice(0, MAX_BUNDLES));
+    expect(readdirSync(dir).filter((name) => name.endsWith('.json'))).toHaveLength(MAX_BUNDLES);
+    // Over the bound but all in use: none is dropped.
+    const busy = cacheOf(MAX_BUNDLES + 2, (i) => i * 1_000);
+    pruneBundles(busy.dir);
+    expect(busy.bundles.every((b) => existsSync(b))).toBe(true);
+  });
+
+  it('drops a bundle unused for a week, and one whose inputs are gone', () => {
+    const { dir, bundles } = cacheOf(3, (i) => [2 * HOUR, 8 * 24 * HOUR, 2 * HOUR][i]);
+    writeFileSync(
+      join(dir, `${hex(2)}.json`),
+      JSON.stringify({ inputs: [join(dir, 'gone.ts')], stamp: hex(1_002) }),
+    );
+    pruneBundles(dir);
+    expect(bundles.map((b) => existsSync(b))).toEqual([true, false, false]);
+  });
+});
+
+describe('tensorcomm cache', () => {
+  it('says where the bundles are and how large; --clear removes them, an unknown flag is a usage error', async () => {
+    const dir = mkdtempSync(join(scratch, 'cli-cache-'));
+    mkdirSync(join(dir, `${'a'.repeat(20)}-${'b'.repeat(20)}`));
+    writeFileSync(join(dir, `${'a'.repeat(20)}-${'b'.repeat(20)}`, 'entry.mjs'), 'x'.repeat(2 ** 20));
+    const lines: string[] = [];
+    expect(await cacheCommand([], (line) => lines.push(line), dir)).toBe(0);
+    expect(lines).toEqual([`${dir}: 1 bundles, 1.0 MiB`]);
+    expect(await cacheCommand(['--clean'], () => {}, dir)).toBe(2);
+    expect(existsSync(dir)).toBe(true);
+    expect(await cacheCommand(['--clear'], (line) => lines.push(line), dir)).toBe(0);
+    expect(lines[1]).toBe(`removed ${dir}: 1 bundles, 1.0 MiB`);
+    expect(existsSync(dir)).toBe(false);
   });
 });

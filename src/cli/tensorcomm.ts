@@ -4,6 +4,7 @@
  * function from its arguments to an exit code, so tests can call them directly.
  */
 import { benchCommand } from './bench.ts';
+import { cacheCommand } from './cache.ts';
 import { runCommand } from './run-command.ts';
 import { traceCommand } from './trace.ts';
 
@@ -13,6 +14,10 @@ const SUBCOMMANDS: Record<string, { run: Subcommand; summary: string }> = {
   run: { run: runCommand, summary: 'run a script as N processes (torchrun-style environment)' },
   bench: { run: benchCommand, summary: 'collective benchmark table (nccl-tests layout), JSON and SVG' },
   trace: { run: traceCommand, summary: 'per-op summary of a trace file (TENSORCOMM_TRACE)' },
+  cache: {
+    run: cacheCommand,
+    summary: 'where rank-thread bundles are cached, their size; --clear empties it',
+  },
 };
 
 function usage(): string {

@@ -11,29 +11,29 @@
  * URL (one instance per thread, loaded lazily where the code says so); every
  * module keeps its own import.meta.url, and source maps point stack traces
  * at the user's files (a chunk of this library's code alone keeps none:
- * dropOwnSourceMaps). Bundles are cached under the temp directory, keyed
- * by the three modules and stamped by their inputs' sizes and mtimes, so an
- * edited file is rebuilt and an unchanged one is not, across processes too.
+ * dropOwnSourceMaps). Bundles are cached under the temp directory
+ * (cached-bundles.ts), keyed by the three modules and the Node version and
+ * stamped by their inputs' sizes and mtimes, so an edited file is rebuilt and
+ * an unchanged one is not, across processes too.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { Loader, Plugin } from 'esbuild';
+import type { Loader, Metafile, Plugin } from 'esbuild';
 import { OWN_FOLDERS } from '../debug/call-site.ts';
 import { BUNDLE_CACHE_DIR } from '../runtime/bundle-cache.ts';
 import { adoptKernelBytes, kernelBytes } from '../tensor/simd-kernels.ts';
+import {
+  bundleKey,
+  cachedBundle,
+  type Manifest,
+  packageScopes,
+  pruneBundles,
+  stampOf,
+} from './cached-bundles.ts';
 import { writeScriptChunks } from './script-chunks.ts';
 
 export interface RankBundle {
@@ -45,7 +45,7 @@ export interface RankBundle {
 }
 
 /** Bumped when what a bundle holds changes, so older cached bundles are not used. */
-const LAYOUT = 7;
+const LAYOUT = 8;
 const PACKAGE_DIR = fileURLToPath(new URL('../../', import.meta.url));
 /** The library's own modules (src/, or dist/ when installed), its index among them. */
 const LIBRARY_DIR = fileURLToPath(new URL('../', import.meta.url));
@@ -55,31 +55,6 @@ const NAMES = ['rank-worker', 'setup', 'entry'] as const;
 /** A thread bundle keeps the reduction kernels' WebAssembly bytes, which take 6-10 ms to assemble (tensor/simd-kernels.ts). */
 const KERNELS_FILE = 'kernels.wasm';
 const RESOLVING = Symbol('resolving');
-/** A process that started before a bundle went stale may still be loading it for this long. */
-const PRUNE_AFTER_MS = 3_600_000;
-
-interface Manifest {
-  inputs: string[];
-  stamp: string;
-}
-
-const sha = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 20);
-
-/** The inputs' sizes and modification times, hashed: a changed (or removed) input changes the stamp. */
-function stampOf(inputs: readonly string[]): string {
-  return sha(
-    inputs
-      .map((path) => {
-        try {
-          const { size, mtimeMs } = statSync(path);
-          return `${path}\0${size}\0${mtimeMs}`;
-        } catch {
-          return `${path}\0missing`;
-        }
-      })
-      .join('\n'),
-  );
-}
 
 const fileIn = (dir: string, name: string) => pathToFileURL(join(dir, `${name}.mjs`));
 
@@ -91,46 +66,7 @@ function bundleAt(dir: string): RankBundle {
   };
 }
 
-function manifestOf(key: string): Manifest | undefined {
-  try {
-    return JSON.parse(readFileSync(join(BUNDLE_CACHE_DIR, `${key}.json`), 'utf8')) as Manifest;
-  } catch {
-    // No manifest yet, or one another process is replacing.
-    return undefined;
-  }
-}
-
-/** The directory of the cached bundle of `key`, if its inputs are unchanged. */
-function cached(key: string): string | undefined {
-  const manifest = manifestOf(key);
-  if (manifest === undefined || stampOf(manifest.inputs) !== manifest.stamp) return undefined;
-  const dir = join(BUNDLE_CACHE_DIR, `${key}-${manifest.stamp}`);
-  return existsSync(dir) ? dir : undefined;
-}
-
-/**
- * After a build, so the cache does not grow with every edit and every
- * temporary entry: drops the bundles (and unfinished builds) an hour old
- * that their manifest no longer names, or whose inputs are gone.
- */
-function prune(): void {
-  const now = Date.now();
-  for (const name of readdirSync(BUNDLE_CACHE_DIR)) {
-    const path = join(BUNDLE_CACHE_DIR, name);
-    const bundle = /^([0-9a-f]{20})-([0-9a-f]{20})$/.exec(name);
-    if (!bundle && !name.endsWith('.tmp')) continue;
-    try {
-      if (now - statSync(path).mtimeMs < PRUNE_AFTER_MS) continue;
-    } catch {
-      continue;
-    }
-    const manifest = bundle ? manifestOf(bundle[1]) : undefined;
-    const named = bundle !== null && manifest?.stamp === bundle[2];
-    if (named && manifest.inputs.every((input) => existsSync(input))) continue;
-    rmSync(path, { recursive: true, force: true });
-    if (named) rmSync(join(BUNDLE_CACHE_DIR, `${bundle[1]}.json`), { force: true });
-  }
-}
+const cached = (key: string) => cachedBundle(BUNDLE_CACHE_DIR, key);
 
 function loaderOf(path: string): Loader {
   return /\.[cm]?tsx?$/.test(path) ? (path.endsWith('x') ? 'tsx' : 'ts') : path.endsWith('x') ? 'jsx' : 'js';
@@ -176,14 +112,27 @@ function threadSetupOnly(): Plugin {
   };
 }
 
-/** Each module's import.meta.url (and filename, dirname) stays its own file's, not the bundle's. */
-function ownImportMeta(transform: typeof import('esbuild').transform): Plugin {
+/**
+ * Each module's import.meta.url (and filename, dirname) stays its own file's,
+ * not the bundle's; and the user's entries (`entries`, paths) are ES modules
+ * whatever their package says. esbuild reads a file that imports but exports
+ * nothing, in a `"type": "commonjs"` package (what `npm init` writes), as
+ * CommonJS: a test file became a lazy wrapper that initialised the library's
+ * modules in the wrong order ("Class extends value undefined"). vitest runs a
+ * test file as an ES module, and a rank runs it as vitest did. An empty export
+ * at its end says so without moving a line.
+ */
+function ownSources(transform: typeof import('esbuild').transform, entries: ReadonlySet<string>): Plugin {
   return {
-    name: 'tensorcomm-own-import-meta',
+    name: 'tensorcomm-own-sources',
     setup(build) {
       build.onLoad({ filter: /\.[cm]?[jt]sx?$/ }, async ({ path }) => {
         const source = await readFile(path, 'utf8');
-        if (!source.includes('import.meta')) return undefined;
+        const module = entries.has(path) && !/\.c[jt]sx?$/.test(path);
+        if (!source.includes('import.meta')) {
+          if (!module) return undefined;
+          return { contents: `${source}\nexport {};\n`, loader: loaderOf(path), resolveDir: dirname(path) };
+        }
         const { code } = await transform(source, {
           loader: loaderOf(path),
           format: 'esm',
@@ -195,7 +144,7 @@ function ownImportMeta(transform: typeof import('esbuild').transform): Plugin {
             'import.meta.dirname': JSON.stringify(dirname(path)),
           },
         });
-        return { contents: code, loader: 'js', resolveDir: dirname(path) };
+        return { contents: module ? `${code}\nexport {};\n` : code, loader: 'js', resolveDir: dirname(path) };
       });
     },
   };
@@ -247,8 +196,25 @@ function asciiComments(dir: string): void {
   }
 }
 
+/**
+ * A CommonJS entry (`module.exports = main`, `require('tensorcomm')`) is not
+ * bundled: esbuild would wrap the library it requires in lazy initialisers,
+ * whose order breaks classes that extend one another. Its ranks load it as
+ * Node does (unbundled), where require() of the library gives the instance
+ * the rank's setup imported.
+ */
+function refuseCommonJsEntries(metafile: Metafile, userEntries: readonly string[]): void {
+  const paths = new Set(userEntries.map((url) => fileURLToPath(url)));
+  for (const [input, { format }] of Object.entries(metafile.inputs)) {
+    const path = resolve(PACKAGE_DIR, input);
+    if (paths.has(path) && format === 'cjs') throw new Error(`${path} is CommonJS: loaded unbundled`);
+  }
+}
+
 interface BuildOptions {
   banner?: string;
+  /** The entries (file URLs) that are the user's: ES modules, whatever their package says. */
+  userEntries?: string[];
   /** Plugins that go before the bundle's own. */
   first?: Plugin[];
   /** Rank threads load the library's own chunks as scripts with code caches (script-chunks.ts). */
@@ -273,10 +239,11 @@ function threadBundleAt(dir: string): string {
 async function build(
   key: string,
   entries: Record<string, string>,
-  { banner, first = [], scriptChunks = false }: BuildOptions,
+  { banner, userEntries = [], first = [], scriptChunks = false }: BuildOptions,
 ): Promise<string> {
   // esbuild is CommonJS: required, so this works in a script chunk too (runtime/import-module.ts).
-  const esbuild = createRequire(import.meta.url)('esbuild') as typeof import('esbuild');
+  const require = createRequire(import.meta.url);
+  const esbuild = require('esbuild') as typeof import('esbuild');
   mkdirSync(BUNDLE_CACHE_DIR, { recursive: true });
   const building = join(BUNDLE_CACHE_DIR, `${key}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   try {
@@ -300,20 +267,31 @@ async function build(
       sourcesContent: false,
       metafile: true,
       logLevel: 'silent',
-      plugins: [...first, externalPackages(), ownImportMeta(esbuild.transform)],
+      plugins: [
+        ...first,
+        externalPackages(),
+        ownSources(esbuild.transform, new Set(userEntries.map((url) => fileURLToPath(url)))),
+      ],
     });
+    refuseCommonJsEntries(metafile, userEntries);
     const ownChunks = dropOwnSourceMaps(building);
     if (scriptChunks) writeFileSync(join(building, KERNELS_FILE), kernelBytes());
     asciiComments(building);
     const loaderInputs = scriptChunks
       ? await writeScriptChunks(esbuild, building, PACKAGE_DIR, metafile, ownChunks)
       : [];
+    const sources = [
+      ...Object.keys(metafile.inputs).map((input) => resolve(PACKAGE_DIR, input)),
+      ...loaderInputs,
+    ];
     const inputs = [
       ...new Set([
-        ...Object.keys(metafile.inputs).map((input) => resolve(PACKAGE_DIR, input)),
-        ...loaderInputs,
+        ...sources,
+        ...packageScopes(sources),
         // Its `sideEffects` decides which of the library's modules a bundle leaves out.
         PACKAGE_JSON,
+        // Another esbuild may make other code of the same inputs.
+        require.resolve('esbuild'),
       ]),
     ];
     const stamp = stampOf(inputs);
@@ -327,7 +305,7 @@ async function build(
     const manifest = join(BUNDLE_CACHE_DIR, `${key}.json`);
     writeFileSync(`${building}.json`, JSON.stringify({ inputs, stamp } satisfies Manifest));
     renameSync(`${building}.json`, manifest);
-    prune();
+    pruneBundles(BUNDLE_CACHE_DIR);
     return dir;
   } finally {
     rmSync(building, { recursive: true, force: true });
@@ -347,11 +325,12 @@ export async function rankBundle(
 ): Promise<RankBundle | undefined> {
   const modules = [workerUrl, setupUrl, entryUrl];
   if (!modules.every((url) => url.startsWith('file:'))) return undefined;
-  const key = sha(JSON.stringify([LAYOUT, ...modules]));
+  const key = bundleKey(LAYOUT, ...modules);
   try {
     const dir =
       cached(key) ??
       (await build(key, Object.fromEntries(NAMES.map((name, i) => [name, modules[i]])), {
+        userEntries: [entryUrl],
         first: [threadSetupOnly()],
         scriptChunks: true,
       }));
@@ -399,12 +378,13 @@ export async function testFileBundle(
 ): Promise<TestFileBundle | undefined> {
   const modules = [workerUrl, setupUrl, entryUrl, fileUrl, standInUrl];
   if (!modules.every((url) => url.startsWith('file:'))) return undefined;
-  const key = sha(JSON.stringify([LAYOUT, 'test-file', ...modules]));
+  const key = bundleKey(LAYOUT, 'test-file', ...modules);
   const entries = { 'pool-worker': workerUrl, setup: setupUrl, entry: entryUrl, 'test-file': fileUrl };
   try {
     const dir = threadBundleAt(
       cached(key) ??
         (await build(key, entries, {
+          userEntries: [fileUrl],
           first: [vitestStandIn(standInUrl), threadSetupOnly()],
           scriptChunks: true,
         })),
@@ -429,10 +409,13 @@ export async function testFileBundle(
  */
 export async function scriptBundle(scriptUrl: string): Promise<URL | undefined> {
   if (!scriptUrl.startsWith('file:')) return undefined;
-  const key = sha(JSON.stringify([LAYOUT, 'script', scriptUrl]));
+  const key = bundleKey(LAYOUT, 'script', scriptUrl);
   const banner = `process.argv[1] = ${JSON.stringify(fileURLToPath(scriptUrl))};`;
   try {
-    return fileIn(cached(key) ?? (await build(key, { script: scriptUrl }, { banner })), 'script');
+    return fileIn(
+      cached(key) ?? (await build(key, { script: scriptUrl }, { banner, userEntries: [scriptUrl] })),
+      'script',
+    );
   } catch {
     return undefined;
   }

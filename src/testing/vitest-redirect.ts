@@ -17,8 +17,7 @@ import * as nodeModule from 'node:module';
 let registered = false;
 
 function standInUrl(): string {
-  return new URL(`./vitest-stand-in${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url)
-    .href;
+  return new URL(`./vitest-stand-in${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url).href;
 }
 
 export function redirectVitest(): void {
