@@ -2,7 +2,14 @@ import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AbortWord } from '../src/runtime/abort-word.ts';
 import { CommTimeoutError, RankFailedError } from '../src/runtime/errors.ts';
-import { setSpinBudget, waitBriefly, waitForWord, wake } from '../src/runtime/wait.ts';
+import {
+  markWaitClock,
+  setSpinBudget,
+  waitBriefly,
+  waitClockRead,
+  waitForWord,
+  wake,
+} from '../src/runtime/wait.ts';
 
 /** A thread that sets word 0 to `value` and notifies its waiters after `ms`, or raises the abort flag instead. */
 function later(words: Int32Array, ms: number, value: number, abort?: AbortWord): Worker {
@@ -138,6 +145,28 @@ describe('wake', () => {
     // A wait whose value is there after it counted itself does not park, and leaves no count behind.
     await waitForWord(words, 0, (v) => v === 2, options);
     expect(Atomics.load(words, 1)).toBe(0);
+  });
+});
+
+describe('waitForWord after its caller spun', () => {
+  it('parks at once, without a second spin (the spin reads the clock; the park does not)', async () => {
+    const words = new Int32Array(new SharedArrayBuffer(8));
+    const options = {
+      deadline: performance.now() + 10_000,
+      abort: undefined,
+      describe: () => 'x',
+      sleepers: 1,
+    };
+    for (const spun of [false, true]) {
+      Atomics.store(words, 0, 0);
+      const mark = markWaitClock();
+      const parked = waitForWord(words, 0, (v) => v === 1, { ...options, spun });
+      expect(waitClockRead(mark), spun ? 'spun: parked at once' : 'not spun: spun first').toBe(!spun);
+      expect(Atomics.load(words, 1)).toBe(1);
+      Atomics.store(words, 0, 1);
+      wake(words, 0, 1);
+      await parked;
+    }
   });
 });
 

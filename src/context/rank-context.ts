@@ -3,6 +3,7 @@
  * shared by the job, the world group, subgroups and the group manager. This
  * module builds what launch/spawnThreads starts in every rank thread (through src/thread-setup.ts).
  */
+
 import { availableParallelism } from 'node:os';
 import { releaseDeviceMemory } from '../cuda/device-memory.ts';
 import { RankMonitor, rankMonitor, setRankMonitor } from '../debug/monitor.ts';
@@ -18,6 +19,7 @@ import { setCurrentRank } from '../runtime/current-rank.ts';
 import { FaultInjector, setRankFaults } from '../runtime/faults/injector.ts';
 import { runAll } from '../runtime/run-all.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
+import { tuneRankTiering } from '../runtime/v8-tiering.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
 import { Work } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
@@ -206,6 +208,7 @@ export async function buildRankContext(
   onClose?: () => void | Promise<void>,
 ): Promise<RankContext> {
   const { rank, worldSize } = identity;
+  tuneRankTiering();
   Work.openLedger();
   const created = new Map<string, number>();
   /** Live groups on NCCL, in creation order: the same on every member, so close destroys them alike. */

@@ -104,6 +104,8 @@ export interface WaitOptions {
   blockMs?: number;
   /** Where the waker counts on sleepers: see waitBriefly's `sleepers` and wake(). */
   sleepers?: number;
+  /** The caller's own waitBriefly just saw the word not ready: park without a second spin. */
+  spun?: boolean;
 }
 
 /** A blocked wait looks at the abort word this often (an abort need not notify the word waited on). */
@@ -222,7 +224,11 @@ export async function waitForWord(
   options: WaitOptions,
 ): Promise<void> {
   const { sleepers } = options;
-  if (waitBriefly(words, index, ready, options.deadline, options.abort, options.blockMs, sleepers)) return;
+  if (
+    !options.spun &&
+    waitBriefly(words, index, ready, options.deadline, options.abort, options.blockMs, sleepers)
+  )
+    return;
   if (sleepers !== undefined) Atomics.add(words, sleepers, 1);
   try {
     let value = Atomics.load(words, index);

@@ -319,6 +319,7 @@ export class Mailbox {
       abort: this.#abort,
       deadline,
       sleepers: state - ACK.state + ACK.sleepers,
+      spun: true,
       waitingFor: () => `${ranksText(this.#group, [dst])} to read its value`,
       waitedFor: () => [dst],
     }).then(() => this.#verdict(dst, slot));

@@ -25,6 +25,8 @@ export interface MonitoredWait {
   blockMs?: number;
   /** See WaitOptions.sleepers. */
   sleepers?: number;
+  /** See WaitOptions.spun: for the first slice only. */
+  spun?: boolean;
 }
 
 export async function waitMonitored(
@@ -35,7 +37,7 @@ export async function waitMonitored(
 ): Promise<void> {
   const { group, call, deadline, waitingFor } = wait;
   const what = () => `waiting for ${waitingFor()}`;
-  for (;;) {
+  for (let spun = wait.spun; ; spun = false) {
     const sliceEnd = sliceEndOf(wait);
     try {
       await waitForWord(words, index, ready, {
@@ -44,6 +46,7 @@ export async function waitMonitored(
         describe: what,
         blockMs: wait.blockMs,
         sleepers: wait.sleepers,
+        spun,
       });
       return;
     } catch (error) {
