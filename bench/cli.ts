@@ -9,6 +9,8 @@ export interface BenchArgs {
   quick: boolean;
   /** Also write the figures to this file. */
   json?: string;
+  /** bench/run and bench/node-versions: the start-up and 4 B rows on this Node major, or on `all` (node-versions.ts). */
+  node?: string;
 }
 
 export type Log = (line: string) => void;
@@ -17,13 +19,19 @@ export function parseBenchArgs(argv: readonly string[], script: string): BenchAr
   try {
     const { values } = parseArgs({
       args: [...argv],
-      options: { quick: { type: 'boolean', default: false }, json: { type: 'string' } },
+      options: {
+        quick: { type: 'boolean', default: false },
+        json: { type: 'string' },
+        node: { type: 'string' },
+      },
       strict: true,
       allowPositionals: false,
     });
-    return { quick: values.quick, json: values.json };
+    return { quick: values.quick, json: values.json, node: values.node };
   } catch (error) {
-    throw new TypeError(`${script}: ${(error as Error).message}; usage: [--quick] [--json <file>]`);
+    throw new TypeError(
+      `${script}: ${(error as Error).message}; usage: [--quick] [--json <file>] [--node <major>|all]`,
+    );
   }
 }
 
@@ -44,6 +52,11 @@ export function benchMain<R>(
 ): (argv?: readonly string[], log?: Log) => Promise<R> {
   return async (argv = process.argv.slice(2), log = console.log) => {
     const args = parseBenchArgs(argv, script);
+    if (args.node !== undefined) {
+      throw new TypeError(
+        `${script} runs on the Node that runs it; --node is for bench/run and bench/node-versions`,
+      );
+    }
     const report = await run({ quick: args.quick, log });
     if (args.json !== undefined) await writeJson(args.json, report, log);
     return report;

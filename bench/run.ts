@@ -5,7 +5,10 @@
  * gloo, Open MPI) from the same run, tensorcomm beside them, and the goals as
  * ratios.
  *
- *   npx tsx bench/run.ts [--quick] [--json <file>]
+ *   npx tsx bench/run.ts [--quick] [--json <file>] [--node <major>|all]
+ *
+ * With --node, only the start-up and 4 B rows, on that Node (or each one
+ * tools/node pins), beside the machine's (bench/node-versions.ts).
  *
  * The parts run one after another: each wants the machine's cores to itself.
  */
@@ -17,12 +20,14 @@ import { evaluateGoals, printComparison, printGoals } from './compare.ts';
 import { runCompressionBench } from './compression.ts';
 import { runDebugOverhead } from './debug-overhead.ts';
 import { main as runKernels } from './kernels.ts';
+import { main as runNodeVersions } from './node-versions.ts';
 import { runOversubscribedApart } from './oversubscribed.ts';
 import { runSmallCallsBench } from './small-calls.ts';
 import { runStartupBench } from './startup.ts';
 
 export async function main(argv: readonly string[] = process.argv.slice(2), log: Log = console.log) {
   const args = parseBenchArgs(argv, 'bench/run');
+  if (args.node !== undefined) return runNodeVersions(argv, log);
   const started = performance.now();
   const machine = {
     node: process.version,

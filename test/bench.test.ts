@@ -6,7 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import { parseMpiOutput, tcpExchangeFloor } from '../bench/anchors.ts';
 import { busFactor, runCollectivesBench } from '../bench/collectives.ts';
+import { judgedBlocks, nodeVersions, pickVersions, steadinessOf } from '../bench/node-versions.ts';
 import { runSmallCallsBench } from '../bench/small-calls.ts';
+import { main as runStartupMain } from '../bench/startup.ts';
 import { freePort } from './fixtures/free-port.ts';
 
 const COLUMNS = ['size(B)', 'count', 'type', 'time(us)', 'algbw(GB/s)', 'busbw(GB/s)'];
@@ -124,4 +126,44 @@ describe('collectives bench', () => {
       12,
     );
   }, 120_000);
+});
+
+describe('per Node version', () => {
+  it('judges steadiness on the blocks after the first 10,000 round trips: each job’s worst over its median, the median of the jobs', () => {
+    // Two jobs: five cold blocks each, then seven judged ones.
+    const cold = [40, 30, 20, 10, 5];
+    const jobs = [
+      [...cold, 1, 1, 1, 1, 1, 1, 3],
+      [...cold, 2, 2, 2, 2, 2, 2, 2],
+    ];
+    expect(judgedBlocks(jobs[0])).toEqual([1, 1, 1, 1, 1, 1, 3]);
+    const steadiness = steadinessOf(jobs);
+    expect(steadiness.medianUs).toBe(1.5);
+    expect(steadiness.worstOverMedian).toEqual([3, 1]);
+  });
+
+  it('runs the versions --node names, and says which there are when it names none of them', () => {
+    const versions = [
+      { major: 20, version: 'v20.20.2', path: '/usr/bin/node' },
+      { major: 26, version: 'v26.12.1', path: '/x/node26/bin/node' },
+    ];
+    expect(pickVersions(versions, '26')).toEqual([versions[1]]);
+    expect(pickVersions(versions, 'all')).toEqual(versions);
+    expect(() => pickVersions(versions, '18')).toThrow(/no Node 18 here; there are 20, 26/);
+  });
+
+  it('the machine’s node comes first, then each pinned one tools/node has fetched', () => {
+    const found = nodeVersions();
+    expect(found[0]).toEqual({
+      major: Number.parseInt(process.versions.node, 10),
+      version: process.version,
+      path: process.execPath,
+    });
+    for (const v of found.slice(1))
+      expect(v.path).toContain(`tools/node/node_modules/node${v.major}/bin/node`);
+  });
+
+  it('a single bench script refuses --node: it runs on the Node that runs it', async () => {
+    await expect(runStartupMain(['--node', '26'])).rejects.toThrow(/--node is for bench\/run/);
+  });
 });
