@@ -111,8 +111,12 @@ async function steadinessJob(node: NodeVersion): Promise<number[]> {
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as number[];
 }
 
-/** A bench script run by `node`, its figures read back from its JSON (its table printed as it is). */
-async function part<R>(node: NodeVersion, script: string, quick: boolean, log: Log): Promise<R> {
+/**
+ * A bench script run by `node`, its figures read back from its JSON (its table
+ * printed as it is); undefined, said in the output, when it failed: the other
+ * parts and versions still run.
+ */
+async function part<R>(node: NodeVersion, script: string, quick: boolean, log: Log): Promise<R | undefined> {
   const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-bench-node-'));
   try {
     const json = join(dir, 'figures.json');
@@ -120,6 +124,11 @@ async function part<R>(node: NodeVersion, script: string, quick: boolean, log: L
     const { stdout } = await exec(node.path, args, { timeout: PART_TIMEOUT_MS, maxBuffer: 16 << 20 });
     for (const line of stdout.trimEnd().split('\n')) if (!line.startsWith('# figures written')) log(line);
     return JSON.parse(readFileSync(json, 'utf8')) as R;
+  } catch (error) {
+    const { stderr, message } = error as { stderr?: string; message: string };
+    const cause = (stderr ?? message).split('\n').find((line) => /Error/.test(line)) ?? message;
+    log(`# ${script} on Node ${node.version} FAILED: ${cause.trim()}`);
+    return undefined;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -127,8 +136,9 @@ async function part<R>(node: NodeVersion, script: string, quick: boolean, log: L
 
 export interface VersionFigures {
   node: string;
-  startup: StartupRow[];
-  smallCalls: SmallCallsReport;
+  /** Undefined where the part failed (its error is in the output). */
+  startup?: StartupRow[];
+  smallCalls?: SmallCallsReport;
   steadiness: Steadiness;
 }
 
@@ -139,23 +149,18 @@ export function printVersionSummary(figures: readonly VersionFigures[], log: Log
   log(
     `# per Node version (same run): start-up x floor (first job, 4 / 64 ranks, .ts), 4 B calls x Open MPI (median of rounds), steadiness after ${STEADINESS.judgedAfter} round trips (vs ${baseline.node})`,
   );
-  const startupOf = (f: VersionFigures, ranks: number) =>
-    f.startup.find((r) => r.worldSize === ranks && r.entry === '.ts');
+  const startupOf = (f: VersionFigures, ranks: number) => {
+    const row = f.startup?.find((r) => r.worldSize === ranks && r.entry === '.ts');
+    return row && row.firstMs / row.floorMs;
+  };
+  const times = (value: number | undefined) => (value === undefined ? '-' : `${fixed(value)}x`);
   const table = formatTable<VersionFigures>(
     [
       { title: 'node', width: 10, cell: (f) => f.node },
-      {
-        title: 'start 4',
-        width: 8,
-        cell: (f) => fixed((startupOf(f, 4)?.firstMs ?? Number.NaN) / (startupOf(f, 4)?.floorMs ?? 1), 2),
-      },
-      {
-        title: 'start 64',
-        width: 9,
-        cell: (f) => fixed((startupOf(f, 64)?.firstMs ?? Number.NaN) / (startupOf(f, 64)?.floorMs ?? 1), 2),
-      },
-      { title: 'allReduce', width: 10, cell: (f) => `${fixed(f.smallCalls.allReduceRatio)}x` },
-      { title: 'rtt', width: 7, cell: (f) => `${fixed(f.smallCalls.rttRatio)}x` },
+      { title: 'start 4', width: 8, cell: (f) => times(startupOf(f, 4)) },
+      { title: 'start 64', width: 9, cell: (f) => times(startupOf(f, 64)) },
+      { title: 'allReduce', width: 10, cell: (f) => times(f.smallCalls?.allReduceRatio) },
+      { title: 'rtt', width: 7, cell: (f) => times(f.smallCalls?.rttRatio) },
       { title: 'steady(us)', width: 11, cell: (f) => fixed(f.steadiness.medianUs) },
       {
         title: 'worst/med',
