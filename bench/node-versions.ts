@@ -126,7 +126,8 @@ async function part<R>(node: NodeVersion, script: string, quick: boolean, log: L
     return JSON.parse(readFileSync(json, 'utf8')) as R;
   } catch (error) {
     const { stderr, message } = error as { stderr?: string; message: string };
-    const cause = (stderr ?? message).split('\n').find((line) => /Error/.test(line)) ?? message;
+    const cause =
+      (stderr ?? message).split('\n').find((line) => /^\s*rank \d+ \(|^\w*Error\b/.test(line)) ?? message;
     log(`# ${script} on Node ${node.version} FAILED: ${cause.trim()}`);
     return undefined;
   } finally {
