@@ -94,6 +94,27 @@ for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(file)}, { 
     expect({ stdout, stderr }).toEqual({ stdout: '', stderr: '' });
   });
 
+  it('a later process loads every chunk from the code cache an earlier one wrote (V8 takes one only under its own flags)', async () => {
+    const file = cacheReporter('processes.mjs');
+    const driver = join(scratch, 'cache-driver.mts');
+    writeFileSync(
+      driver,
+      `import { spawnThreads } from ${JSON.stringify(PACKAGE_ROOT)};
+const ranks = await spawnThreads(${JSON.stringify(file)}, { worldSize: 2 });
+console.log(JSON.stringify(ranks.map((rank) => rank.loaded)));
+`,
+    );
+    const run = async () => {
+      const { stdout } = await exec(process.execPath, ['--import', 'tsx', driver], { timeout: 60_000 });
+      return (JSON.parse(stdout) as Loaded[][]).map(byCache);
+    };
+    const first = await run();
+    expect(Object.values(first[0]).length).toBeGreaterThan(0);
+    for (const rank of await run()) {
+      expect(rank).toEqual(Object.fromEntries(Object.keys(first[0]).map((chunk) => [chunk, true])));
+    }
+  });
+
   /**
    * The file V8 compiled the caller's code from, before source maps: a bundle's
    * CommonJS twin (entry.cjs) or the entry's module chunk (entry.mjs). Node 24 and

@@ -6,6 +6,7 @@
  * accounted for until its thread has exited. A pool's queueing, reuse and
  * idle handling would only stand between us and those lifecycle events.
  */
+
 import { type ResourceLimits, Worker } from 'node:worker_threads';
 import { registeredOpNames } from '../debug/call-record.ts';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
@@ -16,6 +17,7 @@ import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
 import type { LostHow } from '../runtime/faults/injector.ts';
 import { type ChaosOptions, checkChaos, checkFaults, type FaultSpec } from '../runtime/faults/options.ts';
+import { tuneRankTiering } from '../runtime/v8-tiering.ts';
 import {
   checkJobOptions,
   checkOptionKeys,
@@ -133,6 +135,9 @@ export function startRankWorker(
   workerData: unknown,
   resourceLimits: ResourceLimits | undefined,
 ): Worker {
+  // Before the thread compiles anything: V8 accepts a code cache only under the flags it was made
+  // with, and a flag first set by a rank (after its chunks loaded) had every later process reject them.
+  tuneRankTiering();
   if (typeScript)
     return new Worker(typeScriptBootstrap(url.href), { eval: true, workerData, resourceLimits });
   if (bundled) {

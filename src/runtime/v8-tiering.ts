@@ -8,6 +8,10 @@
  * after 8,000). Tiering up after 1,000 calls ends it within the first 5,000
  * (bench/node-versions.ts). The flag is the process's: its other code tiers up
  * sooner too. A flag the user set on the command line or in NODE_OPTIONS stays.
+ * A launcher sets it before its first rank thread starts (spawn-threads.ts),
+ * since V8 takes a code cache only under the flags it was made with: set by
+ * the ranks themselves, after their chunks had loaded, it made every later
+ * process reject the bundle's caches (start-up 1.8-3.1x bare Workers on 24, 26).
  */
 import { setFlagsFromString } from 'node:v8';
 
