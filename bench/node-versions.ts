@@ -15,7 +15,7 @@
  * (`npm ci --prefix tools/node` fetches them).
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -128,7 +128,9 @@ async function part<R>(node: NodeVersion, script: string, quick: boolean, log: L
     const { stderr, message } = error as { stderr?: string; message: string };
     const cause =
       (stderr ?? message).split('\n').find((line) => /^\s*rank \d+ \(|^\w*Error\b/.test(line)) ?? message;
-    log(`# ${script} on Node ${node.version} FAILED: ${cause.trim()}`);
+    const saved = join(tmpdir(), `tensorcomm-bench-${script}-node${node.major}-${process.pid}.log`);
+    writeFileSync(saved, stderr ?? message);
+    log(`# ${script} on Node ${node.version} FAILED: ${cause.trim()} (its output: ${saved})`);
     return undefined;
   } finally {
     rmSync(dir, { recursive: true, force: true });
