@@ -25,6 +25,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Loader, Metafile, Plugin } from 'esbuild';
 import { OWN_FOLDERS } from '../debug/call-site.ts';
 import { BUNDLE_CACHE_DIR } from '../runtime/bundle-cache.ts';
+import { within } from '../runtime/within.ts';
 import { adoptKernelBytes, kernelBytes } from '../tensor/simd-kernels.ts';
 import {
   bundleKey,
@@ -55,6 +56,8 @@ const NAMES = ['rank-worker', 'setup', 'entry'] as const;
 /** A thread bundle keeps the reduction kernels' WebAssembly bytes, which take 6-10 ms to assemble (tensor/simd-kernels.ts). */
 const KERNELS_FILE = 'kernels.wasm';
 const RESOLVING = Symbol('resolving');
+/** A build takes 0.2-2 s; one past this has hung (seen once, on Node 26), and the job loads its modules unbundled. */
+const BUILD_TIMEOUT_MS = 120_000;
 
 const fileIn = (dir: string, name: string) => pathToFileURL(join(dir, `${name}.mjs`));
 
@@ -247,32 +250,38 @@ async function build(
   mkdirSync(BUNDLE_CACHE_DIR, { recursive: true });
   const building = join(BUNDLE_CACHE_DIR, `${key}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   try {
-    const { metafile } = await esbuild.build({
-      entryPoints: Object.fromEntries(
-        Object.entries(entries).map(([name, url]) => [name, fileURLToPath(url)]),
-      ),
-      banner: banner === undefined ? undefined : { js: banner },
-      absWorkingDir: PACKAGE_DIR,
-      outdir: building,
-      outExtension: { '.js': '.mjs' },
-      bundle: true,
-      splitting: true,
-      format: 'esm',
-      platform: 'node',
-      target: 'node20',
-      // Bundling renames clashing top-level names; error classes must keep theirs.
-      keepNames: true,
-      charset: 'ascii',
-      sourcemap: 'linked',
-      sourcesContent: false,
-      metafile: true,
-      logLevel: 'silent',
-      plugins: [
-        ...first,
-        externalPackages(),
-        ownSources(esbuild.transform, new Set(userEntries.map((url) => fileURLToPath(url)))),
-      ],
-    });
+    const { metafile } = await within(
+      esbuild.build({
+        entryPoints: Object.fromEntries(
+          Object.entries(entries).map(([name, url]) => [name, fileURLToPath(url)]),
+        ),
+        banner: banner === undefined ? undefined : { js: banner },
+        absWorkingDir: PACKAGE_DIR,
+        outdir: building,
+        outExtension: { '.js': '.mjs' },
+        bundle: true,
+        splitting: true,
+        format: 'esm',
+        platform: 'node',
+        target: 'node20',
+        // Bundling renames clashing top-level names; error classes must keep theirs.
+        keepNames: true,
+        charset: 'ascii',
+        sourcemap: 'linked',
+        sourcesContent: false,
+        metafile: true,
+        logLevel: 'silent',
+        plugins: [
+          ...first,
+          externalPackages(),
+          ownSources(esbuild.transform, new Set(userEntries.map((url) => fileURLToPath(url)))),
+        ],
+      }),
+      BUILD_TIMEOUT_MS,
+      'bundling the rank modules with esbuild',
+      // Its service is a child process: stopped, the next build starts another.
+      () => esbuild.stop(),
+    );
     refuseCommonJsEntries(metafile, userEntries);
     const ownChunks = dropOwnSourceMaps(building);
     if (scriptChunks) writeFileSync(join(building, KERNELS_FILE), kernelBytes());
