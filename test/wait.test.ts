@@ -123,15 +123,18 @@ describe('waitForWord', () => {
   });
 });
 
+/** Word 0 to wait on, its sleepers counted in word 1, and the options of such a wait. */
+function countedWait() {
+  const words = new Int32Array(new SharedArrayBuffer(8));
+  return {
+    words,
+    options: { deadline: performance.now() + 10_000, abort: undefined, describe: () => 'x', sleepers: 1 },
+  };
+}
+
 describe('wake', () => {
   it('notifies only while a wait counted itself as a sleeper, before it read the value it sleeps on', async () => {
-    const words = new Int32Array(new SharedArrayBuffer(8));
-    const options = {
-      deadline: performance.now() + 10_000,
-      abort: undefined,
-      describe: () => 'x',
-      sleepers: 1,
-    };
+    const { words, options } = countedWait();
     // Past its spin the wait parks (synchronously, within the call) and is counted.
     const parked = waitForWord(words, 0, (v) => v === 1, options);
     expect(Atomics.load(words, 1)).toBe(1);
@@ -150,13 +153,7 @@ describe('wake', () => {
 
 describe('waitForWord after its caller spun', () => {
   it('parks at once, without a second spin (the spin reads the clock; the park does not)', async () => {
-    const words = new Int32Array(new SharedArrayBuffer(8));
-    const options = {
-      deadline: performance.now() + 10_000,
-      abort: undefined,
-      describe: () => 'x',
-      sleepers: 1,
-    };
+    const { words, options } = countedWait();
     for (const spun of [false, true]) {
       Atomics.store(words, 0, 0);
       const mark = markWaitClock();
