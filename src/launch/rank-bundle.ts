@@ -56,7 +56,7 @@ const NAMES = ['rank-worker', 'setup', 'entry'] as const;
 /** A thread bundle keeps the reduction kernels' WebAssembly bytes, which take 6-10 ms to assemble (tensor/simd-kernels.ts). */
 const KERNELS_FILE = 'kernels.wasm';
 const RESOLVING = Symbol('resolving');
-/** A build takes 0.2-2 s; one past this has hung (seen once, on Node 26), and the job loads its modules unbundled. */
+/** A build takes 0.2-2 s; one past this has hung, and the job loads its modules unbundled (every wait has a timeout). */
 const BUILD_TIMEOUT_MS = 120_000;
 
 const fileIn = (dir: string, name: string) => pathToFileURL(join(dir, `${name}.mjs`));
