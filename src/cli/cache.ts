@@ -5,6 +5,7 @@
  */
 import { readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { BUNDLE_DIR_NAME } from '../launch/cached-bundles.ts';
 import { BUNDLE_CACHE_DIR } from '../runtime/bundle-cache.ts';
 
 export const CACHE_USAGE = `usage: tensorcomm cache [--clear]
@@ -33,7 +34,7 @@ export async function cacheCommand(
     return 2;
   }
   const bundles = statSync(dir, { throwIfNoEntry: false })
-    ? readdirSync(dir).filter((name) => /^[0-9a-f]{20}-[0-9a-f]{20}$/.test(name)).length
+    ? readdirSync(dir).filter((name) => BUNDLE_DIR_NAME.test(name)).length
     : 0;
   const megabytes = (bytesUnder(dir) / 2 ** 20).toFixed(1);
   if (argv[0] === '--clear') {

@@ -29,7 +29,10 @@ export const MAX_BUNDLES = 48;
 /** A used bundle's time is renewed at most this often: one utimes per job, not per thread. */
 const RENEW_MS = 600_000;
 
-export const sha = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 20);
+/** A bundle's directory: `<key>-<stamp>`. */
+export const BUNDLE_DIR_NAME = /^([0-9a-f]{20})-([0-9a-f]{20})$/;
+
+const sha = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 20);
 
 /** The key of a bundle of `parts` (its modules and kind), for this Node. */
 export const bundleKey = (layout: number, ...parts: string[]) =>
@@ -117,7 +120,7 @@ export function pruneBundles(cacheDir: string, now = Date.now(), maxBundles = MA
   const bundles: Bundle[] = [];
   for (const name of readdirSync(cacheDir)) {
     const path = join(cacheDir, name);
-    const bundle = /^([0-9a-f]{20})-([0-9a-f]{20})$/.exec(name);
+    const bundle = BUNDLE_DIR_NAME.exec(name);
     if (!bundle && !name.endsWith('.tmp')) continue;
     let usedMs: number;
     try {

@@ -131,10 +131,11 @@ function ownSources(transform: typeof import('esbuild').transform, entries: Read
     setup(build) {
       build.onLoad({ filter: /\.[cm]?[jt]sx?$/ }, async ({ path }) => {
         const source = await readFile(path, 'utf8');
-        const module = entries.has(path) && !/\.c[jt]sx?$/.test(path);
+        const asModule = entries.has(path) && !/\.c[jt]sx?$/.test(path);
+        const marked = (code: string) => (asModule ? `${code}\nexport {};\n` : code);
         if (!source.includes('import.meta')) {
-          if (!module) return undefined;
-          return { contents: `${source}\nexport {};\n`, loader: loaderOf(path), resolveDir: dirname(path) };
+          if (!asModule) return undefined;
+          return { contents: marked(source), loader: loaderOf(path), resolveDir: dirname(path) };
         }
         const { code } = await transform(source, {
           loader: loaderOf(path),
@@ -147,7 +148,7 @@ function ownSources(transform: typeof import('esbuild').transform, entries: Read
             'import.meta.dirname': JSON.stringify(dirname(path)),
           },
         });
-        return { contents: module ? `${code}\nexport {};\n` : code, loader: 'js', resolveDir: dirname(path) };
+        return { contents: marked(code), loader: 'js', resolveDir: dirname(path) };
       });
     },
   };
