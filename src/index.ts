@@ -94,7 +94,12 @@ export {
   type RendezvousClientOptions,
   type RendezvousWaitOptions,
 } from './rendezvous/client.ts';
-export { RendezvousAuthError, RendezvousError, RendezvousTimeoutError } from './rendezvous/errors.ts';
+export {
+  RendezvousAuthError,
+  RendezvousError,
+  RendezvousTimeoutError,
+  RendezvousUnreachableError,
+} from './rendezvous/errors.ts';
 export { RendezvousServer, type RendezvousServerOptions } from './rendezvous/server.ts';
 export type { ServerLimitOptions, ServerLimits } from './rendezvous/server-limits.ts';
 export { AbortWord } from './runtime/abort-word.ts';

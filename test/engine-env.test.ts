@@ -164,13 +164,14 @@ describe('readProcessEnv', () => {
 });
 
 const rankScript = await nodeScript('test/fixtures/engine-env.ts');
+const timedRank = await nodeScript('test/fixtures/timed-rank.ts');
 
 /** Starts one process per environment, as the engine would, and waits for all of them. */
-function startRanks(envs: Record<string, string>[]): Promise<ChildRun[]> {
+function startRanks(envs: Record<string, string>[], script = rankScript): Promise<ChildRun[]> {
   return Promise.all(
     envs.map((vars) =>
       // Only the engine's own variables: none of the test runner's RANK/WORLD_SIZE may leak in.
-      runCollecting(process.execPath, rankScript, {
+      runCollecting(process.execPath, script, {
         cwd: new URL('..', import.meta.url).pathname,
         env: { ...cleanEnv(), ...vars },
       }),
@@ -213,5 +214,53 @@ describe('processes started by another engine', { timeout: 120_000 }, () => {
     expect(slurm[1].out).toContain('rank 1 of 2: sum=3');
     // Rank 0 made each job's directory, named after its pid, and removed it.
     expect(jobDirectoriesOf([...mpi, ...slurm].map((r) => r.pid))).toEqual([]);
+  });
+});
+
+describe('a rank 0 that cannot serve the rendezvous', { timeout: 60_000 }, () => {
+  /** The rank's "failed after N ms: …" line (test/fixtures/timed-rank.ts): how long it lived, and why. */
+  const failure = (run: ChildRun) => {
+    const m = run.out.match(/^failed after (\d+) ms: (.*)$/m);
+    expect(m, run.out).not.toBeNull();
+    return { ms: Number(m?.[1]), message: m?.[2] };
+  };
+
+  it("fails every rank at once, with rank 0's reason, when the master is not loopback and there is no secret", async () => {
+    const port = String(await freePort());
+    // 192.0.2.1 is TEST-NET-1: nobody answers there, so a rank that tried to connect would wait out its 20 s.
+    const runs = await startRanks(
+      [0, 1, 2].map((rank) => ({
+        RANK: String(rank),
+        WORLD_SIZE: '3',
+        MASTER_ADDR: '192.0.2.1',
+        MASTER_PORT: port,
+      })),
+      [...timedRank, '20000'],
+    );
+    for (const run of runs) {
+      const { ms, message } = failure(run);
+      expect(message).toBe(
+        'RendezvousAuthError: the rendezvous server binds 192.0.2.1, which is not loopback, so it needs a shared secret: set TENSORCOMM_RENDEZVOUS_SECRET to the same secret of at least 16 characters for every rank (`openssl rand -hex 32` makes one), or MASTER_ADDR=127.0.0.1 when every rank runs on this machine',
+      );
+      expect(ms).toBeLessThan(5_000);
+    }
+  });
+
+  it('a rank that finds no server names the likely causes, and under Slurm says how srun ends the job', async () => {
+    const port = String(await freePort());
+    const master = { MASTER_ADDR: '127.0.0.1', MASTER_PORT: port };
+    const [slurm, torchrun] = await startRanks(
+      [
+        { SLURM_PROCID: '1', SLURM_NTASKS: '2', ...master },
+        { RANK: '1', WORLD_SIZE: '2', ...master },
+      ],
+      [...timedRank, '500'],
+    );
+    const causes = `RendezvousUnreachableError: rank 1 could not connect to the rendezvous server at 127.0.0.1:${port} within 500 ms (ECONNREFUSED). Rank 0 serves the rendezvous: it may have failed or exited before serving it (see its output), MASTER_ADDR:MASTER_PORT (127.0.0.1:${port}) may not be rank 0's host and a port free there, or a firewall may block that port`;
+    expect(failure(slurm).message).toBe(
+      `${causes}; run srun with --kill-on-bad-exit=1, so that the first task to fail ends the others at once`,
+    );
+    // torchrun ends the job at the first failure itself.
+    expect(failure(torchrun).message).toBe(causes);
   });
 });

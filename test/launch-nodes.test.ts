@@ -222,6 +222,22 @@ describe('tensorcomm run across nodes', { timeout: 60_000 }, () => {
     );
     await expectNothingLeft([...nodes, orphan]);
   });
+
+  it('without the secret, a master address that is not loopback fails every node at once, with the same reason', async () => {
+    const port = await freePort();
+    // 192.0.2.1 is TEST-NET-1: a node that tried to reach node 0 there would wait out its join timeout.
+    const flags = (node: number) =>
+      nodeFlags(port, 2, node, 1, '--master-addr', '192.0.2.1', '--join-timeout', '30');
+    const nodes = [0, 1].map((node) => launch(flags(node), 'exit', { TENSORCOMM_RENDEZVOUS_SECRET: '' }));
+    for (const { code, stderr, ms } of await Promise.all(nodes.map((n) => n.exit))) {
+      expect(code).toBe(1);
+      expect(stderr).toContain(
+        'the rendezvous server binds 192.0.2.1, which is not loopback, so it needs a shared secret: set TENSORCOMM_RENDEZVOUS_SECRET to the same secret on every node',
+      );
+      expect(ms).toBeLessThan(10_000);
+    }
+    await expectNothingLeft(nodes);
+  });
 });
 
 describe('tensorcomm run: node flags', () => {

@@ -37,6 +37,7 @@ import type { TensorStore } from '../runtime/tensor-store.ts';
 import { parseDevice } from '../tensor/dtype.ts';
 import { registerInterruptCheck } from '../tensor/interrupt.ts';
 import { listenAddress } from './listen-address.ts';
+import { checkMasterSecret, explainUnreachableMaster } from './master-checks.ts';
 import { exchangeNodeIds, type NodeMap } from './node-map.ts';
 import { NodeRoutedStore } from './node-routed-store.ts';
 import { type PeerWatch, watchNodePeers } from './peer-watch.ts';
@@ -159,6 +160,15 @@ async function networkStore(
 
 async function connect(options: InitProcessOptions): Promise<RankContext> {
   const env = readProcessEnv();
+  checkMasterSecret(env);
+  // Ranks another engine started get the full default to reach rank 0, though
+  // a rank 0 that died first keeps them waiting that long: an engine starts its
+  // tasks together, yet rank 0's machine may take minutes to get there (a
+  // container image to pull, a cold shared filesystem, a pod scheduled late),
+  // and a deadline short enough to matter would fail such healthy jobs. Ending
+  // the job at the first failure is the engine's part (srun --kill-on-bad-exit=1;
+  // torchrun and mpirun do it unasked), and a rank 0 refusing for want of a
+  // secret is caught above, on every rank at once.
   const timeoutMs = options.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS;
   const hosting = !env.launched && env.rank === 0;
   const server = hosting
@@ -174,6 +184,9 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       port: env.masterPort,
       timeoutMs,
       rank: env.rank,
+    }).catch((error: unknown) => {
+      // A launcher serves its ranks' rendezvous; it reports its own failures.
+      throw env.launched || hosting ? error : explainUnreachableMaster(error, env);
     });
     if (hosting) await publishJob(client, hostedJob(env, timeoutMs));
     const job = checkJob(await fetchJob(client), env);

@@ -9,6 +9,7 @@
  * heartbeats going unanswered. At the end node 0 serves until every node is
  * done (or lost) and has read the job's verdict.
  */
+import { requireSecretOffLoopback, SECRET_ENV } from '../rendezvous/auth.ts';
 import { RendezvousClient } from '../rendezvous/client.ts';
 import { RendezvousError, RendezvousTimeoutError } from '../rendezvous/errors.ts';
 import { RendezvousServer } from '../rendezvous/server.ts';
@@ -108,6 +109,8 @@ export class JobNodes {
   static async join(o: JobNodesOptions): Promise<JobNodes> {
     const deadline = performance.now() + o.joinTimeoutMs;
     const secret = launchSecret(o.nnodes);
+    // Every node, not node 0's server alone: the others would wait out the join timeout for it.
+    requireSecretOffLoopback(o.host, secret, `set ${SECRET_ENV} to the same secret on every node`);
     const server =
       o.nodeRank === 0 ? await RendezvousServer.start({ host: o.host, port: o.port, secret }) : undefined;
     const port = server?.port ?? o.port;

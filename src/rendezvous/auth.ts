@@ -35,6 +35,22 @@ export function isLoopbackHost(host: string): boolean {
   return isIP(host) === 4 && host.startsWith('127.');
 }
 
+/**
+ * The one rule on who needs the shared secret: a rendezvous served anywhere
+ * but loopback. The server applies it as it starts; whoever will only connect
+ * to a server that applies it (a rank rank 0 serves, a launcher node 0's
+ * serves) applies it before connecting: otherwise it would retry against a
+ * server that refused to start until its connect deadline, minutes later.
+ * `remedy` says what to do in the caller's terms.
+ */
+export function requireSecretOffLoopback(host: string, secret: string | undefined, remedy: string): void {
+  if (!isLoopbackHost(host) && secret === undefined) {
+    throw new RendezvousAuthError(
+      `the rendezvous server binds ${host}, which is not loopback, so it needs a shared secret: ${remedy}`,
+    );
+  }
+}
+
 export function newNonce(): Buffer {
   return randomBytes(32);
 }

@@ -8,7 +8,7 @@
 import net from 'node:net';
 import { CommTimeoutError } from '../runtime/errors.ts';
 import { checkSecret, rendezvousSecretFromEnv } from './auth.ts';
-import { RendezvousError, RendezvousTimeoutError } from './errors.ts';
+import { RendezvousError, RendezvousTimeoutError, RendezvousUnreachableError } from './errors.ts';
 import { clientHandshake, readFatal, type ServerTerms } from './handshake.ts';
 import {
   checkTimeoutMs,
@@ -105,7 +105,7 @@ export class RendezvousClient {
     for (let delay = 10; ; delay = Math.min(2 * delay, MAX_RETRY_DELAY_MS)) {
       const remaining = deadline - performance.now();
       if (remaining <= 0) {
-        throw new CommTimeoutError(
+        throw new RendezvousUnreachableError(
           `${who} could not connect to the rendezvous server at ${options.host}:${options.port} within ${timeoutMs} ms (${lastError})`,
         );
       }

@@ -21,3 +21,13 @@ export class RendezvousTimeoutError extends CommTimeoutError {
     super(message);
   }
 }
+
+/**
+ * Connecting found no server before the deadline (nothing listening, or the
+ * address unreachable), as opposed to a server that answered and then failed
+ * or stalled the handshake. Callers that know who should serve add why it
+ * might not be there.
+ */
+export class RendezvousUnreachableError extends CommTimeoutError {
+  override name = 'RendezvousUnreachableError';
+}

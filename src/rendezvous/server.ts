@@ -11,11 +11,11 @@
 import net from 'node:net';
 import {
   checkSecret,
-  isLoopbackHost,
   newNonce,
   proof,
   proofMatches,
   rendezvousSecretFromEnv,
+  requireSecretOffLoopback,
 } from './auth.ts';
 import { RendezvousAuthError, RendezvousError } from './errors.ts';
 import { FrameBudget } from './frame-budget.ts';
@@ -98,11 +98,7 @@ export class RendezvousServer {
   static async start(options: RendezvousServerOptions = {}): Promise<RendezvousServer> {
     const host = options.host ?? '127.0.0.1';
     const secret = checkSecret(options.secret ?? rendezvousSecretFromEnv());
-    if (!isLoopbackHost(host) && secret === undefined) {
-      throw new RendezvousAuthError(
-        `the rendezvous server binds ${host}, which is not loopback, so it needs a shared secret: pass { secret } or set TENSORCOMM_RENDEZVOUS_SECRET`,
-      );
-    }
+    requireSecretOffLoopback(host, secret, 'pass { secret } or set TENSORCOMM_RENDEZVOUS_SECRET');
     const limits = resolveServerLimits(options);
     const onError =
       options.onConnectionError ??
