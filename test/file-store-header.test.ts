@@ -8,15 +8,14 @@
  * than a value may hold (the reader then checks the file holds it before it
  * allocates anything).
  */
-import { crc32 } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { decodeValueHeader, encodeValueHeader, MAX_PAYLOAD_BYTES } from '../src/file-store/value-header.ts';
 import { DTYPES, FileStoreCorruptError } from '../src/index.ts';
 import { itemSize } from '../src/tensor/dtype.ts';
 import { mulberry32 } from './fixtures/mulberry32.ts';
+import { resign } from './fuzz/targets/file-store-value-header.ts';
 
 const int = (rnd: () => number, n: number) => Math.floor(rnd() * n);
-const CRC_OFFSET = 36;
 
 function drawHeader(rnd: () => number): Buffer {
   const shape = Array.from({ length: int(rnd, 17) }, () => int(rnd, 4));
@@ -35,14 +34,6 @@ function drawHeader(rnd: () => number): Buffer {
     arena: place < 0.3 ? { index: int(rnd, 4), offset: 64 * int(rnd, 1000) } : undefined,
     ipc: place > 0.7 ? { device: int(rnd, 8), offset: 0 } : undefined,
   });
-}
-
-/** Signs the header again over the length it now declares, as a writer that meant it would. */
-function resign(bytes: Buffer): void {
-  const declared = bytes.readUInt32LE(16);
-  if (declared < 64 || declared > bytes.length) return;
-  bytes.writeUInt32LE(0, CRC_OFFSET);
-  bytes.writeUInt32LE(crc32(bytes.subarray(0, declared)), CRC_OFFSET);
 }
 
 /** Field offsets (value-header.ts) and widths a mutation overwrites. */

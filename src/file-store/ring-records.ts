@@ -10,7 +10,7 @@
  *   withdraw: u8 5, u32 id
  * Only ranks of one node write them, but into memory any process of the user
  * can map, so the decoder checks every field against its bound and names
- * what was wrong.
+ * what was wrong, always as a FileStoreCorruptError.
  */
 import {
   encodeBounded,
@@ -22,6 +22,7 @@ import {
 import type { StoreFinishOptions } from '../runtime/tensor-store.ts';
 import { type DType, dtypeCode, dtypeFromCode, itemSize } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { FileStoreCorruptError } from './errors.ts';
 import type { ArenaRef } from './value-header.ts';
 
 export const RecordType = { inline: 1, arena: 2, file: 3, finished: 4, withdraw: 5, remote: 6 } as const;
@@ -119,11 +120,25 @@ export function withdrawRecord(id: number): Uint8Array {
   return record;
 }
 
-/** Reads a record in place (an inline payload stays a view into `body`); throws naming what is malformed. */
+function corrupt(what: string): never {
+  throw new FileStoreCorruptError(what);
+}
+
+/** UTF-8 text of a record, refused naming `what` when it is not valid UTF-8. */
+function textOf(bytes: Uint8Array, what: string): string {
+  try {
+    return decoder.decode(bytes);
+  } catch {
+    return corrupt(`${what} is not valid UTF-8`);
+  }
+}
+
+/** Reads a record in place (an inline payload stays a view into `body`); a FileStoreCorruptError names what is malformed. */
 export function decodeRecord(body: Uint8Array): RingRecord {
   const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
   const need = (bytes: number, what: string) => {
-    if (body.length < bytes) throw new RangeError(`a ${what} record of ${body.length} bytes is cut short`);
+    if (body.length < bytes)
+      corrupt(`a ${what} record of ${body.length} bytes is cut short (${bytes} needed)`);
   };
   need(5, 'ring');
   const type = view.getUint8(0);
@@ -134,23 +149,24 @@ export function decodeRecord(body: Uint8Array): RingRecord {
     const outcome = view.getUint8(5);
     const length = view.getUint16(6, true);
     if (outcome > 2 || length > MAX_ERROR_BYTES || body.length !== 8 + length) {
-      throw new RangeError(
-        `a finished record holds outcome ${outcome} and ${length} error bytes in ${body.length}`,
-      );
+      corrupt(`a finished record holds outcome ${outcome} and ${length} error bytes in ${body.length}`);
     }
     const failure =
-      outcome === 0 ? undefined : { error: decoder.decode(body.subarray(8)), mismatch: outcome === 2 };
+      outcome === 0
+        ? undefined
+        : { error: textOf(body.subarray(8), "a finished record's error text"), mismatch: outcome === 2 };
     return { type: 'finished', id, failure };
   }
-  if (!VALUE_TYPES.has(type)) throw new RangeError(`unknown record type ${type}`);
+  if (!VALUE_TYPES.has(type)) corrupt(`unknown record type ${type}`);
   need(VALUE_FIXED, 'value');
-  const dtype = dtypeFromCode(view.getUint8(5));
+  const dtype = dtypeOf(view.getUint8(5));
   const dims = view.getUint8(6);
   const keyBytes = view.getUint16(7, true);
   const tagBytes = view.getUint16(9, true);
   if (dims > MAX_DIMS || keyBytes === 0 || keyBytes > MAX_KEY_BYTES || tagBytes > MAX_TAG_BYTES) {
-    throw new RangeError(
-      `a value record declares ${dims} dims, a key of ${keyBytes} and a tag of ${tagBytes} bytes`,
+    corrupt(
+      `a value record declares ${dims} dims (at most ${MAX_DIMS}), a key of ${keyBytes} bytes ` +
+        `(1..${MAX_KEY_BYTES}) and a tag of ${tagBytes} bytes (at most ${MAX_TAG_BYTES})`,
     );
   }
   let at = VALUE_FIXED;
@@ -159,15 +175,15 @@ export function decodeRecord(body: Uint8Array): RingRecord {
   let numel = 1;
   for (let d = 0; d < dims; d++, at += 8) {
     const size = view.getFloat64(at, true);
-    if (!Number.isSafeInteger(size) || size < 0) throw new RangeError(`a value record has dimension ${size}`);
+    if (!Number.isSafeInteger(size) || size < 0) corrupt(`a value record has size ${size} in dimension ${d}`);
     shape.push(size);
     numel *= size;
   }
-  const key = decoder.decode(body.subarray(at, at + keyBytes));
-  const tag = decoder.decode(body.subarray(at + keyBytes, at + keyBytes + tagBytes));
+  const key = textOf(body.subarray(at, at + keyBytes), "a value record's key");
+  const tag = textOf(body.subarray(at + keyBytes, at + keyBytes + tagBytes), "a value record's tag");
   at += keyBytes + tagBytes;
   const nbytes = numel * itemSize(dtype);
-  if (!Number.isSafeInteger(nbytes)) throw new RangeError(`a value record's shape [${shape}] is too large`);
+  if (!Number.isSafeInteger(nbytes)) corrupt(`a value record's shape [${shape}] is too large`);
   // One literal: a spread followed by a key it lacks (`{ ...value, payload }`) leaves V8's fast path.
   return {
     type: 'value',
@@ -191,31 +207,34 @@ function valuePayload(
 ): ValueRecord['payload'] {
   if (type === RecordType.inline) {
     if (body.length !== at + nbytes) {
-      throw new RangeError(`an inline value of ${nbytes} bytes comes with ${body.length - at} payload bytes`);
+      corrupt(`an inline value of ${nbytes} bytes comes with ${body.length - at} payload bytes`);
     }
     return { at: 'inline', bytes: body.subarray(at) };
   }
   if (type === RecordType.file) {
-    if (body.length !== at) throw new RangeError('a value file record has trailing bytes');
+    if (body.length !== at) corrupt(`a value file record has ${body.length - at} trailing bytes`);
     return { at: 'file' };
   }
   if (type === RecordType.remote) {
-    if (body.length !== at + 12) {
-      throw new RangeError(`a remote value record is ${body.length} bytes, ${at + 12} expected`);
-    }
+    if (body.length !== at + 12)
+      corrupt(`a remote value record is ${body.length} bytes, ${at + 12} expected`);
     const address = view.getFloat64(at + 4, true);
-    if (!Number.isSafeInteger(address) || address <= 0) {
-      throw new RangeError(`a remote value record has address ${address}`);
-    }
+    if (!Number.isSafeInteger(address) || address <= 0)
+      corrupt(`a remote value record has address ${address}`);
     return { at: 'remote', pid: view.getUint32(at, true), address };
   }
-  if (body.length !== at + 16) {
-    throw new RangeError(`an arena value record is ${body.length} bytes, ${at + 16} expected`);
-  }
+  if (body.length !== at + 16) corrupt(`an arena value record is ${body.length} bytes, ${at + 16} expected`);
   const index = view.getUint32(at, true);
   const nonce = view.getUint32(at + 4, true);
   const offset = view.getFloat64(at + 8, true);
-  if (!Number.isSafeInteger(offset) || offset < 0)
-    throw new RangeError(`an arena value record has offset ${offset}`);
+  if (!Number.isSafeInteger(offset) || offset < 0) corrupt(`an arena value record has offset ${offset}`);
   return { at: 'arena', ref: { index, offset }, nonce };
+}
+
+function dtypeOf(code: number): DType {
+  try {
+    return dtypeFromCode(code);
+  } catch {
+    return corrupt(`a value record has unknown dtype code ${code}`);
+  }
 }

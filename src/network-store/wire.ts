@@ -7,6 +7,7 @@
  * the tensor's memory and the consumer reads it straight into the tensor it
  * allocated, and its length was checked against the limits before that.
  */
+import { RendezvousError } from '../rendezvous/errors.ts';
 import { FrameReader, FrameWriter, type Limits } from '../rendezvous/protocol.ts';
 import {
   encodeBounded,
@@ -227,9 +228,10 @@ export function decodeFrame(body: Buffer, maxValueBytes: number): WireFrame {
     if (type === Frame.fatal) return { type: 'fatal', message: readFatal(frame) };
     throw new NetworkStoreFrameError(`unexpected frame type ${type}`);
   } catch (error) {
-    if (error instanceof NetworkStoreFrameError) throw error;
     // FrameReader's own checks (truncation, key bounds, trailing bytes) speak for the rendezvous framing.
-    throw new NetworkStoreFrameError((error as Error).message, { cause: error });
+    // Anything else is a bug here, left as it is rather than passed off as a malformed frame.
+    if (!(error instanceof RendezvousError)) throw error;
+    throw new NetworkStoreFrameError(error.message, { cause: error });
   }
 }
 

@@ -157,6 +157,12 @@ export function decodeHeader(bytes: Uint8Array, limits: HeaderLimits = DEFAULT_H
   let messageBytes = 0;
   let chunks = 0;
   for (let i = 0; i < count; i++) {
+    // The check above counted no sizes: earlier tensors' sizes move this record, so it is checked again.
+    if (at + RECORD_BYTES + skeletonBytes > bytes.length) {
+      fail(
+        `tensor ${i}: its ${RECORD_BYTES}-byte record at byte ${at} and the ${skeletonBytes}-byte skeleton run past the end`,
+      );
+    }
     const dtype = DTYPES[view.getUint8(at)] ?? fail(`tensor ${i}: unknown dtype code ${view.getUint8(at)}`);
     const device = decodeDevice(view.getUint8(at + 1), view.getUint16(at + 2, true), i, fail);
     const ndim = view.getUint8(at + 4);

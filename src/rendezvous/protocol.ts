@@ -247,7 +247,11 @@ export class FrameReader {
   }
 
   private take(length: number): Buffer {
-    if (this.at + length > this.body.byteLength) throw new RendezvousError('truncated frame');
+    if (this.at + length > this.body.byteLength) {
+      throw new RendezvousError(
+        `truncated frame: a field of ${length} bytes at byte ${this.at} runs past its ${this.body.byteLength} bytes`,
+      );
+    }
     const out = this.body.subarray(this.at, this.at + length);
     this.at += length;
     return out;
