@@ -3,13 +3,17 @@
  * (test/fixtures/file-store-faults.ts) because they used to be signals that
  * end the process: a truncated arena (SIGBUS), a view read after its get
  * (SIGSEGV). The child must survive, exit 0 and report a clean error or a
- * valid read. Also: a file planted at a key is reported as what it is.
+ * valid read. Arenas are sealed memory files, which nobody can truncate
+ * (file-store-truncation.test.ts); the truncations here are of plain ones
+ * (TENSORCOMM_SEALED_FILES=0, the fallback), between two calls. Also: a file
+ * planted at a key is reported as what it is.
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SEALED_FILES_ENV } from '../src/file-store/sealed-files.ts';
 import {
   createJobDirectory,
   defaultStoreRoot,
@@ -40,12 +44,13 @@ interface Ended {
   out: string;
 }
 
-/** Runs one scenario in a child; resolves however it ended, never rejects for its exit. */
-async function runScenario(name: FaultScenario): Promise<Ended> {
+/** Runs one scenario in a child (with `env` added); resolves however it ended, never rejects for its exit. */
+async function runScenario(name: FaultScenario, env: Record<string, string>): Promise<Ended> {
   try {
     const { stdout, stderr } = await promisify(execFile)(process.execPath, [...fixture, name, newJob()], {
       cwd: repo,
       timeout: 60_000,
+      env: { ...process.env, ...env },
     });
     return { code: 0, signal: null, out: stdout + stderr };
   } catch (error) {
@@ -57,8 +62,9 @@ async function runScenario(name: FaultScenario): Promise<Ended> {
 /** The scenario's result, after checking the child lived to print it. */
 async function survived<K extends FaultScenario>(
   name: K,
+  env: Record<string, string> = {},
 ): Promise<Awaited<ReturnType<(typeof scenarios)[K]>>> {
-  const ended = await runScenario(name);
+  const ended = await runScenario(name, env);
   expect({ code: ended.code, signal: ended.signal }, ended.out).toEqual({ code: 0, signal: null });
   const line = /^result (.*)$/m.exec(ended.out);
   expect(line, ended.out).not.toBeNull();
@@ -66,15 +72,17 @@ async function survived<K extends FaultScenario>(
 }
 
 describe('file store faults from outside its calls', { timeout: 90_000 }, () => {
-  it('a truncated arena a consumer has mapped is a FileStoreCorruptError on its next get, not a SIGBUS', async () => {
-    const { truncated, get } = await survived('truncatedArenaAtConsumer');
+  const plainFiles = { [SEALED_FILES_ENV]: '0' };
+
+  it('a truncated plain arena a consumer has mapped is a FileStoreCorruptError on its next get, not a SIGBUS', async () => {
+    const { truncated, get } = await survived('truncatedArenaAtConsumer', plainFiles);
     expect(truncated).toBeGreaterThan(0);
     expect(get).toMatchObject({ ok: false, name: 'FileStoreCorruptError' });
     expect(get.ok === false && get.message).toMatch(/arena file .* holds 0 bytes, \d+ expected \(truncated/);
   });
 
-  it("a producer's truncated arena is a FileStoreCorruptError of its next srcSet, not a SIGBUS", async () => {
-    const { truncated, set } = await survived('truncatedArenaAtProducer');
+  it("a producer's truncated plain arena is a FileStoreCorruptError of its next srcSet, not a SIGBUS", async () => {
+    const { truncated, set } = await survived('truncatedArenaAtProducer', plainFiles);
     expect(truncated).toBeGreaterThan(0);
     expect(set).toMatchObject({ ok: false, name: 'FileStoreCorruptError' });
     expect(set.ok === false && set.message).toMatch(/arena file .* holds 0 bytes, \d+ expected \(truncated/);
@@ -95,8 +103,8 @@ describe('file store faults from outside its calls', { timeout: 90_000 }, () => 
 
 describe('a key whose path is taken', () => {
   const stores: FileTensorStore[] = [];
-  const open = (dir: string, rank: number) => {
-    const store = new FileTensorStore({ dir, rank, timeoutMs: 5_000 });
+  const open = (dir: string, rank: number, maxArenaBytes?: number) => {
+    const store = new FileTensorStore({ dir, rank, timeoutMs: 5_000, maxArenaBytes });
     stores.push(store);
     return store;
   };
@@ -128,11 +136,15 @@ describe('a key whose path is taken', () => {
     expect((error as Error).message).toMatch(/an unexpected file is at this key's path .* \(a directory\)/);
   });
 
-  it("by another rank's value still being read: the earlier value, naming its producer", async () => {
+  it.each([
+    ['small', 4],
+    ['large (a link to its sealed memory file)', 1 << 18],
+  ])("by another rank's %s value still being read: the earlier value, naming its producer", async (_, n) => {
     const dir = newJob();
-    await open(dir, 1).srcSet('shared', Tensor.ones([4]), 1);
+    // Without arenas, a large value is a value file of its own.
+    await open(dir, 1, 0).srcSet('shared', Tensor.ones([n]), 1);
     const error = await open(dir, 0)
-      .srcSet('shared', Tensor.ones([4]), 1)
+      .srcSet('shared', Tensor.ones([n]), 1)
       .catch((e: unknown) => e);
     expect((error as Error).message).toMatch(
       /srcSet\("shared"\): key is still held by an earlier value \(set by rank 1\) whose consumers have not finished/,

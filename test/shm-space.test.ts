@@ -1,10 +1,12 @@
 /**
  * A machine whose /dev/shm is too small (Docker's default is 64 MiB): a
  * private mount namespace with an 8 MiB tmpfs there (test/fixtures/
- * shm-space-namespace.ts). Values that do not fit are a ShmSpaceError of the
- * call that wanted the room, never a SIGBUS (large values go through /dev/shm
- * only where ranks cannot copy from each other's memory, TENSORCOMM_CMA=0, or
- * as a reduction's inputs where it has room to spare); the launcher exits 1 with the
+ * shm-space-namespace.ts). Large values need room there only as plain
+ * files (TENSORCOMM_SEALED_FILES=0: the files ranks map are otherwise sealed
+ * memory files, which take none of it), and only where ranks cannot copy
+ * from each other's memory (TENSORCOMM_CMA=0) or as a reduction's inputs
+ * where it has room to spare. Values that do not fit are a ShmSpaceError of
+ * the call that wanted the room, never a SIGBUS; the launcher exits 1 with the
  * ranks' errors and removes the job directory, also when the file system is
  * so full that its abort record does not fit; TENSORCOMM_SHM_DIR moves the
  * job directories somewhere roomier.
@@ -14,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { crossMemory } from '../src/file-store/cross-memory.ts';
+import { makesSealedFiles, SEALED_FILES_ENV } from '../src/file-store/sealed-files.ts';
 import { defaultStoreRoot } from '../src/index.ts';
 import { nodeScript } from './fixtures/node-script.ts';
 import { canMakeNamespaces, runWithSmallShm, tensorcommRun } from './fixtures/shm-space-namespace.ts';
@@ -21,6 +24,8 @@ import { canMakeNamespaces, runWithSmallShm, tensorcommRun } from './fixtures/sh
 const cwd = new URL('..', import.meta.url).pathname;
 const SCRIPT = 'test/fixtures/shm-space.ts';
 const FULL = 'test/fixtures/shm-space-full.ts';
+/** Arenas and large value files as plain files of the job directory, which take room there. */
+const PLAIN = `${SEALED_FILES_ENV}=0`;
 /** Prints the launcher's exit status (a signal death reads 128 + its number) and what it left in /dev/shm. */
 const report = ['echo "exit $?"', 'echo "left in /dev/shm: [$(ls -A /dev/shm)]"'];
 
@@ -56,9 +61,9 @@ describe.skipIf(!canMakeNamespaces)('an 8 MiB /dev/shm', { timeout: 180_000 }, (
   });
   afterAll(() => rmSync(roomy, { recursive: true, force: true }));
 
-  it('a 64 MiB send through the arenas fails its ranks with ShmSpaceError; the launcher exits 1, leaves nothing', async () => {
+  it('a 64 MiB send through plain arenas fails its ranks with ShmSpaceError; the launcher exits 1, leaves nothing', async () => {
     const run = await runWithSmallShm(
-      [`TENSORCOMM_CMA=0 ${tensorcommRun(['--nproc', '2', SCRIPT, 'bigSend'])}`, ...report],
+      [`${PLAIN} TENSORCOMM_CMA=0 ${tensorcommRun(['--nproc', '2', SCRIPT, 'bigSend'])}`, ...report],
       { cwd, shmSize: '8m' },
     );
     expect(exitOf(run.out), run.out).toBe('1');
@@ -69,6 +74,19 @@ describe.skipIf(!canMakeNamespaces)('an 8 MiB /dev/shm', { timeout: 180_000 }, (
     expect(run.out).toMatch(/rank 1 \(rank-1\): RankFailedError: .*ShmSpaceError/);
     expect(run.out).toContain('left in /dev/shm: []');
   });
+
+  it.skipIf(!makesSealedFiles())(
+    'through sealed arenas, the same send needs no room in /dev/shm',
+    async () => {
+      const run = await runWithSmallShm(
+        [`TENSORCOMM_CMA=0 ${tensorcommRun(['--nproc', '2', SCRIPT, 'bigSend'])}`, ...report],
+        { cwd, shmSize: '8m' },
+      );
+      expect(exitOf(run.out), run.out).toBe('0');
+      expect(results(run.out), run.out).toHaveLength(2);
+      expect(run.out).toContain('left in /dev/shm: []');
+    },
+  );
 
   it.skipIf(crossMemory() === undefined)(
     'where ranks copy from each other, the same send needs no room in /dev/shm',
@@ -100,7 +118,7 @@ describe.skipIf(!canMakeNamespaces)('an 8 MiB /dev/shm', { timeout: 180_000 }, (
   it('with TENSORCOMM_SHM_DIR on a roomier file system the same send works, its job directory there', async () => {
     const run = await runWithSmallShm(
       [
-        `TENSORCOMM_CMA=0 TENSORCOMM_SHM_DIR='${roomy}' ${tensorcommRun(['--nproc', '2', SCRIPT, 'bigSend'])}`,
+        `${PLAIN} TENSORCOMM_CMA=0 TENSORCOMM_SHM_DIR='${roomy}' ${tensorcommRun(['--nproc', '2', SCRIPT, 'bigSend'])}`,
         ...report,
       ],
       { cwd, shmSize: '8m', roomyDir: roomy },
@@ -126,10 +144,13 @@ describe.skipIf(!canMakeNamespaces)('an 8 MiB /dev/shm', { timeout: 180_000 }, (
     expect(run.out).toContain('left in /dev/shm: []');
   });
 
-  it('on a full file system abortJob records the abort without throwing, and srcSet is a ShmSpaceError', async () => {
+  it('on a full file system abortJob records the abort without throwing, and srcSet of plain files is a ShmSpaceError', async () => {
     const full = (await nodeScript(FULL)).join(' ');
     const node = (scenario: string) => `node ${full} ${scenario}`;
-    const run = await runWithSmallShm([node('abort'), node('set'), ...report], { cwd, shmSize: '8m' });
+    const run = await runWithSmallShm([node('abort'), `${PLAIN} ${node('set')}`, ...report], {
+      cwd,
+      shmSize: '8m',
+    });
     const [abort, sets] = [...run.out.matchAll(/^result (.*)$/gm)].map((m) => JSON.parse(m[1]));
     expect(abort, run.out).toEqual({
       recorded: true,

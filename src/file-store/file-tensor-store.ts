@@ -21,18 +21,7 @@
  * than a trip through the libuv thread pool would.
  */
 import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  fstatSync,
-  linkSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  statSync,
-  writeFileSync,
-  writeSync,
-  writevSync,
-} from 'node:fs';
+import { closeSync, linkSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
 import {
@@ -59,11 +48,12 @@ import { FileStoreCorruptError } from './errors.ts';
 import { arenaFile, CLAIMS_DIR, doneDir, KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
 import { readJobAbort } from './job-abort.ts';
 import { canMapFiles } from './mapped-file.ts';
-import { occupiedKeyError } from './occupied-key.ts';
-import { removeIfPresent } from './present-files.ts';
+import { isStillAt, removeIfPresent } from './present-files.ts';
 import { ProducerArenas } from './producer-arenas.ts';
-import { asSpaceError, reserveFileSpace } from './reserve-space.ts';
+import { asSpaceError } from './reserve-space.ts';
 import { type RingChannelOptions, RingChannels } from './ring-channels.ts';
+import { openJobFile, removeJobFile } from './sealed-files.ts';
+import { publishValueFile } from './value-file.ts';
 import {
   type ArenaRef,
   encodeValueHeader,
@@ -121,6 +111,8 @@ interface Produced {
   failedSlots: number[];
   /** The arena region holding the payload, if it is in one. */
   region: ArenaRef | undefined;
+  /** The value file when it is a sealed memory file: open while the value is published. */
+  sealedFd: number | undefined;
   /** A GPU tensor consumers open by IPC: its memory must outlive their gets. */
   exported: Tensor | undefined;
 }
@@ -130,7 +122,7 @@ interface Held {
   producerRank: number;
   generation: string;
   slot: number;
-  /** Kept open until the finish: its link count says whether the value is still published. */
+  /** Kept open until the finish: whether the key's path still names it says whether the value is still published. */
   fd: number;
   mapping: ReadValue['mapping'];
 }
@@ -310,26 +302,13 @@ export class FileTensorStore implements TensorStore {
       ipc: exported && { device: exported.device, offset: exported.offset },
     });
     const pieces = region ? [header] : [header, exported ? exported.handle : tensor.bytes()];
-    const fileBytes = pieces.reduce((sum, piece) => sum + piece.length, 0);
     const temp = `${this.#tmp}/${this.rank}.${generationName(this.#nonce, counter)}`;
+    let sealedFd: number | undefined;
     try {
-      const fd = openSync(temp, 'wx', 0o600);
-      try {
-        // A value file is mapped only once fully written, so a write that finds no room is an error, not a
-        // fault. A large one is reserved first all the same: the error then tells the room there was, and
-        // no half-written file fills the directory meanwhile. Small ones skip the call on the hot path.
-        if (fileBytes > SMALL_FILE_BYTES) reserveFileSpace(fd, 0, fileBytes, this.dir, where());
-        writeAll(fd, pieces);
-      } finally {
-        closeSync(fd);
-      }
-      linkSync(temp, files.value);
+      sealedFd = publishValueFile(files.value, temp, pieces, this.dir, where());
     } catch (error) {
       if (region) this.#arenas.free(region);
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw occupiedKeyError(files.value, where());
-      throw asSpaceError(error, this.dir, fileBytes, where());
-    } finally {
-      removeIfPresent(temp);
+      throw error;
     }
     this.#produced.set(key, {
       files,
@@ -339,6 +318,7 @@ export class FileTensorStore implements TensorStore {
       finishedCount: 0,
       failedSlots: [],
       region,
+      sealedFd,
       exported: exported && tensor,
     });
   }
@@ -416,7 +396,8 @@ export class FileTensorStore implements TensorStore {
         ? readMarker(p.files.done(this.rank, p.generation, p.failedSlots[0]))
         : undefined;
     // The value goes first: a consumer that claims after this sees it gone and withdraws its claim.
-    removeIfPresent(p.files.value);
+    if (p.sealedFd === undefined) removeIfPresent(p.files.value);
+    else removeJobFile(p.sealedFd, p.files.value);
     // A consumer that claimed before may still be reading the region: then it is never reused.
     if (p.region && !this.#mayStillRead(p)) this.#arenas.free(p.region);
     for (let slot = 0; slot < p.consumers; slot++) {
@@ -476,13 +457,8 @@ export class FileTensorStore implements TensorStore {
   #tryGet(key: string, files: KeyFiles): Attempt {
     // A failed open costs a thrown error (several times a stat): look first, since waits start with the value absent.
     if (!statSync(files.value, { throwIfNoEntry: false })) return 'absent';
-    let fd: number;
-    try {
-      fd = openSync(files.value, 'r');
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 'absent';
-      throw error;
-    }
+    const fd = openJobFile(files.value, 'r');
+    if (fd === undefined) return 'absent';
     const describe = `value file ${files.value} of key ${JSON.stringify(key)}`;
     // Whether the fd went to a held get (closed by its finish) rather than being closed here.
     let handedOver = false;
@@ -564,9 +540,9 @@ export class FileTensorStore implements TensorStore {
     return -1;
   }
 
-  /** The producer unlinks the value file when it finishes or gives up; a new value is a new file. */
+  /** The producer removes the value file when it finishes or gives up; a new value is a new file. */
   #stillPublished(held: Held): boolean {
-    return fstatSync(held.fd).nlink > 0;
+    return isStillAt(held.files.value, held.fd);
   }
 
   #hold(key: string, held: Held): void {
@@ -660,16 +636,6 @@ export class FileTensorStore implements TensorStore {
       }
     }
     this.#arenas.close();
-  }
-}
-
-/** One writev for header and payload; a short write (rare on tmpfs) is finished piece by piece. */
-function writeAll(fd: number, pieces: Uint8Array[]): void {
-  let written = writevSync(fd, pieces);
-  for (const piece of pieces) {
-    const skip = Math.min(written, piece.length);
-    written -= skip;
-    for (let done = skip; done < piece.length; ) done += writeSync(fd, piece, done, piece.length - done);
   }
 }
 

@@ -13,10 +13,8 @@
  * back at once), and the address range is unmapped only once its ArrayBuffer
  * is garbage-collected. A tensor kept past its get reads zeros instead of
  * faulting the process. The file's size is checked before mapping, since a
- * mapping past the end of a file faults on first touch. What no check can
- * cover: another process truncating a file while a view of it is being read
- * (tmpfs files cannot be sealed against it); the store checks sizes again
- * before every view and copy, so a truncation is caught at the next call.
+ * mapping past the end of a file faults on first touch; that a file cannot
+ * shrink later is up to its kind (sealed-files.ts).
  */
 import { fstatSync } from 'node:fs';
 import { koffi } from '../runtime/koffi.ts';

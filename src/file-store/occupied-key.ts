@@ -5,14 +5,12 @@
  * there (a stray copy, a planted file) must be reported as what it is, not as
  * a slow consumer.
  */
-import { closeSync, lstatSync, openSync, type Stats } from 'node:fs';
+import { closeSync, openSync, type Stats, statSync } from 'node:fs';
 import { FileStoreCorruptError } from './errors.ts';
 import { readValueHeader } from './value-reader.ts';
 
 function kindOf(stat: Stats): string {
-  if (stat.isDirectory()) return 'a directory';
-  if (stat.isSymbolicLink()) return 'a symbolic link';
-  return 'not a regular file';
+  return stat.isDirectory() ? 'a directory' : 'not a regular file';
 }
 
 /** The error for a publication refused because `path` exists; `where` names the call. */
@@ -27,7 +25,8 @@ export function occupiedKeyError(path: string, where: string): Error {
     );
   let fd: number;
   try {
-    const stat = lstatSync(path);
+    // Followed: a large value is a link to its sealed memory file (sealed-files.ts).
+    const stat = statSync(path);
     if (!stat.isFile()) return stranger(kindOf(stat));
     fd = openSync(path, 'r');
   } catch (error) {

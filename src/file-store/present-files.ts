@@ -3,17 +3,7 @@
  * removing the job directory) may have removed already: their absence is an
  * answer, not an error.
  */
-import { openSync, rmdirSync, unlinkSync } from 'node:fs';
-
-/** Opens `path` for reading and writing; undefined when it does not exist. */
-export function openIfPresent(path: string): number | undefined {
-  try {
-    return openSync(path, 'r+');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-}
+import { fstatSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
 
 /** Removes a file, or an empty directory; one already gone is fine. */
 export function removeIfPresent(path: string, directory = false): void {
@@ -23,4 +13,17 @@ export function removeIfPresent(path: string, directory = false): void {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
+}
+
+/**
+ * Whether `path` still names the file open as `fd` (opened from it). Inode
+ * numbers, not link counts, since a sealed memory file reached through a
+ * link (sealed-files.ts) has none; neither inode can be reused while `fd`
+ * holds one of them open.
+ */
+export function isStillAt(path: string, fd: number): boolean {
+  const now = statSync(path, { throwIfNoEntry: false });
+  if (!now) return false;
+  const opened = fstatSync(fd);
+  return now.ino === opened.ino && now.dev === opened.dev;
 }

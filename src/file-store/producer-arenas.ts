@@ -10,14 +10,22 @@
  * full file system is a ShmSpaceError, not a SIGBUS in the copy. Regions are
  * handed out first-fit from the start, so what was ever reserved is one
  * prefix of the file, and a region past it is reserved as it is first taken.
+ * Arenas are sealed memory files where the system has them (sealed-files.ts):
+ * then nobody can truncate one under a copy or a consumer's view.
  */
-import { closeSync, fstatSync, ftruncateSync, openSync, unlinkSync } from 'node:fs';
+import { fstatSync } from 'node:fs';
 import { FileStoreCorruptError } from './errors.ts';
 import { arenaFile } from './file-names.ts';
 import { canMapFiles, copyInto, type Mapping, mapFile } from './mapped-file.ts';
-import { removeIfPresent } from './present-files.ts';
 import { RegionAllocator } from './region-allocator.ts';
 import { reserveFileSpace } from './reserve-space.ts';
+import {
+  createJobFile,
+  discardJobFile,
+  type JobFile,
+  publishJobFile,
+  removeJobFile,
+} from './sealed-files.ts';
 import type { ArenaRef } from './value-header.ts';
 
 /** Regions start on page boundaries: copies and faults never share a page between values. */
@@ -32,8 +40,8 @@ export interface ArenaLimits {
 
 interface Arena {
   path: string;
-  /** Kept open to reserve space and to see a truncation by another process before a copy. */
-  fd: number;
+  /** Kept open to reserve space, to keep a sealed arena reachable, and to see a plain one truncated before a copy. */
+  file: JobFile;
   size: number;
   mapping: Mapping;
   regions: RegionAllocator;
@@ -101,7 +109,7 @@ export class ProducerArenas {
     try {
       this.#assertWhole(arena);
       if (end > arena.reserved) {
-        reserveFileSpace(arena.fd, arena.reserved, end - arena.reserved, this.dir, where);
+        reserveFileSpace(arena.file.fd, arena.reserved, end - arena.reserved, this.dir, where);
         arena.reserved = end;
       }
       copyInto(new Uint8Array(arena.mapping.buffer, offset, bytes), payload);
@@ -112,9 +120,10 @@ export class ProducerArenas {
     return { index, offset };
   }
 
-  /** A copy into pages past the end of a truncated file would be a SIGBUS. */
+  /** A copy into pages past the end of a truncated file would be a SIGBUS; a sealed one cannot be truncated. */
   #assertWhole(arena: Arena): void {
-    const { size } = fstatSync(arena.fd);
+    if (arena.file.sealed) return;
+    const { size } = fstatSync(arena.file.fd);
     if (size < arena.size) {
       throw new FileStoreCorruptError(
         `arena file ${arena.path} is corrupt: it holds ${size} bytes, ${arena.size} expected ` +
@@ -125,16 +134,17 @@ export class ProducerArenas {
 
   #create(index: number, size: number): Arena {
     const path = arenaFile(this.dir, this.rank, this.nonce, index);
-    const fd = openSync(path, 'wx+', 0o600);
+    const file = createJobFile(path, size);
+    let mapping: Mapping | undefined;
     try {
-      ftruncateSync(fd, size);
-      const mapping = mapFile(fd, size, `arena file ${path}`, true);
-      return { path, fd, size, mapping, regions: new RegionAllocator(size, PAGE), reserved: 0 };
+      mapping = mapFile(file.fd, size, `arena file ${path}`, true);
+      publishJobFile(file, path);
     } catch (error) {
-      closeSync(fd);
-      unlinkSync(path);
+      mapping?.release();
+      discardJobFile(file, path);
       throw error;
     }
+    return { path, file, size, mapping, regions: new RegionAllocator(size, PAGE), reserved: 0 };
   }
 
   /** Makes a region reusable: call only once no consumer can read it any more. */
@@ -146,9 +156,7 @@ export class ProducerArenas {
   close(): void {
     for (const arena of this.#arenas.splice(0)) {
       arena.mapping.release();
-      closeSync(arena.fd);
-      // The job directory may already be gone (removed by the launcher).
-      removeIfPresent(arena.path);
+      removeJobFile(arena.file.fd, arena.path);
     }
     this.#totalBytes = 0;
   }

@@ -4,14 +4,18 @@
  * which kills the process. posix_fallocate allocates the pages up front, so a
  * full /dev/shm is an error of the call that wanted the room (ShmSpaceError,
  * naming the directory, the bytes wanted and free, and the fix), and a later
- * touch of a reserved page never faults.
+ * touch of a reserved page never faults. A sealed memory file's pages
+ * (sealed-files.ts) are memory, not room in a directory: there a refusal
+ * names the memory.
  */
 import { statfsSync } from 'node:fs';
 import { hasLibc, libc } from '../runtime/libc.ts';
 import { ShmSpaceError } from './errors.ts';
+import { isSealed } from './sealed-files.ts';
 
 const ENOSPC = 28;
 const EDQUOT = 122;
+const ENOMEM = 12;
 const EINTR = 4;
 
 /** Bytes an unprivileged user may still write under `dir` (0 when that cannot be told). */
@@ -42,6 +46,12 @@ export function reserveFileSpace(
   do code = libc().posixFallocate(fd, offset, length);
   while (code === EINTR);
   if (code === 0) return;
+  if ((code === ENOSPC || code === ENOMEM) && isSealed(fd)) {
+    throw new Error(
+      `${where}: no memory for ${length} bytes of a sealed memory file (errno ${code}): the machine, ` +
+        "or the job's memory limit, has no room for them",
+    );
+  }
   if (code === ENOSPC || code === EDQUOT) throw new ShmSpaceError(dir, length, freeBytes(dir), where);
   throw new Error(`${where}: reserving ${length} bytes of a file in ${dir} failed (errno ${code})`);
 }

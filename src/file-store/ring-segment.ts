@@ -1,6 +1,7 @@
 /**
  * A rank's inbox of rings: one shared-memory file per rank of a node
- * (tmp/rings.<rank> in the job directory) holding a ByteRing for each other
+ * (tmp/rings.<rank> in the job directory, a sealed memory file where the
+ * system has them: sealed-files.ts) holding a ByteRing for each other
  * rank of the node, which writes into it and nobody else does. The owner
  * creates it with every page reserved (a full /dev/shm is a ShmSpaceError
  * here, never a SIGBUS later) and reads its rings; a peer maps it to write.
@@ -11,13 +12,20 @@
  *   at byte 128 its `reads peers` word (1 when it can copy from peers' memory: cross-memory.ts),
  * then per ring its control block and data (byte-ring.ts).
  */
-import { closeSync, openSync, unlinkSync } from 'node:fs';
+import { closeSync } from 'node:fs';
 import { ByteRing, RING_CONTROL_BYTES } from '../runtime/byte-ring.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { TMP_DIR } from './file-names.ts';
 import { type Mapping, mapFile } from './mapped-file.ts';
-import { openIfPresent, removeIfPresent } from './present-files.ts';
 import { asSpaceError, reserveFileSpace } from './reserve-space.ts';
+import {
+  createJobFile,
+  discardJobFile,
+  type JobFile,
+  openJobFile,
+  publishJobFile,
+  removeJobFile,
+} from './sealed-files.ts';
 
 const MAGIC = 0x53524354; // 'TCRS'
 const VERSION = 1;
@@ -33,16 +41,22 @@ export class RingSegment {
   readonly rings: ByteRing[];
   readonly #words: Int32Array;
   readonly #mapping: Mapping;
-  readonly #path: string | undefined;
+  /** The owner's file, open until close: a sealed one is reachable only while it is. */
+  readonly #owned: { path: string; fd: number } | undefined;
 
-  private constructor(mapping: Mapping, rings: number, ringBytes: number, ownedPath: string | undefined) {
+  private constructor(
+    mapping: Mapping,
+    rings: number,
+    ringBytes: number,
+    owned: { path: string; fd: number } | undefined,
+  ) {
     this.#mapping = mapping;
     this.#words = new Int32Array(mapping.buffer, 0, HEADER_BYTES / 4);
     this.rings = Array.from(
       { length: rings },
       (_, i) => new ByteRing(mapping.buffer, HEADER_BYTES + i * (RING_CONTROL_BYTES + ringBytes), ringBytes),
     );
-    this.#path = ownedPath;
+    this.#owned = owned;
   }
 
   /** Creates `rank`'s inbox with `rings` rings of `ringBytes` each, all of it reserved. */
@@ -50,33 +64,37 @@ export class RingSegment {
     const path = ringSegmentFile(dir, rank);
     const bytes = segmentBytes(rings, ringBytes);
     const where = `creating the rings of rank ${rank} (${path})`;
-    let fd: number;
+    const taken = (error: unknown) =>
+      (error as NodeJS.ErrnoException).code === 'EEXIST'
+        ? new Error(`${where}: ${path} exists: another store of rank ${rank} uses this job directory`)
+        : asSpaceError(error, dir, bytes, where);
+    let file: JobFile;
     try {
-      fd = openSync(path, 'wx+', 0o600);
+      file = createJobFile(path, bytes);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      throw new Error(`${where}: ${path} exists: another store of rank ${rank} uses this job directory`);
+      throw taken(error);
     }
+    let mapping: Mapping | undefined;
     try {
-      reserveFileSpace(fd, 0, bytes, dir, where);
-      const mapping = mapFile(fd, bytes, `ring file ${path}`, true);
+      reserveFileSpace(file.fd, 0, bytes, dir, where);
+      mapping = mapFile(file.fd, bytes, `ring file ${path}`, true);
       const header = new DataView(mapping.buffer, 0, HEADER_BYTES);
       for (const [i, value] of [MAGIC, VERSION, rank, rings, ringBytes].entries()) {
         header.setUint32(i * 4, value, true);
       }
-      return new RingSegment(mapping, rings, ringBytes, path);
+      publishJobFile(file, path);
     } catch (error) {
-      unlinkSync(path);
-      throw asSpaceError(error, dir, bytes, where);
-    } finally {
-      closeSync(fd);
+      mapping?.release();
+      discardJobFile(file, path);
+      throw taken(error);
     }
+    return new RingSegment(mapping, rings, ringBytes, { path, fd: file.fd });
   }
 
   /** Maps `rank`'s inbox to write into it; undefined when it does not exist (its store is not open). */
   static open(dir: string, rank: number, rings: number, ringBytes: number): RingSegment | undefined {
     const path = ringSegmentFile(dir, rank);
-    const fd = openIfPresent(path);
+    const fd = openJobFile(path, 'r+');
     if (fd === undefined) return undefined;
     try {
       const mapping = mapFile(fd, segmentBytes(rings, ringBytes), `ring file ${path}`, true);
@@ -119,8 +137,7 @@ export class RingSegment {
   /** Unmaps (a late access reads zeros, see mapped-file.ts) and, for the owner, removes the file. */
   close(): void {
     this.#mapping.release();
-    // The launcher may have removed the job directory already.
-    if (this.#path !== undefined) removeIfPresent(this.#path);
+    if (this.#owned) removeJobFile(this.#owned.fd, this.#owned.path);
   }
 }
 
