@@ -4,21 +4,31 @@
  * without blocking; `then(fn)` chains and returns a Work, adopting a Work (or
  * any thenable) that `fn` returns.
  *
- * A rank keeps a ledger of its calls' Works (and of the Works chained on
- * them): a rank whose main returns while one is pending, or after one failed
- * with nobody looking (no await, then, catch or wait), has made a mistake that
- * would otherwise pass silently, so auditWorks() reports it.
+ * A rank keeps a ledger of its calls' Works (and of the Works its code chains
+ * on them): when its main returns, a call nobody looked at (no await, then,
+ * catch, finally, wait, done or failed; nor detach() on purpose), one still
+ * pending, or one that failed with nobody looking is a mistake that would
+ * otherwise pass silently, and closeLedger() reports it. Whether a call is
+ * looked at does not depend on whether it already completed, so the verdict
+ * is the same on every run, however fast the call was.
  */
-
-import { removeItem } from './remove-item.ts';
 
 /** Failed Works nobody observed, kept for the audit; past this many only their count is. */
 const MAX_UNOBSERVED_FAILURES = 64;
+/**
+ * Owed Works not yet looked at (or still pending) that the ledger keeps: a
+ * program with more in flight at once has its later ones left out of the audit
+ * rather than the ledger grow with them.
+ */
+const MAX_OWED = 4_096;
+/** The owed list is swept of Works looked at and done when it reaches this length (or twice what the last sweep kept). */
+const FIRST_SWEEP_AT = 256;
 
 interface Ledger {
-  /** Calls' Works still pending. */
-  pending: Work<unknown>[];
-  /** Failed Works (calls', and those chained on them) nobody has looked at yet. */
+  /** Works the rank's code owes a look: its calls', and those it chained with then(fn) or finally(). */
+  owed: Work<unknown>[];
+  sweepAt: number;
+  /** Failed Works whose failure nobody saw: a call only polled with done(), a failure handler that threw. */
   unobserved: Set<Work<unknown>>;
   unobservedBeyondCap: number;
 }
@@ -78,26 +88,42 @@ function capture(resolve: Resolve<never>, reject: Reject): void {
   capturedReject = reject;
 }
 
+/** True while a Work chains its own bookkeeping on itself: Promise's then reads `constructor`, which is no look by the rank's code. */
+let ownBookkeeping = false;
+
 /**
  * A Work is a Promise (derived promises, of then and the built-ins, are plain
  * Promises: then wraps its own in a Work), settled with the outcome of the
- * promise it is made from. An `await` on one still goes through its then(),
- * since its constructor is not Promise: that is how a rank knows its failures
- * were looked at. A call that completed as it returned gets a SettledWork
- * instead, which an `await` takes as it takes a native promise (about half the
- * time and allocations): it cannot fail, so nothing needs to see it looked at.
+ * promise it is made from. Its `constructor` reads as Promise, so an `await`
+ * takes it as it takes a native promise (no then() call, no extra turn); that
+ * read, which every await and Promise.resolve makes, is how the ledger knows
+ * the Work was looked at.
  */
 export class Work<T> extends Promise<T> implements PromiseLike<T> {
   static override get [Symbol.species](): PromiseConstructor {
     return Promise;
   }
 
+  static {
+    Object.defineProperty(Work.prototype, 'constructor', {
+      get(this: Work<unknown>) {
+        if (!ownBookkeeping) this.#observe();
+        return Promise;
+      },
+      configurable: true,
+    });
+  }
+
   #settled = false;
   #failed = false;
   #error: unknown;
+  /** Looked at by the rank's code: awaited, chained on, waited for, polled or detached. */
+  #looked = false;
+  /** Its failure (if it fails) reaches somebody: any look but a done() poll. */
   #observed = false;
-  /** In the ledger's pending calls (a tracked call's Work before it settled). */
-  #pending = false;
+  #detached = false;
+  /** In the ledger's owed list: a tracked call's Work, or one the rank's code chained on such with then(fn) or finally(). */
+  #owed = false;
   /** What the audit calls this Work: set for a call's Work and for Works chained on one. */
   #describe: (() => string) | undefined;
 
@@ -118,22 +144,28 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     // Observing the rejection here keeps an un-awaited Work from crashing the
     // rank as an unhandled rejection; the error still reaches every wait().
     // Registered first, this runs before any handler a caller attaches.
-    super.then(
+    this.#bookkeep(
       () => {
         this.#settled = true;
-        if (this.#pending && ledger) removeItem(ledger.pending, this as Work<unknown>);
       },
       (error: unknown) => {
         this.#settled = true;
         this.#failed = true;
         this.#error = error;
-        if (!ledger) return;
-        if (this.#pending) removeItem(ledger.pending, this as Work<unknown>);
-        if (this.#observed || !this.#describe) return;
+        if (!ledger || this.#observed || !this.#describe) return;
         if (ledger.unobserved.size < MAX_UNOBSERVED_FAILURES) ledger.unobserved.add(this as Work<unknown>);
         else ledger.unobservedBeyondCap++;
       },
     );
+  }
+
+  #bookkeep(onFulfilled: (value: T) => void, onRejected: (error: unknown) => void): void {
+    ownBookkeeping = true;
+    try {
+      super.then(onFulfilled, onRejected);
+    } finally {
+      ownBookkeeping = false;
+    }
   }
 
   /**
@@ -143,57 +175,55 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   static track<W extends Work<unknown>>(work: W, describe: () => string): W {
     if (!ledger || internalDepth > 0) return work;
     work.#describe = describe;
-    if (!work.#settled) {
-      ledger.pending.push(work);
-      work.#pending = true;
-    }
+    Work.#owe(work);
     return work;
   }
 
+  static #owe(work: Work<unknown>): void {
+    const owing = ledger as Ledger;
+    if (owing.owed.length >= owing.sweepAt) Work.#sweep(owing);
+    if (owing.owed.length >= MAX_OWED) return;
+    owing.owed.push(work);
+    work.#owed = true;
+  }
+
   #observe(): void {
+    this.#looked = true;
     this.#observed = true;
     // Only failed Works are kept as unobserved (a look on every await would otherwise cost a set lookup).
     if (this.#failed) ledger?.unobserved.delete(this as Work<unknown>);
   }
 
   /**
-   * A Work chained on this one stands for the same call if it fails unseen
-   * (a then() whose callback threw). Its pending state is not audited: an
-   * `await` chains one too, and it settles a turn after the awaiting code resumes.
+   * A Work chained on this one (then, catch, finally) stands for the same call.
+   * One chained with a failure handler (catch, or then with two callbacks: as
+   * Promise.all and an await of a thenable chain) has handled it, and is
+   * audited only if it fails unseen (its handler threw); one chained with
+   * then(fn) or finally() carries the failure on, so the rank's code owes it a
+   * look as it owed the call (a lint's "floating promise").
    */
-  #chained<R>(promise: Promise<R>): Work<R> {
+  #chained<R>(promise: Promise<R>, handled: boolean, how: string): Work<R> {
     this.#observe();
     const next = new Work(promise);
-    next.#describe = this.#describe;
+    const describe = this.#describe;
+    if (describe === undefined || !ledger) return next;
+    if (handled) next.#describe = describe;
+    else {
+      next.#describe = () => `the ${how} chained on ${describe()}`;
+      Work.#owe(next);
+    }
     return next;
   }
 
   /**
    * A Work that has `value` already: settled as it is made, with nothing to
-   * wait for or audit. A thenable is no value yet: its Work follows it.
-   *
-   * Settled Works are shared by value (each object's, kept as long as the
-   * object lives, and one for undefined): a hot loop's calls complete with
-   * the same tensor, or nothing, again and again, and making a Work costs
-   * more than the rest of a small call's bookkeeping. A settled Work holds
-   * nothing of its call but the description reports name it by, which each
-   * call that hands it out sets anew.
+   * wait for. A thenable is no value yet: its Work follows it.
    */
   static resolved<T>(value: T): Work<T> {
-    if (value === undefined) {
-      settledVoid ??= new SettledWork(undefined);
-      return settledVoid as Work<T>;
-    }
     if (typeof (value as { then?: unknown } | null)?.then === 'function') {
       return new Work(Promise.resolve(value as PromiseLike<T>));
     }
-    if (typeof value !== 'object' || value === null) return new SettledWork<T>(value);
-    let work = settledByValue.get(value) as Work<T> | undefined;
-    if (work === undefined) {
-      work = new SettledWork<T>(value);
-      settledByValue.set(value, work);
-    }
-    return work;
+    return new SettledWork<T>(value);
   }
 
   static rejected<T = never>(error: unknown): Work<T> {
@@ -209,18 +239,31 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     }
   }
 
-  /** True once the operation finished, successfully or not. */
+  /** True once the operation finished, successfully or not (asking counts as looking at it, not at a failure). */
   done(): boolean {
+    this.#looked = true;
     return this.#settled;
   }
 
   /** True once the operation finished with an error (asking counts as looking at it). */
   failed(): boolean {
-    if (this.#failed) this.#observe();
+    this.#observe();
     return this.#failed;
   }
 
   wait(): Promise<T> {
+    this.#observe();
+    return this;
+  }
+
+  /**
+   * Fire and forget, on purpose: the rank's main may return without looking at
+   * this Work, and its outcome, failure included, is nobody's. A detached call
+   * still pending when main returns is waited for (within its timeout) before
+   * the rank ends, so its peers get what it sends.
+   */
+  detach(): this {
+    this.#detached = true;
     this.#observe();
     return this;
   }
@@ -231,12 +274,12 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     // biome-ignore lint/suspicious/noExplicitAny: matches PromiseLike, so handlers may type the reason
     onRejected?: ((reason: any) => R2 | PromiseLike<R2>) | null,
   ): Work<R1 | R2> {
-    return this.#chained(super.then(onFulfilled, onRejected));
+    return this.#chained(super.then(onFulfilled, onRejected), typeof onRejected === 'function', 'then()');
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: as Promise.catch
   override catch<R = never>(onRejected: (reason: any) => R | PromiseLike<R>): Work<T | R> {
-    return this.#chained(super.then(undefined, onRejected));
+    return this.#chained(super.then(undefined, onRejected), true, 'catch()');
   }
 
   override finally(onFinally: () => void): Work<T> {
@@ -249,23 +292,52 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
             throw error;
           }),
       ),
+      false,
+      'finally()',
+    );
+  }
+
+  /** Settles when this Work does, without counting as a look or chaining a Work. */
+  #ended(): Promise<void> {
+    return new Promise((resolve) =>
+      this.#bookkeep(
+        () => resolve(),
+        () => resolve(),
+      ),
     );
   }
 
   /** Starts this thread's ledger (a rank's context does, once). */
   static openLedger(): void {
-    ledger = { pending: [], unobserved: new Set(), unobservedBeyondCap: 0 };
+    ledger = { owed: [], sweepAt: FIRST_SWEEP_AT, unobserved: new Set(), unobservedBeyondCap: 0 };
   }
 
   /**
-   * Ends the ledger: an error naming the calls still pending, else the failed
-   * ones nobody observed; undefined when the rank saw every call through.
+   * Ends the ledger when the rank's main has returned: an error naming the
+   * calls nobody looked at, else those still pending, else the failed ones
+   * nobody observed; undefined when the rank saw every call through. A turn
+   * of the event loop first lets callbacks chained on calls already done run,
+   * so a then() that throws is judged the same whether its call was done
+   * before main returned or not; detached calls still pending are waited for.
    */
-  static closeLedger(): Error | undefined {
+  static async closeLedger(): Promise<Error | undefined> {
     const closing = ledger;
-    ledger = undefined;
     if (!closing) return undefined;
-    const pending = [...closing.pending];
+    await new Promise(setImmediate);
+    ledger = undefined;
+    const owed = closing.owed.filter((w) => !w.#detached);
+    const unlooked = owed.filter((w) => !w.#looked);
+    if (unlooked.length > 0) {
+      const lines = unlooked.map(
+        (w) => `${w.#describe!()}${w.#failed ? ` (failed with ${errorText(w.#error)})` : ''}`,
+      );
+      return new Error(
+        `the rank's main returned without looking at ${unlooked.length} call(s) it started: ${listed(lines)}; ` +
+          'await each Work (or chain on it, wait() for it, poll it with done()), ' +
+          'or call detach() on one it fires and forgets on purpose',
+      );
+    }
+    const pending = owed.filter((w) => !w.#settled);
     if (pending.length > 0) {
       return new Error(
         `the rank's main returned while ${pending.length} call(s) it started were still pending: ` +
@@ -274,13 +346,26 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     }
     const unseen = [...closing.unobserved];
     const beyond = closing.unobservedBeyondCap;
-    if (unseen.length === 0 && beyond === 0) return undefined;
-    const lines = unseen.map((w) => `${w.#describe!()} failed with ${errorText(w.#error)}`);
-    if (beyond > 0) lines.push(`and ${beyond} more`);
-    return new Error(
-      `${unseen.length + beyond} call(s) failed and nobody observed it: ${listed(lines)}; ` +
-        'await each Work, or handle its failure with .catch()',
-    );
+    if (unseen.length > 0 || beyond > 0) {
+      const lines = unseen.map((w) => `${w.#describe!()} failed with ${errorText(w.#error)}`);
+      if (beyond > 0) lines.push(`and ${beyond} more`);
+      return new Error(
+        `${unseen.length + beyond} call(s) failed and nobody observed it: ${listed(lines)}; ` +
+          'await each Work, or handle its failure with .catch()',
+      );
+    }
+    await Promise.all(closing.owed.filter((w) => w.#detached && !w.#settled).map((w) => w.#ended()));
+    return undefined;
+  }
+
+  /** Keeps in the owed list only the Works still owing a look or still pending. */
+  static #sweep(owing: Ledger): void {
+    owing.owed = owing.owed.filter((w) => {
+      const keep = !w.#looked || !w.#settled;
+      if (!keep) w.#owed = false;
+      return keep;
+    });
+    owing.sweepAt = Math.max(FIRST_SWEEP_AT, 2 * owing.owed.length);
   }
 }
 
@@ -294,16 +379,11 @@ function errorText(error: unknown): string {
   return `${e.name}: ${e.message.split('\n')[0]}`;
 }
 
-let settledVoid: Work<unknown> | undefined;
-const settledByValue = new WeakMap<object, Work<unknown>>();
-
-/**
- * A Work made with its value (Work.resolved): its constructor reads as
- * Promise, which is what lets an `await` take it as a native promise.
- */
+/** A Work made with its value (Work.resolved): settled as it is made, it cannot fail. */
 class SettledWork<T> extends Work<T> {
   static {
-    Object.defineProperty(SettledWork.prototype, 'constructor', { value: Promise });
+    // Its own `constructor` would hide Work's, which an await must read.
+    delete (SettledWork.prototype as { constructor?: unknown }).constructor;
   }
 
   constructor(value: T) {
