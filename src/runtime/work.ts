@@ -105,7 +105,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   }
 
   static {
-    Object.defineProperty(Work.prototype, 'constructor', {
+    Object.defineProperty(this.prototype, 'constructor', {
       get(this: Work<unknown>) {
         if (!ownBookkeeping) this.#observe();
         return Promise;
@@ -383,7 +383,7 @@ function errorText(error: unknown): string {
 class SettledWork<T> extends Work<T> {
   static {
     // Its own `constructor` would hide Work's, which an await must read.
-    delete (SettledWork.prototype as { constructor?: unknown }).constructor;
+    delete (this.prototype as { constructor?: unknown }).constructor;
   }
 
   constructor(value: T) {

@@ -664,14 +664,18 @@ export class ThreadGroup {
    * gloo. An earlier call that failed reports that through its own Work.
    */
   barrier(options?: CallOptions): Work<void> {
+    let earlier: Array<Promise<unknown>> = [];
     return this.#call(
       OPS.barrier,
       options,
-      () => BARRIER_SIGNED,
+      () => {
+        // Taken as the call is made: before it is counted among them, and before an injected delay
+        // holds its run back (which would then wait for itself).
+        if (this.#unfinished.length > 0) earlier = this.#unfinished.slice();
+        return BARRIER_SIGNED;
+      },
       (b, call) => {
-        if (this.#unfinished.length === 0) return valueWhenDone(b.barrier(call), undefined);
-        // Taken now, before this call is counted among them.
-        const earlier = this.#unfinished.slice();
+        if (earlier.length === 0) return valueWhenDone(b.barrier(call), undefined);
         return settledWithin(earlier, call.timeoutMs, () => {
           const me = `rank ${this.#info.globalRank}`;
           return `barrier() call #${call.seq} on group "${this.name}": ${me} timed out after ${call.timeoutMs} ms waiting for its ${earlier.length} earlier call(s) on the group to complete`;
