@@ -132,6 +132,25 @@ describe("a rank's ledger of its calls", () => {
     );
   });
 
+  it('counts the looks at a Work shared by calls that completed with the same result', async () => {
+    const result = { tensor: 'same' };
+    Work.openLedger();
+    for (let i = 0; i < 1_000; i++) await settledCall(result, `allReduce #${i}`);
+    const a = settledCall(result, 'allReduce #1000');
+    const b = settledCall(result, 'allReduce #1001');
+    expect(a).toBe(b);
+    await b;
+    expect((await Work.closeLedger())?.message).toMatch(
+      /without looking at 1 call\(s\) it started: 1 of allReduce #1000, allReduce #1001 \(calls that completed with the same result share one Work\);/,
+    );
+    Work.openLedger();
+    const c = settledCall(result, 'allReduce #0');
+    await c;
+    await c; // a second look at one call does not stand for another's
+    settledCall(result, 'allReduce #1');
+    expect((await Work.closeLedger())?.message).toMatch(/without looking at 1 call\(s\) it started: allReduce #1;/);
+  });
+
   it('lets a detached call go unlooked at, waits for it if pending, and ignores its failure', async () => {
     Work.openLedger();
     settledCall(1).detach();

@@ -21,13 +21,59 @@ const MAX_UNOBSERVED_FAILURES = 64;
  * rather than the ledger grow with them.
  */
 const MAX_OWED = 4_096;
-/** The owed list is swept of Works looked at and done when it reaches this length (or twice what the last sweep kept). */
+/** A ledger's list is swept of what no longer owes a look when it reaches this length (or twice what the last sweep kept). */
 const FIRST_SWEEP_AT = 256;
+
+/** A list that forgets, now and then, the entries `keep` no longer wants: at most MAX_OWED kept. */
+class SweptList<T> {
+  items: T[] = [];
+  #sweepAt = FIRST_SWEEP_AT;
+
+  constructor(
+    readonly keep: (item: T) => boolean,
+    readonly dropped: (item: T) => void = () => {},
+  ) {}
+
+  /** False when the list is full of entries still wanted: `item` is left out. */
+  add(item: T): boolean {
+    if (this.items.length >= this.#sweepAt) {
+      this.items = this.items.filter((i) => {
+        if (this.keep(i)) return true;
+        this.dropped(i);
+        return false;
+      });
+      this.#sweepAt = Math.max(FIRST_SWEEP_AT, 2 * this.items.length);
+    }
+    if (this.items.length >= MAX_OWED) return false;
+    this.items.push(item);
+    return true;
+  }
+}
+
+/**
+ * The hand-outs of one shared settled Work (see Work.resolved) in one ledger:
+ * calls that completed with the same value share one Work, so a look cannot
+ * tell which of them it was for, only that one more was looked at.
+ */
+interface Handouts {
+  ledger: Ledger;
+  /** In the ledger's shared list (until a sweep finds it looked at as often as handed out). */
+  listed: boolean;
+  handedOut: number;
+  looks: number;
+  /** Hand-outs since it was last looked at as often as handed out, and the first few of them. */
+  since: number;
+  first: () => string;
+  more: Array<() => string> | undefined;
+}
+/** The calls named when several completed with one shared Work and fewer looks came back. */
+const MAX_WAITING_NAMED = 8;
 
 interface Ledger {
   /** Works the rank's code owes a look: its calls', and those it chained with then(fn) or finally(). */
-  owed: Work<unknown>[];
-  sweepAt: number;
+  owed: SweptList<Work<unknown>>;
+  /** Shared settled Works' hand-outs, while they may be owed a look. */
+  shared: SweptList<Handouts>;
   /** Failed Works whose failure nobody saw: a call only polled with done(), a failure handler that threw. */
   unobserved: Set<Work<unknown>>;
   unobservedBeyondCap: number;
@@ -105,6 +151,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   }
 
   static {
+    // biome-ignore lint/complexity/noThisInStatic: the class's name is not bound yet where a static block is lowered (tsx, esbuild)
     Object.defineProperty(this.prototype, 'constructor', {
       get(this: Work<unknown>) {
         if (!ownBookkeeping) this.#observe();
@@ -122,10 +169,10 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   /** Its failure (if it fails) reaches somebody: any look but a done() poll. */
   #observed = false;
   #detached = false;
-  /** In the ledger's owed list: a tracked call's Work, or one the rank's code chained on such with then(fn) or finally(). */
-  #owed = false;
   /** What the audit calls this Work: set for a call's Work and for Works chained on one. */
   #describe: (() => string) | undefined;
+  /** A shared settled Work's hand-outs in the current ledger (counted, not listed: see Handouts). */
+  #handouts: Handouts | undefined;
 
   constructor(source: PromiseLike<T> | Executor<T>) {
     super(typeof source === 'function' ? source : capture);
@@ -175,20 +222,41 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   static track<W extends Work<unknown>>(work: W, describe: () => string): W {
     if (!ledger || internalDepth > 0) return work;
     work.#describe = describe;
-    Work.#owe(work);
+    if (work instanceof SettledWork) Work.#handOut(work, ledger, describe);
+    else Work.#owe(work);
     return work;
   }
 
+  static #handOut(work: Work<unknown>, owing: Ledger, describe: () => string): void {
+    let h = work.#handouts;
+    if (h === undefined || h.ledger !== owing) {
+      h = {
+        ledger: owing,
+        listed: false,
+        handedOut: 0,
+        looks: 0,
+        since: 0,
+        first: describe,
+        more: undefined,
+      };
+      work.#handouts = h;
+    }
+    if (h.handedOut === h.looks) {
+      h.since = 0;
+      h.first = describe;
+      h.more = undefined;
+    } else if (h.since < MAX_WAITING_NAMED) (h.more ??= []).push(describe);
+    h.handedOut++;
+    h.since++;
+    if (!h.listed) h.listed = owing.shared.add(h);
+  }
+
   static #owe(work: Work<unknown>): void {
-    const owing = ledger as Ledger;
-    if (owing.owed.length >= owing.sweepAt) Work.#sweep(owing);
-    if (owing.owed.length >= MAX_OWED) return;
-    owing.owed.push(work);
-    work.#owed = true;
+    (ledger as Ledger).owed.add(work);
   }
 
   #observe(): void {
-    this.#looked = true;
+    this.#look();
     this.#observed = true;
     // Only failed Works are kept as unobserved (a look on every await would otherwise cost a set lookup).
     if (this.#failed) ledger?.unobserved.delete(this as Work<unknown>);
@@ -218,12 +286,28 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   /**
    * A Work that has `value` already: settled as it is made, with nothing to
    * wait for. A thenable is no value yet: its Work follows it.
+   *
+   * Settled Works are shared by value (each object's, kept as long as the
+   * object lives, and one for undefined): a hot loop's calls complete with
+   * the same tensor, or nothing, again and again, and making a Work costs
+   * more than the rest of a small call's bookkeeping. The ledger counts a
+   * shared Work's hand-outs and looks instead of marking it looked at.
    */
   static resolved<T>(value: T): Work<T> {
+    if (value === undefined) {
+      settledVoid ??= new SettledWork(undefined);
+      return settledVoid as Work<T>;
+    }
     if (typeof (value as { then?: unknown } | null)?.then === 'function') {
       return new Work(Promise.resolve(value as PromiseLike<T>));
     }
-    return new SettledWork<T>(value);
+    if (typeof value !== 'object' || value === null) return new SettledWork<T>(value);
+    let work = settledByValue.get(value) as Work<T> | undefined;
+    if (work === undefined) {
+      work = new SettledWork<T>(value);
+      settledByValue.set(value, work);
+    }
+    return work;
   }
 
   static rejected<T = never>(error: unknown): Work<T> {
@@ -239,9 +323,15 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     }
   }
 
+  #look(): void {
+    this.#looked = true;
+    const h = this.#handouts;
+    if (h !== undefined && h.looks < h.handedOut) h.looks++;
+  }
+
   /** True once the operation finished, successfully or not (asking counts as looking at it, not at a failure). */
   done(): boolean {
-    this.#looked = true;
+    this.#look();
     return this.#settled;
   }
 
@@ -309,7 +399,17 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
 
   /** Starts this thread's ledger (a rank's context does, once). */
   static openLedger(): void {
-    ledger = { owed: [], sweepAt: FIRST_SWEEP_AT, unobserved: new Set(), unobservedBeyondCap: 0 };
+    ledger = {
+      owed: new SweptList((w) => !w.#looked || !w.#settled),
+      shared: new SweptList(
+        (h) => h.handedOut > h.looks,
+        (h) => {
+          h.listed = false;
+        },
+      ),
+      unobserved: new Set(),
+      unobservedBeyondCap: 0,
+    };
   }
 
   /**
@@ -325,14 +425,26 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     if (!closing) return undefined;
     await new Promise(setImmediate);
     ledger = undefined;
-    const owed = closing.owed.filter((w) => !w.#detached);
+    const owed = closing.owed.items.filter((w) => !w.#detached);
     const unlooked = owed.filter((w) => !w.#looked);
-    if (unlooked.length > 0) {
-      const lines = unlooked.map(
-        (w) => `${w.#describe!()}${w.#failed ? ` (failed with ${errorText(w.#error)})` : ''}`,
+    const lines = unlooked.map(
+      (w) => `${w.#describe!()}${w.#failed ? ` (failed with ${errorText(w.#error)})` : ''}`,
+    );
+    let count = unlooked.length;
+    for (const h of closing.shared.items) {
+      const missing = h.handedOut - h.looks;
+      if (missing === 0) continue;
+      count += missing;
+      const names = [h.first, ...(h.more ?? [])].map((describe) => describe());
+      lines.push(
+        missing === names.length
+          ? names.join('; ')
+          : `${missing} of ${names.join(', ')}${h.since > names.length ? ', …' : ''} (calls that completed with the same result share one Work)`,
       );
+    }
+    if (count > 0) {
       return new Error(
-        `the rank's main returned without looking at ${unlooked.length} call(s) it started: ${listed(lines)}; ` +
+        `the rank's main returned without looking at ${count} call(s) it started: ${listed(lines)}; ` +
           'await each Work (or chain on it, wait() for it, poll it with done()), ' +
           'or call detach() on one it fires and forgets on purpose',
       );
@@ -354,18 +466,8 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
           'await each Work, or handle its failure with .catch()',
       );
     }
-    await Promise.all(closing.owed.filter((w) => w.#detached && !w.#settled).map((w) => w.#ended()));
+    await Promise.all(closing.owed.items.filter((w) => w.#detached && !w.#settled).map((w) => w.#ended()));
     return undefined;
-  }
-
-  /** Keeps in the owed list only the Works still owing a look or still pending. */
-  static #sweep(owing: Ledger): void {
-    owing.owed = owing.owed.filter((w) => {
-      const keep = !w.#looked || !w.#settled;
-      if (!keep) w.#owed = false;
-      return keep;
-    });
-    owing.sweepAt = Math.max(FIRST_SWEEP_AT, 2 * owing.owed.length);
   }
 }
 
@@ -379,10 +481,14 @@ function errorText(error: unknown): string {
   return `${e.name}: ${e.message.split('\n')[0]}`;
 }
 
+let settledVoid: Work<unknown> | undefined;
+const settledByValue = new WeakMap<object, Work<unknown>>();
+
 /** A Work made with its value (Work.resolved): settled as it is made, it cannot fail. */
 class SettledWork<T> extends Work<T> {
   static {
     // Its own `constructor` would hide Work's, which an await must read.
+    // biome-ignore lint/complexity/noThisInStatic: the class's name is not bound yet where a static block is lowered (tsx, esbuild)
     delete (this.prototype as { constructor?: unknown }).constructor;
   }
 
