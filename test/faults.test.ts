@@ -171,6 +171,11 @@ describe('chaos', () => {
         expect(t.toArray()).toEqual([10 * left + i]);
       }
       await Promise.all(sends);
+      // A barrier held back by its delay waits for the calls before it, not for itself.
+      const late = g.allReduce(Tensor.ones([2]));
+      await g.barrier();
+      expect(late.done()).toBe(true);
+      await late;
     },
   );
 });

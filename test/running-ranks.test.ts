@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { JobFailedError, launchProcesses, spawnThreads, Tensor } from '../src/index.ts';
 import type { scenarios } from './fixtures/running-ranks.ts';
-import { type Launch, scenarioFixture } from './fixtures/scenarios.ts';
+import { type Launch, type Outcome, scenarioFixture } from './fixtures/scenarios.ts';
 
 const fixture = scenarioFixture<typeof scenarios>(new URL('./fixtures/running-ranks.ts', import.meta.url));
 const threads: Launch = (entry, args) =>
@@ -79,12 +79,12 @@ describe.each([
     }
   });
 
-  it('a rank that returns with a call pending fails naming the call and its site; its peer at once', async () => {
+  it('a rank that returns without looking at a pending call fails naming the call and its site; its peer at once', async () => {
     const started = Date.now();
     const error = await jobError(fixture.run('pending', launch));
     expect(Date.now() - started).toBeLessThan(15_000);
     expect(error.message).toMatch(
-      /rank 0 \(rank-0\): Error: the rank's main returned while 1 call\(s\) it started were still pending: allReduce\(float32\[4\], sum\) #0 on group "world" \(called at .*running-ranks\.ts:\d+:\d+/,
+      /rank 0 \(rank-0\): Error: the rank's main returned without looking at 1 call\(s\) it started: allReduce\(float32\[4\], sum\) #0 on group "world" \(called at .*running-ranks\.ts:\d+:\d+/,
     );
     // Its peer is not left waiting: it fails naming rank 0, or (a small allReduce meets in the group's
     // shared region, where rank 0's contribution arrived before it returned) it completes the call.
@@ -97,8 +97,42 @@ describe.each([
     }
     const p2p = await jobError(fixture.run('p2pPending', launch));
     expect(p2p.message).toMatch(
-      /rank 1 \(rank-1\): Error: the rank's main returned while 1 call\(s\) it started were still pending: recv on collective group "pair";/,
+      /rank 1 \(rank-1\): Error: the rank's main returned without looking at 1 call\(s\) it started: recv on collective group "pair";/,
     );
+  });
+
+  it('a call nobody looked at fails its rank whether it completed as it was made or not; detach() lets it go', async () => {
+    const forgotten = "the rank's main returned without looking at 1 call\\(s\\) it started:";
+    for (const late of [true, false]) {
+      // The timing each run is meant to have: rank 1's call completed at once when it arrived late.
+      const detached = await fixture.run('forgotten', launch, { late, detach: true });
+      // (Process ranks' small calls do not complete as they are made: only threads show both timings.)
+      expect(detached).toEqual([2, { completedAtOnce: launch === threads ? late : false }]);
+      const plain = await jobError(fixture.run('forgotten', launch, { late }));
+      expect(plain.message).toMatch(
+        new RegExp(
+          `rank 1 \\(rank-1\\): Error: ${forgotten} allReduce\\(float32\\[4\\], sum\\) #0 on group "world"`,
+        ),
+      );
+      const chained = await jobError(fixture.run('forgotten', launch, { late, chain: true }));
+      expect(chained.message).toMatch(
+        new RegExp(
+          `rank 1 \\(rank-1\\): Error: ${forgotten} the then\\(\\) chained on allReduce\\(float32\\[4\\], sum\\) #0`,
+        ),
+      );
+    }
+  });
+
+  it('a call that fails its own checks rejects at once, its peers told in the background', async () => {
+    const [other, refused] = await fixture.run('refused', launch, { bogus: true });
+    expect(other).toBe('other');
+    expect(refused).toMatchObject({
+      ok: false,
+      name: 'TypeError',
+      message: expect.stringMatching(/unknown reduce op "bogus"/),
+    });
+    // Far below the 5 s the telling may take: the call did not wait for it.
+    expect((refused as Outcome & { ok: false }).ms).toBeLessThan(1_000);
   });
 
   it('a failure nobody observed fails its rank, also a throw inside an unawaited then()', async () => {
@@ -108,7 +142,7 @@ describe.each([
     );
     const thenThrows = await jobError(fixture.run('thenThrows', launch));
     expect(thenThrows.message).toMatch(
-      /nobody observed it: barrier\(\) #0 on group "world".* failed with Error: rank [01] oops/,
+      /without looking at 1 call\(s\) it started: the then\(\) chained on barrier\(\) #0 on group "world".* \(failed with Error: rank [01] oops\)/,
     );
   });
 });

@@ -16,6 +16,7 @@ import { NcclBackend } from '../nccl/nccl-backend.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { setCurrentRank } from '../runtime/current-rank.ts';
+import { errandsDone } from '../runtime/errands.ts';
 import { FaultInjector, setRankFaults } from '../runtime/faults/injector.ts';
 import { runAll } from '../runtime/run-all.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
@@ -288,8 +289,10 @@ export async function buildRankContext(
       return makeGroup('g', members, name, splitOptions.timeoutMs ?? options.collectiveTimeoutMs);
     },
     async close(failure?: unknown) {
-      // A rank that returned with a call pending, or let one fail unseen, fails here, and its peers are told.
-      const audit = Work.closeLedger();
+      // A rank that returned without looking at a call, with one pending, or let one fail unseen, fails
+      // here, and its peers are told.
+      const audit = await Work.closeLedger();
+      await errandsDone();
       const mistake = failure === undefined ? audit : undefined;
       failure ??= mistake;
       // Services built on the groups close first, newest first.

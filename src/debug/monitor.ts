@@ -242,6 +242,13 @@ export class RankMonitor {
       : { name: failed.failedName ?? 'Error', message: failed.failed };
   }
 
+  /** Whether `globalRank` has started a call of group `groupId` after call `seq`: it is done with `seq`, whatever its outcome. */
+  peerPast(globalRank: number, groupId: string, seq: number): boolean {
+    const status = this.board.read(globalRank);
+    const { started, snapshot } = status;
+    return started.seq > seq && snapshot?.groups[started.group]?.id === groupId;
+  }
+
   /** Where `globalRank` made call `seq` of group `groupId`, once it has reported it (waits briefly). */
   async peerSite(globalRank: number, groupId: string, seq: number): Promise<string | undefined> {
     const deadline = Date.now() + PEER_SITE_WAIT_MS;

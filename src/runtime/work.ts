@@ -4,21 +4,77 @@
  * without blocking; `then(fn)` chains and returns a Work, adopting a Work (or
  * any thenable) that `fn` returns.
  *
- * A rank keeps a ledger of its calls' Works (and of the Works chained on
- * them): a rank whose main returns while one is pending, or after one failed
- * with nobody looking (no await, then, catch or wait), has made a mistake that
- * would otherwise pass silently, so auditWorks() reports it.
+ * A rank keeps a ledger of its calls' Works (and of the Works its code chains
+ * on them): when its main returns, a call nobody looked at (no await, then,
+ * catch, finally, wait, done or failed; nor detach() on purpose), one still
+ * pending, or one that failed with nobody looking is a mistake that would
+ * otherwise pass silently, and closeLedger() reports it. Whether a call is
+ * looked at does not depend on whether it already completed, so the verdict
+ * is the same on every run, however fast the call was.
  */
-
-import { removeItem } from './remove-item.ts';
 
 /** Failed Works nobody observed, kept for the audit; past this many only their count is. */
 const MAX_UNOBSERVED_FAILURES = 64;
+/**
+ * Owed Works not yet looked at (or still pending) that the ledger keeps: a
+ * program with more in flight at once has its later ones left out of the audit
+ * rather than the ledger grow with them.
+ */
+const MAX_OWED = 4_096;
+/** A ledger's list is swept of what no longer owes a look when it reaches this length (or twice what the last sweep kept). */
+const FIRST_SWEEP_AT = 256;
+
+/** A list that forgets, now and then, the entries `keep` no longer wants: at most MAX_OWED kept. */
+class SweptList<T> {
+  items: T[] = [];
+  #sweepAt = FIRST_SWEEP_AT;
+
+  constructor(
+    readonly keep: (item: T) => boolean,
+    readonly dropped: (item: T) => void = () => {},
+  ) {}
+
+  /** False when the list is full of entries still wanted: `item` is left out. */
+  add(item: T): boolean {
+    if (this.items.length >= this.#sweepAt) {
+      this.items = this.items.filter((i) => {
+        if (this.keep(i)) return true;
+        this.dropped(i);
+        return false;
+      });
+      this.#sweepAt = Math.max(FIRST_SWEEP_AT, 2 * this.items.length);
+    }
+    if (this.items.length >= MAX_OWED) return false;
+    this.items.push(item);
+    return true;
+  }
+}
+
+/**
+ * The hand-outs of one shared settled Work (see Work.resolved) in one ledger:
+ * calls that completed with the same value share one Work, so a look cannot
+ * tell which of them it was for, only that one more was looked at.
+ */
+interface Handouts {
+  ledger: Ledger;
+  /** In the ledger's shared list (until a sweep finds it looked at as often as handed out). */
+  listed: boolean;
+  handedOut: number;
+  looks: number;
+  /** Hand-outs since it was last looked at as often as handed out, and the first few of them. */
+  since: number;
+  first: () => string;
+  more: Array<() => string> | undefined;
+}
+/** The calls named when several completed with one shared Work and fewer looks came back. */
+const MAX_WAITING_NAMED = 8;
 
 interface Ledger {
-  /** Calls' Works still pending. */
-  pending: Work<unknown>[];
-  /** Failed Works (calls', and those chained on them) nobody has looked at yet. */
+  /** Works the rank's code owes a look: its calls', and those it chained with then(fn) or finally(). */
+  owed: SweptList<Work<unknown>>;
+  /** Shared settled Works' hand-outs, while they may be owed a look. */
+  shared: SweptList<Handouts>;
+  /** Failed Works whose failure nobody saw: a call only polled with done(), a failure handler that threw. */
   unobserved: Set<Work<unknown>>;
   unobservedBeyondCap: number;
 }
@@ -78,28 +134,45 @@ function capture(resolve: Resolve<never>, reject: Reject): void {
   capturedReject = reject;
 }
 
+/** True while a Work chains its own bookkeeping on itself: Promise's then reads `constructor`, which is no look by the rank's code. */
+let ownBookkeeping = false;
+
 /**
  * A Work is a Promise (derived promises, of then and the built-ins, are plain
  * Promises: then wraps its own in a Work), settled with the outcome of the
- * promise it is made from. An `await` on one still goes through its then(),
- * since its constructor is not Promise: that is how a rank knows its failures
- * were looked at. A call that completed as it returned gets a SettledWork
- * instead, which an `await` takes as it takes a native promise (about half the
- * time and allocations): it cannot fail, so nothing needs to see it looked at.
+ * promise it is made from. Its `constructor` reads as Promise, so an `await`
+ * takes it as it takes a native promise (no then() call, no extra turn); that
+ * read, which every await and Promise.resolve makes, is how the ledger knows
+ * the Work was looked at.
  */
 export class Work<T> extends Promise<T> implements PromiseLike<T> {
   static override get [Symbol.species](): PromiseConstructor {
     return Promise;
   }
 
+  static {
+    // biome-ignore lint/complexity/noThisInStatic: the class's name is not bound yet where a static block is lowered (tsx, esbuild)
+    Object.defineProperty(this.prototype, 'constructor', {
+      get(this: Work<unknown>) {
+        if (!ownBookkeeping) this.#observe();
+        return Promise;
+      },
+      configurable: true,
+    });
+  }
+
   #settled = false;
   #failed = false;
   #error: unknown;
+  /** Looked at by the rank's code: awaited, chained on, waited for, polled or detached. */
+  #looked = false;
+  /** Its failure (if it fails) reaches somebody: any look but a done() poll. */
   #observed = false;
-  /** In the ledger's pending calls (a tracked call's Work before it settled). */
-  #pending = false;
+  #detached = false;
   /** What the audit calls this Work: set for a call's Work and for Works chained on one. */
   #describe: (() => string) | undefined;
+  /** A shared settled Work's hand-outs in the current ledger (counted, not listed: see Handouts). */
+  #handouts: Handouts | undefined;
 
   constructor(source: PromiseLike<T> | Executor<T>) {
     super(typeof source === 'function' ? source : capture);
@@ -118,22 +191,28 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     // Observing the rejection here keeps an un-awaited Work from crashing the
     // rank as an unhandled rejection; the error still reaches every wait().
     // Registered first, this runs before any handler a caller attaches.
-    super.then(
+    this.#bookkeep(
       () => {
         this.#settled = true;
-        if (this.#pending && ledger) removeItem(ledger.pending, this as Work<unknown>);
       },
       (error: unknown) => {
         this.#settled = true;
         this.#failed = true;
         this.#error = error;
-        if (!ledger) return;
-        if (this.#pending) removeItem(ledger.pending, this as Work<unknown>);
-        if (this.#observed || !this.#describe) return;
+        if (!ledger || this.#observed || !this.#describe) return;
         if (ledger.unobserved.size < MAX_UNOBSERVED_FAILURES) ledger.unobserved.add(this as Work<unknown>);
         else ledger.unobservedBeyondCap++;
       },
     );
+  }
+
+  #bookkeep(onFulfilled: (value: T) => void, onRejected: (error: unknown) => void): void {
+    ownBookkeeping = true;
+    try {
+      super.then(onFulfilled, onRejected);
+    } finally {
+      ownBookkeeping = false;
+    }
   }
 
   /**
@@ -143,41 +222,76 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   static track<W extends Work<unknown>>(work: W, describe: () => string): W {
     if (!ledger || internalDepth > 0) return work;
     work.#describe = describe;
-    if (!work.#settled) {
-      ledger.pending.push(work);
-      work.#pending = true;
-    }
+    if (work instanceof SettledWork) Work.#handOut(work, ledger, describe);
+    else Work.#owe(work);
     return work;
   }
 
+  static #handOut(work: Work<unknown>, owing: Ledger, describe: () => string): void {
+    let h = work.#handouts;
+    if (h === undefined || h.ledger !== owing) {
+      h = {
+        ledger: owing,
+        listed: false,
+        handedOut: 0,
+        looks: 0,
+        since: 0,
+        first: describe,
+        more: undefined,
+      };
+      work.#handouts = h;
+    }
+    if (h.handedOut === h.looks) {
+      h.since = 0;
+      h.first = describe;
+      h.more = undefined;
+    } else if (h.since < MAX_WAITING_NAMED) (h.more ??= []).push(describe);
+    h.handedOut++;
+    h.since++;
+    if (!h.listed) h.listed = owing.shared.add(h);
+  }
+
+  static #owe(work: Work<unknown>): void {
+    (ledger as Ledger).owed.add(work);
+  }
+
   #observe(): void {
+    this.#look();
     this.#observed = true;
     // Only failed Works are kept as unobserved (a look on every await would otherwise cost a set lookup).
     if (this.#failed) ledger?.unobserved.delete(this as Work<unknown>);
   }
 
   /**
-   * A Work chained on this one stands for the same call if it fails unseen
-   * (a then() whose callback threw). Its pending state is not audited: an
-   * `await` chains one too, and it settles a turn after the awaiting code resumes.
+   * A Work chained on this one (then, catch, finally) stands for the same call.
+   * One chained with a failure handler (catch, or then with two callbacks: as
+   * Promise.all and an await of a thenable chain) has handled it, and is
+   * audited only if it fails unseen (its handler threw); one chained with
+   * then(fn) or finally() carries the failure on, so the rank's code owes it a
+   * look as it owed the call (a lint's "floating promise").
    */
-  #chained<R>(promise: Promise<R>): Work<R> {
+  #chained<R>(promise: Promise<R>, handled: boolean, how: string): Work<R> {
     this.#observe();
     const next = new Work(promise);
-    next.#describe = this.#describe;
+    const describe = this.#describe;
+    if (describe === undefined || !ledger) return next;
+    if (handled) next.#describe = describe;
+    else {
+      next.#describe = () => `the ${how} chained on ${describe()}`;
+      Work.#owe(next);
+    }
     return next;
   }
 
   /**
    * A Work that has `value` already: settled as it is made, with nothing to
-   * wait for or audit. A thenable is no value yet: its Work follows it.
+   * wait for. A thenable is no value yet: its Work follows it.
    *
    * Settled Works are shared by value (each object's, kept as long as the
    * object lives, and one for undefined): a hot loop's calls complete with
    * the same tensor, or nothing, again and again, and making a Work costs
-   * more than the rest of a small call's bookkeeping. A settled Work holds
-   * nothing of its call but the description reports name it by, which each
-   * call that hands it out sets anew.
+   * more than the rest of a small call's bookkeeping. The ledger counts a
+   * shared Work's hand-outs and looks instead of marking it looked at.
    */
   static resolved<T>(value: T): Work<T> {
     if (value === undefined) {
@@ -209,18 +323,37 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     }
   }
 
-  /** True once the operation finished, successfully or not. */
+  #look(): void {
+    this.#looked = true;
+    const h = this.#handouts;
+    if (h !== undefined && h.looks < h.handedOut) h.looks++;
+  }
+
+  /** True once the operation finished, successfully or not (asking counts as looking at it, not at a failure). */
   done(): boolean {
+    this.#look();
     return this.#settled;
   }
 
   /** True once the operation finished with an error (asking counts as looking at it). */
   failed(): boolean {
-    if (this.#failed) this.#observe();
+    this.#observe();
     return this.#failed;
   }
 
   wait(): Promise<T> {
+    this.#observe();
+    return this;
+  }
+
+  /**
+   * Fire and forget, on purpose: the rank's main may return without looking at
+   * this Work, and its outcome, failure included, is nobody's. A detached call
+   * still pending when main returns is waited for (within its timeout) before
+   * the rank ends, so its peers get what it sends.
+   */
+  detach(): this {
+    this.#detached = true;
     this.#observe();
     return this;
   }
@@ -231,12 +364,12 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     // biome-ignore lint/suspicious/noExplicitAny: matches PromiseLike, so handlers may type the reason
     onRejected?: ((reason: any) => R2 | PromiseLike<R2>) | null,
   ): Work<R1 | R2> {
-    return this.#chained(super.then(onFulfilled, onRejected));
+    return this.#chained(super.then(onFulfilled, onRejected), typeof onRejected === 'function', 'then()');
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: as Promise.catch
   override catch<R = never>(onRejected: (reason: any) => R | PromiseLike<R>): Work<T | R> {
-    return this.#chained(super.then(undefined, onRejected));
+    return this.#chained(super.then(undefined, onRejected), true, 'catch()');
   }
 
   override finally(onFinally: () => void): Work<T> {
@@ -249,23 +382,74 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
             throw error;
           }),
       ),
+      false,
+      'finally()',
+    );
+  }
+
+  /** Settles when this Work does, without counting as a look or chaining a Work. */
+  #ended(): Promise<void> {
+    return new Promise((resolve) =>
+      this.#bookkeep(
+        () => resolve(),
+        () => resolve(),
+      ),
     );
   }
 
   /** Starts this thread's ledger (a rank's context does, once). */
   static openLedger(): void {
-    ledger = { pending: [], unobserved: new Set(), unobservedBeyondCap: 0 };
+    ledger = {
+      owed: new SweptList((w) => !w.#looked || !w.#settled),
+      shared: new SweptList(
+        (h) => h.handedOut > h.looks,
+        (h) => {
+          h.listed = false;
+        },
+      ),
+      unobserved: new Set(),
+      unobservedBeyondCap: 0,
+    };
   }
 
   /**
-   * Ends the ledger: an error naming the calls still pending, else the failed
-   * ones nobody observed; undefined when the rank saw every call through.
+   * Ends the ledger when the rank's main has returned: an error naming the
+   * calls nobody looked at, else those still pending, else the failed ones
+   * nobody observed; undefined when the rank saw every call through. A turn
+   * of the event loop first lets callbacks chained on calls already done run,
+   * so a then() that throws is judged the same whether its call was done
+   * before main returned or not; detached calls still pending are waited for.
    */
-  static closeLedger(): Error | undefined {
+  static async closeLedger(): Promise<Error | undefined> {
     const closing = ledger;
-    ledger = undefined;
     if (!closing) return undefined;
-    const pending = [...closing.pending];
+    await new Promise(setImmediate);
+    ledger = undefined;
+    const owed = closing.owed.items.filter((w) => !w.#detached);
+    const unlooked = owed.filter((w) => !w.#looked);
+    const lines = unlooked.map(
+      (w) => `${w.#describe!()}${w.#failed ? ` (failed with ${errorText(w.#error)})` : ''}`,
+    );
+    let count = unlooked.length;
+    for (const h of closing.shared.items) {
+      const missing = h.handedOut - h.looks;
+      if (missing === 0) continue;
+      count += missing;
+      const names = [h.first, ...(h.more ?? [])].map((describe) => describe());
+      lines.push(
+        missing === names.length
+          ? names.join('; ')
+          : `${missing} of ${names.join(', ')}${h.since > names.length ? ', …' : ''} (calls that completed with the same result share one Work)`,
+      );
+    }
+    if (count > 0) {
+      return new Error(
+        `the rank's main returned without looking at ${count} call(s) it started: ${listed(lines)}; ` +
+          'await each Work (or chain on it, wait() for it, poll it with done()), ' +
+          'or call detach() on one it fires and forgets on purpose',
+      );
+    }
+    const pending = owed.filter((w) => !w.#settled);
     if (pending.length > 0) {
       return new Error(
         `the rank's main returned while ${pending.length} call(s) it started were still pending: ` +
@@ -274,13 +458,16 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     }
     const unseen = [...closing.unobserved];
     const beyond = closing.unobservedBeyondCap;
-    if (unseen.length === 0 && beyond === 0) return undefined;
-    const lines = unseen.map((w) => `${w.#describe!()} failed with ${errorText(w.#error)}`);
-    if (beyond > 0) lines.push(`and ${beyond} more`);
-    return new Error(
-      `${unseen.length + beyond} call(s) failed and nobody observed it: ${listed(lines)}; ` +
-        'await each Work, or handle its failure with .catch()',
-    );
+    if (unseen.length > 0 || beyond > 0) {
+      const lines = unseen.map((w) => `${w.#describe!()} failed with ${errorText(w.#error)}`);
+      if (beyond > 0) lines.push(`and ${beyond} more`);
+      return new Error(
+        `${unseen.length + beyond} call(s) failed and nobody observed it: ${listed(lines)}; ` +
+          'await each Work, or handle its failure with .catch()',
+      );
+    }
+    await Promise.all(closing.owed.items.filter((w) => w.#detached && !w.#settled).map((w) => w.#ended()));
+    return undefined;
   }
 }
 
@@ -297,13 +484,12 @@ function errorText(error: unknown): string {
 let settledVoid: Work<unknown> | undefined;
 const settledByValue = new WeakMap<object, Work<unknown>>();
 
-/**
- * A Work made with its value (Work.resolved): its constructor reads as
- * Promise, which is what lets an `await` take it as a native promise.
- */
+/** A Work made with its value (Work.resolved): settled as it is made, it cannot fail. */
 class SettledWork<T> extends Work<T> {
   static {
-    Object.defineProperty(SettledWork.prototype, 'constructor', { value: Promise });
+    // Its own `constructor` would hide Work's, which an await must read.
+    // biome-ignore lint/complexity/noThisInStatic: the class's name is not bound yet where a static block is lowered (tsx, esbuild)
+    delete (this.prototype as { constructor?: unknown }).constructor;
   }
 
   constructor(value: T) {

@@ -9,6 +9,7 @@ import { type CallRecord, callName } from '../debug/call-record.ts';
 import { formatSite } from '../debug/call-site.ts';
 import type { HangFocus } from '../debug/hang-report.ts';
 import { type RankMonitor, rankMonitor } from '../debug/monitor.ts';
+import { runErrand } from '../runtime/errands.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../runtime/errors.ts';
 import { rankFaults } from '../runtime/faults/injector.ts';
 import { removeItem } from '../runtime/remove-item.ts';
@@ -172,18 +173,10 @@ export class ThreadGroup {
         spec.arrival(options ?? {}, this.size) ??
         (checks && !spec.p2p ? { kind: 'all' as const } : undefined);
       const where = this.#where(op);
-      if (!pattern) return this.#rejected(where, error);
-      // Reject once the peers were told (bounded inside abandon), so a rank that returns right away
-      // cannot cut the message short.
-      return Work.track(
-        new Work<T>(
-          backend.abandon(call, pattern, error as Error).then(
-            () => Promise.reject(error),
-            () => Promise.reject(error),
-          ),
-        ),
-        () => where,
-      );
+      // The call rejects at once; its peers are told in the background (bounded inside abandon), and the
+      // rank's close waits for that, so a rank that returns right away cannot cut the message short.
+      if (pattern) runErrand(backend.abandon(call, pattern, error as Error));
+      return this.#rejected(where, error);
     }
     const monitor = this.#monitor;
     const debug = monitor ? this.#track(monitor, op, spec, seq, signed, options) : undefined;
@@ -671,14 +664,18 @@ export class ThreadGroup {
    * gloo. An earlier call that failed reports that through its own Work.
    */
   barrier(options?: CallOptions): Work<void> {
+    let earlier: Array<Promise<unknown>> = [];
     return this.#call(
       OPS.barrier,
       options,
-      () => BARRIER_SIGNED,
+      () => {
+        // Taken as the call is made: before it is counted among them, and before an injected delay
+        // holds its run back (which would then wait for itself).
+        if (this.#unfinished.length > 0) earlier = this.#unfinished.slice();
+        return BARRIER_SIGNED;
+      },
       (b, call) => {
-        if (this.#unfinished.length === 0) return valueWhenDone(b.barrier(call), undefined);
-        // Taken now, before this call is counted among them.
-        const earlier = this.#unfinished.slice();
+        if (earlier.length === 0) return valueWhenDone(b.barrier(call), undefined);
         return settledWithin(earlier, call.timeoutMs, () => {
           const me = `rank ${this.#info.globalRank}`;
           return `barrier() call #${call.seq} on group "${this.name}": ${me} timed out after ${call.timeoutMs} ms waiting for its ${earlier.length} earlier call(s) on the group to complete`;

@@ -58,3 +58,8 @@ export function quiet<T>(promise: PromiseLike<T>): Promise<T> {
   p.catch(() => {});
   return p;
 }
+
+/** Lets `promise` run on with nobody waiting for it: its failure is seen elsewhere (see the call sites). */
+export function letGo(promise: PromiseLike<unknown>): void {
+  void quiet(promise);
+}

@@ -28,7 +28,7 @@ import { chainDigest, DIGEST_SEED, hex } from './digest.ts';
 import { WeightSyncError, WeightSyncHeaderError } from './errors.ts';
 import { type BucketHeader, decodeBucketHeader, startedTensors } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
-import { LINGER_TIMEOUTS, messageOf, quiet } from './protocol.ts';
+import { LINGER_TIMEOUTS, letGo, messageOf, quiet } from './protocol.ts';
 import { type ReceivedRecord, recvRecord } from './record.ts';
 import { decodeStreamEnd, isStreamEnd, type StreamEnd } from './stream-end.ts';
 
@@ -129,8 +129,8 @@ class ReceiveSession {
     // caller copies; one posted when the caller gets there finds the bucket waiting and takes it at once.
     const ahead = this.#config.lend ? 0 : this.#config.phase;
     for (let k = index; k <= index + ahead; k++) {
-      this.#header(k);
-      this.#payload(k);
+      void this.#header(k);
+      void this.#payload(k);
     }
     const header = await this.#payload(index);
     if (header === undefined)
@@ -156,7 +156,7 @@ class ReceiveSession {
     if (existing) return existing;
     // A sender's p2p stream numbers its payloads in the order it sends them, so this receive may be
     // posted only after the one for the bucket before it (buffers can be released out of that order).
-    if (index > 0) this.#payload(index - 1);
+    if (index > 0) void this.#payload(index - 1);
     const previousPosted = index === 0 ? null : this.#posted[index - 1];
     let markPosted!: () => void;
     this.#posted[index] = new Promise((resolve) => {
@@ -198,8 +198,9 @@ class ReceiveSession {
     const loan = this.#loans.get(index);
     this.#loans.delete(index);
     // A failed release is the sender's failure too: it reaches this receiver through the stream's next step.
-    if (loan) quiet(loan());
-    this.#releasedAt(index);
+    if (loan) letGo(loan());
+    // Made here if nobody waits for it yet, so that its resolver exists.
+    void this.#releasedAt(index);
     this.#released[index]();
   }
 
@@ -226,7 +227,7 @@ class ReceiveSession {
       else await received.release();
       return header;
     } catch (error) {
-      quiet(received.release()); // the sender's send completes; this receiver's outcome tells it what went wrong
+      letGo(received.release()); // the sender's send completes; this receiver's outcome tells it what went wrong
       throw error;
     }
   }
@@ -300,7 +301,7 @@ class ReceiveSession {
       try {
         chunks = this.#checkViews(header, sender, loan.views);
       } catch (error) {
-        quiet(loan.release()); // the sender's send completes; this receiver's outcome tells it what went wrong
+        letGo(loan.release()); // the sender's send completes; this receiver's outcome tells it what went wrong
         throw error;
       }
       if (this.#reused) {
@@ -369,7 +370,7 @@ class ReceiveSession {
     try {
       for (const { s, received } of ends) this.#checkEnd(s, received.record);
     } finally {
-      for (const { received } of ends) quiet(received.release());
+      for (const { received } of ends) letGo(received.release());
     }
     this.#outcomeSent = true;
     await Promise.all(
@@ -408,23 +409,23 @@ class ReceiveSession {
     if (this.#failed) return error;
     this.#failed = true;
     // Lent buckets go back, so their senders' sends complete and they can read the outcome.
-    for (const loan of this.#loans.values()) quiet(loan());
+    for (const loan of this.#loans.values()) letGo(loan());
     this.#loans.clear();
-    for (const taken of this.#lentViews.values()) quiet(taken.release());
+    for (const taken of this.#lentViews.values()) letGo(taken.release());
     this.#lentViews.clear();
     if (!this.#outcomeSent) {
       const { senders, tags, timeoutMs } = this.#config;
       const outcome = { ok: false, error: messageOf(error) };
       const linger = LINGER_TIMEOUTS * timeoutMs;
       for (const s of senders)
-        quiet(this.#group.sendObject(outcome, s, { tag: tags.outcome, timeoutMs: linger }));
+        letGo(this.#group.sendObject(outcome, s, { tag: tags.outcome, timeoutMs: linger }));
       // A sender may be blocked sending this receiver a header or payload it will never take. A receive
       // that cannot match (p2p size mismatch fails both ends) breaks that send at once; the sender then
       // reads the outcome above. Where no send comes, the receive just times out.
       const nothing = Tensor.empty([0], 'uint8');
       for (const s of senders) {
         for (const tag of [tags.header, tags.payload])
-          quiet(this.#group.recv(nothing, s, { tag, timeoutMs }));
+          letGo(this.#group.recv(nothing, s, { tag, timeoutMs }));
       }
     }
     return error;

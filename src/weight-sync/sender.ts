@@ -17,7 +17,7 @@ import { WeightSyncError } from './errors.ts';
 import { encodeBucketHeader, startedTensors } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
 import { type PlannedBucket, type PlannedChunk, planBuckets, type WeightStream } from './plan.ts';
-import { LINGER_TIMEOUTS, messageOf, parseOutcome, quiet } from './protocol.ts';
+import { LINGER_TIMEOUTS, letGo, messageOf, parseOutcome, quiet } from './protocol.ts';
 import { sendRecord } from './record.ts';
 import { encodeStreamEnd, type StreamEnd } from './stream-end.ts';
 
@@ -99,7 +99,7 @@ export class BucketSender {
     // A failure report must still be there when a receiver reaches it, after the buckets before it.
     const linger = end.failed ? LINGER_TIMEOUTS * timeoutMs : timeoutMs;
     for (const r of receivers)
-      quiet(sendRecord(this.#group, lend, record, [], r, { tag: tags.header, timeoutMs: linger }));
+      letGo(sendRecord(this.#group, lend, record, [], r, { tag: tags.header, timeoutMs: linger }));
   }
 
   /**

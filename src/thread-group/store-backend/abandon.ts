@@ -87,9 +87,11 @@ export async function tellPeers(
 
 /**
  * `wait`, for as long as it can matter: a peer that failed this call itself
- * (its status says so) neither reads a marker nor publishes what we would
- * read, so once all of `peers` have, the wait is left to end on its own,
- * within its bound (a marker is withdrawn when it does).
+ * (its status says so, or it has started a later call of the group: it
+ * learnt the error elsewhere, e.g. in the group's shared region), or left its
+ * main function, neither reads a marker nor publishes what we would read, so
+ * once all of `peers` have, the wait is left to end on its own, within its
+ * bound (a marker is withdrawn when it does).
  */
 async function whileNeeded(
   wait: Promise<unknown>,
@@ -106,7 +108,10 @@ async function whileNeeded(
     await settled;
     return;
   }
-  const failed = (p: number) => monitor.peerFailure(group.ranks[p], group.id, call.seq) !== undefined;
+  const failed = (p: number) =>
+    monitor.peerFailure(group.ranks[p], group.id, call.seq) !== undefined ||
+    monitor.peerPast(group.ranks[p], group.id, call.seq) ||
+    monitor.departure(group.ranks[p]) !== undefined;
   let over = false;
   void settled.then(() => {
     over = true;
