@@ -148,7 +148,9 @@ describe("a rank's ledger of its calls", () => {
     await c;
     await c; // a second look at one call does not stand for another's
     settledCall(result, 'allReduce #1');
-    expect((await Work.closeLedger())?.message).toMatch(/without looking at 1 call\(s\) it started: allReduce #1;/);
+    expect((await Work.closeLedger())?.message).toMatch(
+      /without looking at 1 call\(s\) it started: allReduce #1;/,
+    );
   });
 
   it('lets a detached call go unlooked at, waits for it if pending, and ignores its failure', async () => {
