@@ -1,4 +1,9 @@
-/** tensorcomm: distributed tensor communication for Node.js. Everything public is exported here. */
+/**
+ * tensorcomm: distributed tensor communication for Node.js. Everything public is exported here, and
+ * only that: what users write against (the guides' and examples' names) and the types those take and
+ * return. The machinery under ThreadGroup (backends, call descriptions, shared regions, slot tables,
+ * abort words, reduction kernels) stays unexported: a public name is a promise kept forever.
+ */
 // The layers that register themselves with lower ones, and the rank setup the launchers load in every rank;
 // no CUDA library loads until a GPU is asked for.
 import './setup.ts';
@@ -20,14 +25,7 @@ export {
   writeHangReport,
 } from './debug/api.ts';
 export type { CallEntry, CallStatus } from './debug/call-record.ts';
-export { type DebugOptions, type ResolvedDebugOptions, resolveDebugOptions } from './debug/options.ts';
-export {
-  type ChromeTrace,
-  type ChromeTraceEvent,
-  mergeTraceParts,
-  summarizeCalls,
-  type TraceSummaryRow,
-} from './debug/trace.ts';
+export type { DebugOptions } from './debug/options.ts';
 export { DeviceMesh, type DeviceMeshOptions } from './dtensor/device-mesh.ts';
 export { DTensor, distributeTensor, type FromLocalOptions } from './dtensor/dtensor.ts';
 export {
@@ -41,17 +39,11 @@ export {
 } from './dtensor/placement.ts';
 export { gatherTensor, type StoreTransferOptions, scatterTensor } from './dtensor/scatter-gather.ts';
 export {
-  abortJob,
-  cleanupStaleJobDirectories,
   createJobDirectory,
-  defaultStoreRoot,
   FileStoreCorruptError,
   type FileStoreOptions,
   FileTensorStore,
-  type JobAbort,
-  type JobDirectoryInfo,
   type JobDirectoryOptions,
-  jobDirectoryInfo,
   type RingChannelOptions,
   removeJobDirectory,
   ShmSpaceError,
@@ -63,9 +55,8 @@ export {
   type MemoryStoreShared,
   MemoryTensorStore,
 } from './memory-store/memory-tensor-store.ts';
-export type { SharedSlotTable, SlotTableSpec } from './memory-store/slot-table.ts';
+export type { SlotTableSpec } from './memory-store/slot-table.ts';
 export { NcclError } from './nccl/errors.ts';
-export { NcclBackend, type NcclBackendOptions } from './nccl/nccl-backend.ts';
 export {
   type NetworkConnectOptions,
   type NetworkPeer,
@@ -80,7 +71,6 @@ export { type BroadcastOptions, CollectiveGroup, type GroupMembers } from './p2p
 export { type BufferPoolStats, type PooledBuffer, TensorBufferPool } from './p2p/compression/buffer-pool.ts';
 export type { CompressionStats } from './p2p/compression/tensor-compressor.ts';
 export { P2PHeaderError, P2PProtocolError } from './p2p/errors.ts';
-export { NetEmulator, type NetReport, type NetTransfer } from './p2p/netem/net-emulator.ts';
 export type { TransferOptions } from './p2p/outbox.ts';
 export {
   type FutureWaitOptions,
@@ -88,7 +78,7 @@ export {
   type TensorFutureHandle,
 } from './promise-future/tensor-future.ts';
 export { createTensorPromise, TensorPromise } from './promise-future/tensor-promise.ts';
-export { generateRendezvousSecret, rendezvousSecretFromEnv } from './rendezvous/auth.ts';
+export { generateRendezvousSecret } from './rendezvous/auth.ts';
 export {
   RendezvousClient,
   type RendezvousClientOptions,
@@ -102,7 +92,6 @@ export {
 } from './rendezvous/errors.ts';
 export { RendezvousServer, type RendezvousServerOptions } from './rendezvous/server.ts';
 export type { ServerLimitOptions, ServerLimits } from './rendezvous/server-limits.ts';
-export { AbortWord } from './runtime/abort-word.ts';
 export type {
   ClusterConfig,
   CollectiveConfig,
@@ -116,7 +105,7 @@ export type {
   TensorCompressionConfig,
   ZstdCompressionConfig,
 } from './runtime/config/cluster-config.ts';
-export { checkClusterConfig, loadClusterConfig } from './runtime/config/load.ts';
+export { loadClusterConfig } from './runtime/config/load.ts';
 export { ClusterConfigError } from './runtime/config/validate.ts';
 export {
   CollectiveMismatchError,
@@ -124,10 +113,10 @@ export {
   InjectedFaultError,
   JobFailedError,
   RankFailedError,
+  TensorcommError,
 } from './runtime/errors.ts';
 export type { ChaosOptions, FaultKind, FaultSpec } from './runtime/faults/options.ts';
 export type {
-  SharedRegion,
   StoreEntry,
   StoreFinishOptions,
   StoreSetOptions,
@@ -144,21 +133,11 @@ export {
   float32ToBfloat16Bits,
   float32ToFloat16Bits,
 } from './tensor/half.ts';
-export { reduceArrays } from './tensor/reduce-kernels.ts';
 export { REDUCE_OPS, type ReduceOp } from './tensor/reduce-ops.ts';
 export type { ShapeLike } from './tensor/shape.ts';
 export { type AllcloseOptions, Tensor, type TensorOptions } from './tensor/tensor.ts';
-export type {
-  ArrivalPattern,
-  Backend,
-  BatchedP2P,
-  BorrowedTensor,
-  BorrowedViews,
-  CallInfo,
-  GroupView,
-} from './thread-group/backend.ts';
+export type { BorrowedTensor, BorrowedViews } from './thread-group/backend.ts';
 export type { CollectiveReduceOp, PremulSum, Reduction } from './thread-group/reduction.ts';
-export { StoreBackend } from './thread-group/store-backend/store-backend.ts';
 export {
   type CallOptions,
   type GroupInfo,
@@ -168,7 +147,7 @@ export {
   type ReduceOptions,
   ThreadGroup,
 } from './thread-group/thread-group.ts';
-export { type GroupFactory, ThreadGroupManager } from './thread-group/thread-group-manager.ts';
+export { ThreadGroupManager } from './thread-group/thread-group-manager.ts';
 export { type ReceiveOptions, WeightSyncEngine } from './weight-sync/engine.ts';
 export { WeightSyncError, WeightSyncHeaderError } from './weight-sync/errors.ts';
 export type { WeightSyncOptions } from './weight-sync/options.ts';

@@ -6,8 +6,8 @@
  * rank context, libc's memcpy with the tensor layer's shared-memory copies).
  * A rank thread runs no process job, so its bundle (rank-bundle.ts) loads
  * this instead of setup.ts, and leaves out what only process ranks and
- * launchers use (the file and network stores, the rendezvous): 40% less code
- * for each of N threads to compile.
+ * launchers use (the file and network stores, the rendezvous): a large part
+ * of the code each of N threads would otherwise compile.
  */
 import './cuda/device-backend.ts';
 import './cuda/device-ipc.ts';

@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ClusterConfigError, checkClusterConfig, loadClusterConfig } from '../src/index.ts';
+import { ClusterConfigError, loadClusterConfig } from '../src/index.ts';
+import { checkClusterConfig } from '../src/runtime/config/load.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

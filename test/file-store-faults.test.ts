@@ -13,14 +13,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultStoreRoot } from '../src/file-store/job-directory.ts';
 import { SEALED_FILES_ENV } from '../src/file-store/sealed-files.ts';
-import {
-  createJobDirectory,
-  defaultStoreRoot,
-  FileStoreCorruptError,
-  FileTensorStore,
-  Tensor,
-} from '../src/index.ts';
+import { createJobDirectory, FileStoreCorruptError, FileTensorStore, Tensor } from '../src/index.ts';
 import type { FaultScenario, scenarios } from './fixtures/file-store-faults.ts';
 import { nodeScript } from './fixtures/node-script.ts';
 

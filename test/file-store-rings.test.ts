@@ -22,6 +22,7 @@ import {
 import { ByteRing, RING_CONTROL_BYTES } from '../src/runtime/byte-ring.ts';
 import { dtypeCode } from '../src/tensor/dtype.ts';
 import type { scenarios } from './fixtures/file-store-rings.ts';
+import { handOver } from './fixtures/hand-over.ts';
 import { type Launch, scenarioFixture } from './fixtures/scenarios.ts';
 import { expectEveryDtype, storeJobs } from './fixtures/store-jobs.ts';
 
@@ -51,15 +52,6 @@ function valueFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter(
     (path) => !/^(tmp|claims|done|done\/\d+|tmp\/(rings|bell)\.\d+|tmp\/arena\..*)$/.test(path),
   );
-}
-
-async function handOver(p: FileTensorStore, c: FileTensorStore, key: string, t: Tensor): Promise<Tensor> {
-  await p.srcSet(key, t, 1, { to: [c.rank] });
-  const got = await c.destGet(key, { from: p.rank });
-  const copy = got.clone();
-  await c.destFinishGet(key);
-  await p.srcWaitUntilGetFinished(key);
-  return copy;
 }
 
 describe('ByteRing', () => {
@@ -459,18 +451,6 @@ describe('FileTensorStore rings between the ranks of a node', () => {
     const otherwise = () => RingSegment.open(p.dir, 2, 1, ringBytes * 2);
     expect(otherwise).toThrow(FileStoreCorruptError);
     expect(otherwise).toThrow(/rings\.2 is corrupt or from another version: its header holds \[/);
-  });
-
-  it('refuses keys of more than 128 bytes or with a lone surrogate, on both ends, naming the call', async () => {
-    const [p, c] = ringStores(2);
-    const t = Tensor.ones([1]);
-    await expect(p.srcSet('k'.repeat(129), t, 1, { to: [1] })).rejects.toThrow(
-      /^srcSet\("k+"\): key must be 1\.\.128 bytes of UTF-8, got 129$/,
-    );
-    await expect(p.srcSet('a\ud800b', t, 1, { to: [1] })).rejects.toThrow(/key is not valid Unicode/);
-    await expect(c.destGet('a\udc00', { from: 0 })).rejects.toThrow(/key is not valid Unicode/);
-    // A pair of surrogates is one character, and a fine key.
-    expect((await handOver(p, c, 'k😀', t)).toArray()).toEqual([1]);
   });
 
   it('refuses a ring set that leaves this rank out, and a second store of one rank', () => {

@@ -468,8 +468,9 @@ describe('against the CUDA/NCCL test double', () => {
     expect(() => cuda.malloc(16)).toThrow(
       expect.objectContaining({
         name: 'CudaError',
+        code: 'ERR_TC_CUDA',
         call: 'cudaMalloc',
-        code: 2,
+        errno: 2,
         codeName: 'cudaErrorMemoryAllocation',
         message: 'cudaMalloc failed: cudaErrorMemoryAllocation (2): out of memory',
       }),
@@ -513,7 +514,12 @@ describe('against the CUDA/NCCL test double', () => {
         error = caught;
       }
       expect(error).toBeInstanceOf(NcclError);
-      expect(error).toMatchObject({ call: 'ncclAllReduce', code: 5, codeName: 'ncclInvalidUsage' });
+      expect(error).toMatchObject({
+        code: 'ERR_TC_NCCL',
+        call: 'ncclAllReduce',
+        errno: 5,
+        codeName: 'ncclInvalidUsage',
+      });
       expect((error as Error).message).toMatch(
         /^ncclAllReduce failed: ncclInvalidUsage \(5\): .+: .*injected/,
       );

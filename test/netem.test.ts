@@ -1,6 +1,7 @@
 /** Network emulation: exact link accounting, queueing, broadcast charged once, latency, one real-delay run. */
 import { describe, expect, it } from 'vitest';
-import { type ClusterConfig, loadClusterConfig, NetEmulator, spawnThreads } from '../src/index.ts';
+import { type ClusterConfig, loadClusterConfig, spawnThreads } from '../src/index.ts';
+import { NetEmulator } from '../src/p2p/netem/net-emulator.ts';
 import type { scenarios } from './fixtures/netem.ts';
 import { scenarioFixture } from './fixtures/scenarios.ts';
 

@@ -15,12 +15,12 @@ import {
 } from '../src/network-store/index.ts';
 import { FRAME_LIMIT, Frame, MAX_STATUS_BYTES, valueHeaderFrame } from '../src/network-store/wire.ts';
 import { FrameDecoder, FrameWriter } from '../src/rendezvous/protocol.ts';
-import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../src/runtime/errors.ts';
+import { CommTimeoutError, RankFailedError } from '../src/runtime/errors.ts';
 import { registerDeviceBackend } from '../src/tensor/device.ts';
-import { DTYPES, type DType } from '../src/tensor/dtype.ts';
+import type { DType } from '../src/tensor/dtype.ts';
 import { Tensor } from '../src/tensor/tensor.ts';
+import { connectAll, listenOnLoopback, SECRET } from './fixtures/network-job.ts';
 
-const SECRET = 'a-job-secret-of-some-length';
 const HOST = '127.0.0.1';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -37,11 +37,7 @@ afterEach(() => {
 });
 
 async function listen(rank: number, jobId: string, options: Partial<NetworkStoreOptions> = {}) {
-  const store = await NetworkTensorStore.listen({
-    rank,
-    jobId,
-    secret: SECRET,
-    timeoutMs: 10_000,
+  const store = await listenOnLoopback(rank, jobId, {
     onRefused: (error) => refusals.push(error),
     ...options,
   });
@@ -59,8 +55,7 @@ async function job(
   const list = typeof ranks === 'number' ? Array.from({ length: ranks }, (_, r) => r) : ranks;
   const jobId = `job-${++jobs}`;
   const members = await Promise.all(list.map((rank) => listen(rank, jobId, options(rank))));
-  const peers = members.map(peerOf);
-  await Promise.all(members.map((store) => store.connect(peers, { timeoutMs: 10_000 })));
+  await connectAll(members);
   return members;
 }
 
@@ -128,50 +123,6 @@ const closed = (socket: net.Socket) =>
   socket.closed ? Promise.resolve() : new Promise<void>((resolve) => socket.once('close', () => resolve()));
 
 describe('values', () => {
-  it('reach several consumers with their tag and producer rank', async () => {
-    const ranks = await job(4);
-    const value = Tensor.fromArray([1, 2, 3, 4, 5, 6], [2, 3], 'float32');
-    await ranks[2].srcSet('allGather#3', value, 3, { tag: 'allGather float32[2,3]', to: [0, 1, 3] });
-    for (const r of [0, 1, 3]) {
-      const entry = await ranks[r].destGetEntry('allGather#3', { from: 2 });
-      expect(entry.tag).toBe('allGather float32[2,3]');
-      expect(entry.producerRank).toBe(2);
-      expect(entry.tensor.shape).toEqual([2, 3]);
-      expect(entry.tensor.toArray()).toEqual([1, 2, 3, 4, 5, 6]);
-    }
-    let finished = false;
-    const waiting = ranks[2].srcWaitUntilGetFinished('allGather#3').then(() => {
-      finished = true;
-    });
-    await ranks[0].destFinishGet('allGather#3');
-    await ranks[1].destFinishGet('allGather#3');
-    await sleep(30);
-    expect(finished).toBe(false);
-    await ranks[3].destFinishGet('allGather#3');
-    await waiting;
-  });
-
-  it('carry every dtype, empty and 0-d tensors, and 16 MiB bit for bit', async () => {
-    const [a, b] = await job(2);
-    for (const dtype of DTYPES) {
-      const t = randomTensor([3, 5], dtype);
-      const got = await pass(a, b, `dtype-${dtype}`, t);
-      expect(got.dtype).toBe(dtype);
-      expect(got.shape).toEqual([3, 5]);
-      expect(sameBytes(got, t)).toBe(true);
-    }
-    for (const shape of [[0], [2, 0, 3], []]) {
-      const t = randomTensor(shape, 'float64');
-      const got = await pass(a, b, `shape-${shape.join('x')}`, t);
-      expect(got.shape).toEqual(shape);
-      expect(sameBytes(got, t)).toBe(true);
-    }
-    const big = randomTensor([4, 1 << 20], 'float32');
-    const got = await pass(b, a, 'big', big);
-    expect(got.nbytes).toBe(16 << 20);
-    expect(sameBytes(got, big)).toBe(true);
-  });
-
   it('land in the tensor the consumer names (landIn), in reads that cross values, and only there', async () => {
     const [a, b] = await job(2);
     // Values both sides of the small-value copy and of the read stage, several in flight at once.
@@ -232,7 +183,7 @@ describe('values', () => {
     await a.srcWaitUntilGetFinished('last');
   });
 
-  it('keep their order with many in flight, and a key serves again and again', async () => {
+  it('keep their order with many in flight, each key finding its own value', async () => {
     const [a, b] = await job(2);
     const n = 300;
     for (let i = 0; i < n; i++) {
@@ -250,33 +201,6 @@ describe('values', () => {
     }
     for (let i = 0; i < n; i++) await b.destFinishGet(`k${i}`);
     for (let i = 0; i < n; i++) await a.srcWaitUntilGetFinished(`k${i}`);
-
-    for (let i = 0; i < 200; i++) {
-      const got = await pass(i % 2 ? a : b, i % 2 ? b : a, 'reused', Tensor.fromArray([i], [1], 'float64'));
-      expect(got.toArray()).toEqual([i]);
-    }
-  });
-
-  it("a consumer's error and mismatch reach the producer", async () => {
-    const [a, b, c] = await job(3);
-    const t = Tensor.fromArray([1], [1], 'float32');
-    await a.srcSet('e', t, 2, { to: [1, 2] });
-    await b.destGet('e', { from: 0 });
-    await c.destGet('e', { from: 0 });
-    await b.destFinishGet('e', { error: 'rank 1: shapes differ', mismatch: true });
-    await c.destFinishGet('e');
-    const mismatch = await a.srcWaitUntilGetFinished('e').catch((e: Error) => e);
-    expect(mismatch).toBeInstanceOf(CollectiveMismatchError);
-    expect((mismatch as Error).message).toBe('rank 1: shapes differ');
-
-    await a.srcSet('e', t, 1, { to: [2] });
-    await c.destGet('e', { from: 0 });
-    await c.destFinishGet('e', { error: 'rank 2: out of memory' });
-    const local = await a.srcWaitUntilGetFinished('e').catch((e: Error) => e);
-    expect(local).not.toBeInstanceOf(CollectiveMismatchError);
-    expect((local as Error).message).toBe('rank 2: out of memory');
-    // The key is free again after a failure.
-    expect((await pass(a, b, 'e', t)).toArray()).toEqual([1]);
   });
 
   it('a value over the budget of buffered bytes is refused on both sides, and the budget frees as gets take values', async () => {
@@ -359,10 +283,9 @@ describe('status rows', () => {
 });
 
 describe('arguments', () => {
-  it('missing from, a wrong count and a rank that is no peer are clear errors naming the key', async () => {
+  it('missing from and a rank that is no peer are clear errors naming the key', async () => {
     const [a, b] = await job(2);
     const t = Tensor.zeros([2]);
-    await expect(a.srcSet('k', t, 2, { to: [1] })).rejects.toThrow(/srcSet\("k"\): options.to must list/);
     await expect(a.srcSet('k', t, 1, { to: [5] })).rejects.toThrow(
       /srcSet\("k"\): rank 5 is not a peer of rank 0/,
     );
@@ -370,8 +293,6 @@ describe('arguments', () => {
     await expect(b.destGet('k')).rejects.toThrow(
       new TypeError('destGet("k"): the network store needs options.from, the global rank of the producer'),
     );
-    await expect(b.destFinishGet('k')).rejects.toThrow(/no unfinished destGet of this key/);
-    await expect(a.srcWaitUntilGetFinished('k')).rejects.toThrow(/has not set this key/);
     // A failed call claims nothing: the key still works.
     expect((await pass(a, b, 'k', t)).shape).toEqual([2]);
   });
@@ -428,30 +349,6 @@ describe('timeouts', () => {
     await a.srcSet('unread', Tensor.fromArray([2], [1], 'float32'), 1, { to: [1] });
     expect((await b.destGet('unread', { from: 0 })).toArray()).toEqual([2]);
     await expect(b.destGet('unread', { from: 0, timeoutMs: 0 })).rejects.toThrow(CommTimeoutError);
-  });
-
-  it('timeoutMs 0 looks once', async () => {
-    const [a, b] = await job(2);
-    const started = performance.now();
-    await expect(b.destGet('k', { from: 0, timeoutMs: 0 })).rejects.toThrow(CommTimeoutError);
-    expect(performance.now() - started).toBeLessThan(50);
-    await a.srcSet('k', Tensor.fromArray([7], [1], 'int32'), 1, { to: [1] });
-    await expect(a.srcWaitUntilGetFinished('k', { timeoutMs: 0 })).rejects.toThrow(
-      /0 of 1 consumers finished/,
-    );
-    await pass(a, b, 'fence', Tensor.ones([1]));
-    await expect(b.destGet('k', { from: 0, timeoutMs: 0 })).rejects.toThrow(CommTimeoutError);
-    await a.srcSet('k', Tensor.fromArray([8], [1], 'int32'), 1, { to: [1] });
-    let got: Tensor | undefined;
-    while (!got) {
-      got = await b.destGet('k', { from: 0, timeoutMs: 0 }).catch(() => undefined);
-      if (!got) await sleep(2);
-    }
-    expect(got.toArray()).toEqual([8]);
-    await b.destFinishGet('k');
-    // The finish travels ahead of the fence on the same connection.
-    await pass(b, a, 'fence', Tensor.ones([1]));
-    await a.srcWaitUntilGetFinished('k', { timeoutMs: 0 });
   });
 
   it('connect names the peers that never came, with their addresses', async () => {

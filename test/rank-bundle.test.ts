@@ -7,6 +7,7 @@
  * the threads load the thread side of the library only, its chunks without
  * source maps, every chunk in ASCII.
  */
+import { execFile } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -21,6 +22,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cacheCommand } from '../src/cli/cache.ts';
 import { JobFailedError, spawnThreads } from '../src/index.ts';
@@ -174,6 +176,24 @@ describe('bundled rank threads', () => {
     const error = await spawnThreads(file, { worldSize: 2 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(JobFailedError);
     expect((error as JobFailedError).message).toMatch(/rank 0 \(rank-0\): SyntaxError/);
+  });
+
+  it('a script left unbundled says why under NODE_DEBUG=tensorcomm, and only there', async () => {
+    const file = join(scratch, 'unbundled.mjs');
+    writeFileSync(file, 'export default async function main( {\n');
+    const script =
+      `import { scriptBundle } from ${JSON.stringify(new URL('../src/launch/rank-bundle.ts', import.meta.url).href)};\n` +
+      `console.log(await scriptBundle(${JSON.stringify(pathToFileURL(file).href)}));`;
+    const run = (debug: string) =>
+      promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+        env: { ...process.env, NODE_DEBUG: debug },
+      });
+    const [on, off] = await Promise.all([run('tensorcomm'), run('')]);
+    expect([on.stdout, off.stdout]).toEqual(['undefined\n', 'undefined\n']);
+    expect(on.stderr).toMatch(
+      /TENSORCOMM \d+: the script file:\S+\/unbundled\.mjs: loaded unbundled \(a slower start\): .*Build failed/,
+    );
+    expect(off.stderr).not.toMatch(/unbundled/);
   });
 
   it('a project switched between "commonjs" and "module" gets a bundle built anew', async () => {

@@ -11,8 +11,8 @@ import {
   RendezvousServer,
   type RendezvousServerOptions,
   RendezvousTimeoutError,
-  rendezvousSecretFromEnv,
 } from '../src/index.ts';
+import { rendezvousSecretFromEnv } from '../src/rendezvous/auth.ts';
 import { FrameType, FrameWriter, PROTOCOL_MAGIC, PROTOCOL_VERSION } from '../src/rendezvous/protocol.ts';
 import { rawPeer as openRawPeer, type RawPeer } from './fixtures/rendezvous-peer.ts';
 

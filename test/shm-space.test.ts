@@ -16,8 +16,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { crossMemory } from '../src/file-store/cross-memory.ts';
+import { defaultStoreRoot } from '../src/file-store/job-directory.ts';
 import { makesSealedFiles, SEALED_FILES_ENV } from '../src/file-store/sealed-files.ts';
-import { defaultStoreRoot } from '../src/index.ts';
+import '../src/index.ts';
 import { nodeScript } from './fixtures/node-script.ts';
 import { canMakeNamespaces, runWithSmallShm, tensorcommRun } from './fixtures/shm-space-namespace.ts';
 

@@ -1,12 +1,13 @@
+// biome-ignore-all lint/nursery/noFloatingPromises: these tests make, on purpose, the mistakes the ledger must catch
 import { afterEach, describe, expect, it } from 'vitest';
-import { internalCalls, Work } from '../src/runtime/work.ts';
+import { closeLedger, internalCalls, openLedger, trackCall, Work } from '../src/runtime/work.ts';
 
 const turn = () => new Promise((resolve) => setTimeout(resolve, 0));
-const call = <T>(promise: Promise<T>, name = 'allReduce #0') => Work.track(new Work(promise), () => name);
-const settledCall = <T>(value: T, name = 'allReduce #0') => Work.track(Work.resolved(value), () => name);
+const call = <T>(promise: Promise<T>, name = 'allReduce #0') => trackCall(new Work(promise), () => name);
+const settledCall = <T>(value: T, name = 'allReduce #0') => trackCall(Work.resolved(value), () => name);
 
 afterEach(async () => {
-  await Work.closeLedger();
+  await closeLedger();
 });
 
 describe("a rank's ledger of its calls", () => {
@@ -16,11 +17,11 @@ describe("a rank's ledger of its calls", () => {
       () => call(Promise.resolve(1), 'allReduce(float32[4], sum) #3 on group "world"'),
       () => settledCall(1, 'allReduce(float32[4], sum) #3 on group "world"'),
     ]) {
-      Work.openLedger();
+      openLedger();
       started();
       await call(Promise.resolve(1), 'barrier() #4 on group "world"');
       await turn();
-      expect((await Work.closeLedger())?.message).toBe(
+      expect((await closeLedger())?.message).toBe(
         'the rank\'s main returned without looking at 1 call(s) it started: allReduce(float32[4], sum) #3 on group "world"; ' +
           'await each Work (or chain on it, wait() for it, poll it with done()), or call detach() on one it fires and forgets on purpose',
       );
@@ -28,16 +29,16 @@ describe("a rank's ledger of its calls", () => {
   });
 
   it('names a call looked at but still pending when the rank ends', async () => {
-    Work.openLedger();
+    openLedger();
     const pending = call(new Promise(() => {}), 'allReduce(float32[4], sum) #3 on group "world"');
     expect(pending.done()).toBe(false);
-    expect((await Work.closeLedger())?.message).toMatch(
+    expect((await closeLedger())?.message).toMatch(
       /^the rank's main returned while 1 call\(s\) it started were still pending: allReduce\(float32\[4\], sum\) #3 on group "world"; await every Work/,
     );
   });
 
   it('counts an await, wait(), done(), failed(), Promise.all and a chained Work as looking', async () => {
-    Work.openLedger();
+    openLedger();
     await call(Promise.resolve(1));
     await settledCall(2);
     await call(Promise.resolve(3)).wait();
@@ -52,14 +53,14 @@ describe("a rank's ledger of its calls", () => {
       () => {},
       () => {},
     );
-    expect(await Work.closeLedger()).toBeUndefined();
+    expect(await closeLedger()).toBeUndefined();
   });
 
   it('owes a look at a Work chained with then(fn) or finally(), as at the call itself', async () => {
     for (const chain of [(w: Work<number>) => w.then(() => {}), (w: Work<number>) => w.finally(() => {})]) {
-      Work.openLedger();
+      openLedger();
       chain(settledCall(1, 'broadcast #2'));
-      expect((await Work.closeLedger())?.message).toMatch(
+      expect((await closeLedger())?.message).toMatch(
         /^the rank's main returned without looking at 1 call\(s\) it started: the (then|finally)\(\) chained on broadcast #2;/,
       );
     }
@@ -68,11 +69,11 @@ describe("a rank's ledger of its calls", () => {
   it('gives one verdict for a then() that throws, whether its call was done before main returned or not', async () => {
     const verdicts = new Set<string | undefined>();
     for (const started of [() => settledCall(1), () => call(Promise.resolve(1)), () => call(turn())]) {
-      Work.openLedger();
+      openLedger();
       started().then(() => {
         throw new Error('thrown in then');
       });
-      const message = (await Work.closeLedger())?.message;
+      const message = (await closeLedger())?.message;
       verdicts.add(message?.replace(/ \(failed with .*?\)/, ''));
     }
     expect([...verdicts]).toEqual([
@@ -82,20 +83,20 @@ describe("a rank's ledger of its calls", () => {
   });
 
   it('names a failure nobody looked at, and forgets one somebody did', async () => {
-    Work.openLedger();
+    openLedger();
     call(Promise.reject(new RangeError('src 9 is out of range')), 'broadcast on group "world"');
     const caught = call(Promise.reject(new Error('seen')), 'seen later');
     const polled = call(Promise.reject(new Error('polled')), 'polled');
     await turn();
     caught.catch(() => {});
     expect(polled.failed()).toBe(true);
-    expect((await Work.closeLedger())?.message).toMatch(
+    expect((await closeLedger())?.message).toMatch(
       /^the rank's main returned without looking at 1 call\(s\) it started: broadcast on group "world" \(failed with RangeError: src 9 is out of range\);/,
     );
   });
 
   it('names a failure handler that threw with nobody looking', async () => {
-    Work.openLedger();
+    openLedger();
     await expect(call(Promise.reject(new Error('awaited')))).rejects.toThrow('awaited');
     settledCall(1, 'allReduce #1').then(
       () => {
@@ -103,19 +104,19 @@ describe("a rank's ledger of its calls", () => {
       },
       () => {},
     );
-    expect((await Work.closeLedger())?.message).toMatch(
+    expect((await closeLedger())?.message).toMatch(
       /^1 call\(s\) failed and nobody observed it: allReduce #1 failed with Error: thrown by a handler;/,
     );
   });
 
   it('keeps a bounded number of unobserved failures and counts the rest', async () => {
-    Work.openLedger();
+    openLedger();
     for (let i = 0; i < 200; i++) {
       call(Promise.reject(new Error(`e${i}`)), `call ${i}`).catch(() => {
         throw new Error(`e${i}`);
       });
     }
-    const message = (await Work.closeLedger())?.message ?? '';
+    const message = (await closeLedger())?.message ?? '';
     expect(message).toMatch(
       /^200 call\(s\) failed and nobody observed it: call 0 failed with Error: e0; call 1 /,
     );
@@ -123,53 +124,53 @@ describe("a rank's ledger of its calls", () => {
   });
 
   it('keeps only the calls still owing a look, and at most 4,096 of them', async () => {
-    Work.openLedger();
+    openLedger();
     // Awaited calls leave the ledger: were they kept, these would fill it and the 4,096 below would not all count.
     for (let i = 0; i < 20_000; i++) await settledCall(i);
     for (let i = 0; i < 5_000; i++) settledCall(i, `forgotten ${i}`);
-    expect((await Work.closeLedger())?.message).toMatch(
+    expect((await closeLedger())?.message).toMatch(
       /without looking at 4096 call\(s\) it started: forgotten 0; forgotten 1;/,
     );
   });
 
   it('counts the looks at a Work shared by calls that completed with the same result', async () => {
     const result = { tensor: 'same' };
-    Work.openLedger();
+    openLedger();
     for (let i = 0; i < 1_000; i++) await settledCall(result, `allReduce #${i}`);
     const a = settledCall(result, 'allReduce #1000');
     const b = settledCall(result, 'allReduce #1001');
     expect(a).toBe(b);
     await b;
-    expect((await Work.closeLedger())?.message).toMatch(
+    expect((await closeLedger())?.message).toMatch(
       /without looking at 1 call\(s\) it started: 1 of allReduce #1000, allReduce #1001 \(calls that completed with the same result share one Work\);/,
     );
-    Work.openLedger();
+    openLedger();
     const c = settledCall(result, 'allReduce #0');
     await c;
     await c; // a second look at one call does not stand for another's
     settledCall(result, 'allReduce #1');
-    expect((await Work.closeLedger())?.message).toMatch(
+    expect((await closeLedger())?.message).toMatch(
       /without looking at 1 call\(s\) it started: allReduce #1;/,
     );
   });
 
   it('lets a detached call go unlooked at, waits for it if pending, and ignores its failure', async () => {
-    Work.openLedger();
+    openLedger();
     settledCall(1).detach();
     call(Promise.reject(new Error('on purpose'))).detach();
     let finished = false;
     call(turn().then(() => (finished = true))).detach();
-    expect(await Work.closeLedger()).toBeUndefined();
+    expect(await closeLedger()).toBeUndefined();
     expect(finished).toBe(true);
   });
 
   it('is silent outside a rank', async () => {
     call(new Promise(() => {}));
-    expect(await Work.closeLedger()).toBeUndefined();
+    expect(await closeLedger()).toBeUndefined();
   });
 
   it('leaves out the calls a layer above makes through internalCalls', async () => {
-    Work.openLedger();
+    openLedger();
     class Group {
       // Private fields: the view must call methods and getters on the group itself.
       #pending = new Promise<void>(() => {});
@@ -185,9 +186,9 @@ describe("a rank's ledger of its calls", () => {
     inner.send();
     expect(inner.size).toBe(2);
     expect(internalCalls(inner)).toBe(internalCalls(inner));
-    expect(await Work.closeLedger()).toBeUndefined();
-    Work.openLedger();
+    expect(await closeLedger()).toBeUndefined();
+    openLedger();
     new Group().send();
-    expect((await Work.closeLedger())?.message).toMatch(/without looking at 1 call\(s\) it started: send;/);
+    expect((await closeLedger())?.message).toMatch(/without looking at 1 call\(s\) it started: send;/);
   });
 });

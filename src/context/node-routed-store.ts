@@ -8,7 +8,13 @@
  * both stores, the network store offering it to whoever asks (`pull`); the
  * first to finish it wins and the other is withdrawn.
  */
-import { CommTimeoutError } from '../runtime/errors.ts';
+import {
+  alreadySetError,
+  checkFinish,
+  checkSet,
+  noGetError,
+  UnfinishedGets,
+} from '../runtime/store-bookkeeping.ts';
 import type {
   StoreEntry,
   StoreFinishOptions,
@@ -24,6 +30,7 @@ const CLAIM_POLL_MS = 5;
 const DEFAULT_EITHER_TIMEOUT_MS = 300_000;
 
 export class NodeRoutedStore implements TensorStore {
+  readonly rank: number;
   readonly #near: TensorStore;
   readonly #far: TensorStore;
   readonly #nodeOf: readonly string[];
@@ -33,10 +40,11 @@ export class NodeRoutedStore implements TensorStore {
   /** Values in both stores for one consumer, who takes it from either. */
   readonly #either = new Set<string>();
   /** The store each value this rank took came from, for destFinishGet. */
-  readonly #taken = new Map<string, TensorStore>();
+  readonly #taken = new UnfinishedGets<TensorStore>();
 
   /** `nodeOf`: every global rank's node id; `rank`: this rank's. */
   constructor(near: TensorStore, far: TensorStore, nodeOf: readonly string[], rank: number) {
+    this.rank = rank;
     this.#near = near;
     this.#far = far;
     this.#nodeOf = nodeOf;
@@ -52,6 +60,10 @@ export class NodeRoutedStore implements TensorStore {
   }
 
   async srcSet(key: string, tensor: Tensor, consumers: number, options: StoreSetOptions = {}): Promise<void> {
+    const where = () => `srcSet(${JSON.stringify(key)})`;
+    // Checked here, not left to the stores: a call one of them refuses must not leave the other holding the value.
+    checkSet(key, tensor, consumers, options, where);
+    if (this.#published.has(key)) throw alreadySetError(where);
     const to = options.to;
     if (to === undefined) {
       await this.#near.srcSet(key, tensor, consumers, options);
@@ -63,9 +75,6 @@ export class NodeRoutedStore implements TensorStore {
       this.#published.set(key, [this.#near, this.#far]);
       this.#either.add(key);
       return;
-    }
-    if (to.length !== consumers) {
-      throw new RangeError(`srcSet("${key}"): ${consumers} consumers but ${to.length} ranks in \`to\``);
     }
     const near = to.filter((r) => this.#onThisNode(r));
     const far = to.filter((r) => !this.#onThisNode(r));
@@ -84,11 +93,10 @@ export class NodeRoutedStore implements TensorStore {
   async srcWaitUntilGetFinished(key: string, options?: StoreWaitOptions): Promise<void> {
     const stores = this.#published.get(key) ?? [this.#near];
     if (this.#either.delete(key)) return this.#firstFinished(key, stores, options);
-    // Both halves are waited for even when one fails, so neither is left holding the value.
+    // Both halves are waited for even when one fails: each store lets go of its half either way.
     const waits = await Promise.allSettled(stores.map((s) => s.srcWaitUntilGetFinished(key, options)));
+    this.#published.delete(key);
     const failed = waits.find((w) => w.status === 'rejected');
-    // A zero wait that found readers still reading leaves the value published.
-    if (!failed || !(failed.reason instanceof CommTimeoutError)) this.#published.delete(key);
     if (failed) throw failed.reason;
   }
 
@@ -111,6 +119,7 @@ export class NodeRoutedStore implements TensorStore {
     try {
       await waited.srcWaitUntilGetFinished(key, { ...options, timeoutMs: taken ? left || 1 : 0 });
     } finally {
+      // The value's copies in the other stores, withdrawn: the waited store's answer is the call's.
       for (const store of stores) {
         if (store !== waited) await store.srcWaitUntilGetFinished(key, { timeoutMs: 0 }).catch(() => {});
       }
@@ -125,7 +134,7 @@ export class NodeRoutedStore implements TensorStore {
     const from = options?.from;
     const store = from === undefined || this.#onThisNode(from) ? this.#near : this.#far;
     const entry = await store.destGetEntry(key, options);
-    this.#taken.set(key, store);
+    this.#taken.add(key, store);
     return entry;
   }
 
@@ -144,9 +153,11 @@ export class NodeRoutedStore implements TensorStore {
     return store.landIn?.(key, into, options) ?? (() => {});
   }
 
-  async destFinishGet(key: string, options?: StoreFinishOptions): Promise<void> {
-    const store = this.#taken.get(key) ?? this.#near;
-    this.#taken.delete(key);
+  async destFinishGet(key: string, options: StoreFinishOptions = {}): Promise<void> {
+    const where = () => `destFinishGet(${JSON.stringify(key)})`;
+    checkFinish(options, where);
+    const store = this.#taken.take(key);
+    if (!store) throw noGetError(where, this.rank);
     await store.destFinishGet(key, options);
   }
 

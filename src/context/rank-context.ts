@@ -22,7 +22,7 @@ import { runAll } from '../runtime/run-all.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { tuneRankTiering } from '../runtime/v8-tiering.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
-import { Work } from '../runtime/work.ts';
+import { closeLedger, openLedger } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
 import { adoptKernelModule, kernelModule } from '../tensor/simd-kernels.ts';
 import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
@@ -191,7 +191,7 @@ const STARTUP_TIMEOUT_MS = 60_000;
  * How often a rank in the start-up barrier looks at the ranks it waits for: a
  * start shorter than this (most) makes no such check, since each cost a waiting
  * rank a status snapshot (its call site formatted) and a look at every peer's
- * row; at 64 ranks, 80 ms of a 1.3 s start.
+ * row, which adds up in a large job's start.
  */
 const STARTUP_PEER_CHECK_MS = 1_000;
 
@@ -210,7 +210,7 @@ export async function buildRankContext(
 ): Promise<RankContext> {
   const { rank, worldSize } = identity;
   tuneRankTiering();
-  Work.openLedger();
+  openLedger();
   const created = new Map<string, number>();
   /** Live groups on NCCL, in creation order: the same on every member, so close destroys them alike. */
   const ncclGroups = new Set<ThreadGroup>();
@@ -291,7 +291,7 @@ export async function buildRankContext(
     async close(failure?: unknown) {
       // A rank that returned without looking at a call, with one pending, or let one fail unseen, fails
       // here, and its peers are told.
-      const audit = await Work.closeLedger();
+      const audit = await closeLedger();
       await errandsDone();
       const mistake = failure === undefined ? audit : undefined;
       failure ??= mistake;

@@ -23,6 +23,7 @@ export async function handTracePart(client: RendezvousClient, trace: string, ran
     await client.set(keyOf(rank), readFileSync(part));
     return true;
   } catch {
+    // Not lost: a part rank 0 did not get stays on this rank's disk (only a handed one is dropped).
     return false;
   }
 }

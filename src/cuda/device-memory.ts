@@ -51,9 +51,10 @@ const reclaim = new FinalizationRegistry<Allocation>((allocation) => giveBack(al
 /** cudaMalloc failed even after the cache was freed. */
 export class DeviceOutOfMemoryError extends CudaError {
   override name = 'DeviceOutOfMemoryError';
+  override readonly code: string = 'ERR_TC_DEVICE_OUT_OF_MEMORY';
 
   constructor(message: string, cause: CudaError) {
-    super(cause.call, cause.code, cause.codeName, '');
+    super(cause.call, cause.errno, cause.codeName, '');
     this.message = message;
     this.cause = cause;
   }
@@ -249,7 +250,7 @@ function mallocRetrying(
 }
 
 function isOutOfMemory(error: unknown): error is CudaError {
-  return error instanceof CudaError && error.code === CUDA_CONSTANTS.cudaErrorMemoryAllocation;
+  return error instanceof CudaError && error.errno === CUDA_CONSTANTS.cudaErrorMemoryAllocation;
 }
 
 function mallocCounted(cuda: CudaRuntimeBinding, pool: DevicePool, size: number): bigint {

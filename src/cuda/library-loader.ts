@@ -150,6 +150,7 @@ function pythonDirs(libDir: string): string[] {
       .filter((entry) => /^python3(\.\d+)?$/.test(entry))
       .map((entry) => join(libDir, entry));
   } catch {
+    // A directory this user cannot list holds nothing it could load either.
     return [];
   }
 }

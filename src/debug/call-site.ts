@@ -19,8 +19,8 @@ export const OWN_FOLDERS = ['src', 'dist'].map((folder) =>
 const CAPTURED_FRAMES = 12;
 const SHOWN_FRAMES = 3;
 /**
- * The most one capture is charged: above a warm one (4-20 µs, the more with source
- * maps on), far below a cold one (a new call path, V8's source positions made
+ * The most one capture is charged: above what a warm one costs, source maps on
+ * too, far below a cold one (a new call path, V8's source positions made
  * on first use) or one the scheduler interrupted on a loaded machine. Both are
  * one-off wall time, not the steady cost the share bounds.
  */

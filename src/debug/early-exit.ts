@@ -27,7 +27,9 @@ export function earlyExitPath(dir: string, rank: number): string {
 export function recordEarlyExit(dir: string, rank: number, exit: EarlyExit): void {
   try {
     writeFileSync(earlyExitPath(dir, rank), JSON.stringify(exit));
-  } catch {}
+  } catch {
+    // An exiting process has no one to tell: the launcher then goes by the exit code alone.
+  }
 }
 
 /** The record of a rank that left with its context open; undefined if it left none (or it does not parse). */

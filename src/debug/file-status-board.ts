@@ -77,7 +77,9 @@ export class FileStatusBoard implements StatusBoard {
     if (!Number.isInteger(rank) || rank < 0 || rank >= this.worldSize || rank === this.rank) return;
     try {
       this.#remote.set(rank, { row: JSON.parse(new TextDecoder().decode(row)) as RowFile, seen: Date.now() });
-    } catch {}
+    } catch {
+      // Only a status display is at stake: the last good row stays until the peer's next share.
+    }
   }
 
   #check(rank: number, what: string): void {

@@ -90,6 +90,7 @@ function yamaScope(): number {
   try {
     return Number(readFileSync('/proc/sys/kernel/yama/ptrace_scope', 'utf8').trim());
   } catch {
+    // No Yama module: only the classic ptrace rules apply, as at scope 0.
     return 0;
   }
 }

@@ -1,8 +1,10 @@
 /** Errors of the file store that callers may want to tell apart. */
+import { TensorcommError } from '../runtime/errors.ts';
 
 /** A file in the job directory is not a well-formed store file (bad header, truncated payload). */
-export class FileStoreCorruptError extends Error {
+export class FileStoreCorruptError extends TensorcommError {
   override name = 'FileStoreCorruptError';
+  override readonly code: string = 'ERR_TC_FILE_STORE_CORRUPT';
 }
 
 /**
@@ -10,8 +12,9 @@ export class FileStoreCorruptError extends Error {
  * room for a value: raised by the call that wanted the room, before anything
  * was written or mapped, so no process ever faults on a page it cannot get.
  */
-export class ShmSpaceError extends Error {
+export class ShmSpaceError extends TensorcommError {
   override name = 'ShmSpaceError';
+  override readonly code: string = 'ERR_TC_SHM_NO_SPACE';
 
   constructor(
     /** The directory whose file system is full. */

@@ -23,14 +23,25 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, linkSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
+import { CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
 import {
-  encodeBounded,
-  encodeKey,
-  MAX_DIMS,
-  MAX_ERROR_BYTES,
-  MAX_TAG_BYTES,
-} from '../runtime/store-limits.ts';
+  alreadySetError,
+  type ConsumerFailure,
+  checkFinish,
+  checkSet,
+  checkWait,
+  closedError,
+  countFinish,
+  type FinishTally,
+  finishedText,
+  noGetError,
+  notSetError,
+  throwFailure,
+  timeoutText,
+  UnfinishedGets,
+  unsetKeyText,
+} from '../runtime/store-bookkeeping.ts';
+import { encodeBounded, encodeKey, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type {
   StoreEntry,
   StoreFinishOptions,
@@ -40,7 +51,6 @@ import type {
 } from '../runtime/tensor-store.ts';
 import { deadlineAfter } from '../runtime/wait.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import { assertCommTensor } from '../tensor/validate.ts';
 import { ArenaViews } from './arena-views.ts';
 import { deviceIpc } from './device-ipc.ts';
 import { DirectoryWatch } from './directory-watch.ts';
@@ -101,14 +111,12 @@ const ARENA_MIN_BYTES = SMALL_FILE_BYTES;
 const MARKER_LOCAL = 1;
 const MARKER_MISMATCH = 2;
 
-interface Produced {
+/** `unfinished` and `failure` as the finish markers found so far tell them. */
+interface Produced extends FinishTally {
   files: KeyFiles;
   generation: string;
   consumers: number;
   finished: boolean[];
-  finishedCount: number;
-  /** Slots whose marker carries an error, in the order found. */
-  failedSlots: number[];
   /** The arena region holding the payload, if it is in one. */
   region: ArenaRef | undefined;
   /** The value file when it is a sealed memory file: open while the value is published. */
@@ -138,7 +146,7 @@ export class FileTensorStore implements TensorStore {
   readonly #nonce = randomBytes(4).readUInt32LE(0);
   readonly #watch: DirectoryWatch;
   readonly #produced = new Map<string, Produced>();
-  readonly #consuming = new Map<string, Held[]>();
+  readonly #consuming = new UnfinishedGets<Held>();
   readonly #arenas: ProducerArenas;
   readonly #arenaViews = new ArenaViews();
   readonly #rings: RingChannels | undefined;
@@ -222,7 +230,7 @@ export class FileTensorStore implements TensorStore {
   }
 
   #assertUsable(where: () => string): void {
-    if (this.#closed) throw new Error(`${where()}: the file store of rank ${this.rank} is closed`);
+    if (this.#closed) throw closedError(where, 'file', this.rank);
     if (this.#abort) throw new RankFailedError(this.#abort.message, this.#abort.failedRank);
   }
 
@@ -251,16 +259,9 @@ export class FileTensorStore implements TensorStore {
 
   async srcSet(key: string, tensor: Tensor, consumers: number, options: StoreSetOptions = {}): Promise<void> {
     const where = () => `srcSet(${JSON.stringify(key)})`;
-    assertCommTensor(tensor, 'srcSet');
-    if (!Number.isSafeInteger(consumers) || consumers < 0 || consumers > 0xffffffff) {
-      throw new RangeError(`${where()}: consumers must be a non-negative integer, got ${consumers}`);
-    }
-    if (tensor.shape.length > MAX_DIMS)
-      throw new RangeError(`${where()}: at most ${MAX_DIMS} dimensions are supported`);
-    encodeKey(key, where);
     this.#assertUsable(where);
-    if (this.#produced.has(key) || this.#rings?.produces(key))
-      throw new Error(`${where()}: key is already set by this rank and not yet finished`);
+    checkSet(key, tensor, consumers, options, where);
+    if (this.#produced.has(key) || this.#rings?.produces(key)) throw alreadySetError(where);
     const rings = this.#rings;
     const to = options.to;
     if (rings?.servesSet(consumers, to)) {
@@ -315,8 +316,8 @@ export class FileTensorStore implements TensorStore {
       generation: generationName(this.#nonce, counter),
       consumers,
       finished: new Array(consumers).fill(false),
-      finishedCount: 0,
-      failedSlots: [],
+      unfinished: consumers,
+      failure: undefined,
       region,
       sealedFd,
       exported: exported && tensor,
@@ -345,17 +346,17 @@ export class FileTensorStore implements TensorStore {
 
   async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
     const where = () => `srcWaitUntilGetFinished(${JSON.stringify(key)})`;
-    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    const timeoutMs = checkWait(options, this.#timeoutMs, where);
     if (this.#rings?.produces(key)) return this.#rings.waitFinished(key, timeoutMs, where);
     const produced = this.#produced.get(key);
-    if (!produced) throw new Error(`${where()}: rank ${this.rank} has not set this key`);
+    if (!produced) throw notSetError(where, this.rank);
     try {
       await this.#waitUntil(
         produced.files.doneChannel,
         () => (this.#collectFinished(produced) ? true : undefined),
         deadlineAfter(timeoutMs),
         where,
-        () => `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${this.#progress(produced)}`,
+        () => timeoutText(where, timeoutMs, this.rank, this.#progress(produced)),
       );
     } finally {
       this.#release(key, produced);
@@ -366,13 +367,14 @@ export class FileTensorStore implements TensorStore {
   #collectFinished(p: Produced): boolean {
     for (let slot = 0; slot < p.consumers; slot++) {
       if (p.finished[slot]) continue;
-      const marker = statSync(p.files.done(this.rank, p.generation, slot), { throwIfNoEntry: false });
+      const path = p.files.done(this.rank, p.generation, slot);
+      const marker = statSync(path, { throwIfNoEntry: false });
       if (!marker) continue;
       p.finished[slot] = true;
-      p.finishedCount++;
-      if (marker.size > 0) p.failedSlots.push(slot);
+      // Only the first failure is reported: a later one's marker is not read.
+      countFinish(p, marker.size > 0 && !p.failure ? readMarker(path) : undefined);
     }
-    return p.finishedCount === p.consumers;
+    return p.unfinished === 0;
   }
 
   #progress(p: Produced): string {
@@ -381,9 +383,9 @@ export class FileTensorStore implements TensorStore {
       if (!p.finished[slot] && statSync(p.files.claim(p.generation, slot), { throwIfNoEntry: false }))
         reading++;
     }
-    const waiting = p.consumers - p.finishedCount - reading;
+    const waiting = p.unfinished - reading;
     return (
-      `${p.finishedCount} of ${p.consumers} consumers finished ` +
+      `${finishedText(p.consumers - p.unfinished, p.consumers)} ` +
       `(${reading} got the value and are still reading it, ${waiting} have not got it)`
     );
   }
@@ -391,10 +393,6 @@ export class FileTensorStore implements TensorStore {
   /** Removes the key's files (also after a timeout, so it can be set again) and reports a consumer's error. */
   #release(key: string, p: Produced): void {
     this.#produced.delete(key);
-    const failure =
-      p.failedSlots.length > 0
-        ? readMarker(p.files.done(this.rank, p.generation, p.failedSlots[0]))
-        : undefined;
     // The value goes first: a consumer that claims after this sees it gone and withdraws its claim.
     if (p.sealedFd === undefined) removeIfPresent(p.files.value);
     else removeJobFile(p.sealedFd, p.files.value);
@@ -404,7 +402,7 @@ export class FileTensorStore implements TensorStore {
       removeIfPresent(p.files.claim(p.generation, slot), true);
       removeIfPresent(p.files.done(this.rank, p.generation, slot));
     }
-    if (failure) throw failure;
+    throwFailure(p);
   }
 
   /** Whether a consumer got the value and has not finished (checked after the value file is gone). */
@@ -423,7 +421,7 @@ export class FileTensorStore implements TensorStore {
 
   async destGetEntry(key: string, options: StoreWaitOptions = {}): Promise<StoreEntry> {
     const where = () => `destGet(${JSON.stringify(key)})`;
-    let timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    let timeoutMs = checkWait(options, this.#timeoutMs, where);
     if (this.#rings?.servesGet(options.from, options.pull)) {
       encodeKey(key, where);
       this.#assertUsable(where);
@@ -446,11 +444,7 @@ export class FileTensorStore implements TensorStore {
       },
       deadlineAfter(timeoutMs),
       where,
-      () =>
-        `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ` +
-        (exhausted
-          ? 'the value under this key was already got by all its consumers, and no new value was set'
-          : 'no rank has set this key'),
+      () => timeoutText(where, timeoutMs, this.rank, unsetKeyText(exhausted)),
     );
   }
 
@@ -502,7 +496,7 @@ export class FileTensorStore implements TensorStore {
       }
       handedOver = true;
       held.mapping = read.mapping;
-      this.#hold(key, held);
+      this.#consuming.add(key, held);
       return { tensor: read.tensor, tag: header.tag, producerRank: header.producerRank };
     } finally {
       if (!handedOver) closeSync(fd);
@@ -545,12 +539,6 @@ export class FileTensorStore implements TensorStore {
     return isStillAt(held.files.value, held.fd);
   }
 
-  #hold(key: string, held: Held): void {
-    const list = this.#consuming.get(key);
-    if (list) list.push(held);
-    else this.#consuming.set(key, [held]);
-  }
-
   /** See TensorStore.srcRelease: a value the rings carried inside its records needs no finishes. */
   srcRelease(key: string): boolean {
     return this.#rings?.release(key) ?? false;
@@ -565,15 +553,14 @@ export class FileTensorStore implements TensorStore {
 
   async destFinishGet(key: string, options: StoreFinishOptions = {}): Promise<void> {
     const where = () => `destFinishGet(${JSON.stringify(key)})`;
+    checkFinish(options, where);
     const ringHeld = this.#rings?.takeHeld(key);
     if (ringHeld && !ringHeld.inFile) {
       this.#rings?.finish(ringHeld, options);
       return;
     }
-    const list = this.#consuming.get(key);
-    const held = list?.shift();
-    if (!held) throw new Error(`${where()}: rank ${this.rank} has no unfinished destGet of this key`);
-    if (list?.length === 0) this.#consuming.delete(key);
+    const held = this.#consuming.take(key);
+    if (!held) throw noGetError(where, this.rank);
     this.#finish(held, options);
   }
 
@@ -620,13 +607,10 @@ export class FileTensorStore implements TensorStore {
     this.#rings?.close();
     this.#closed = true;
     this.#watch.close();
-    for (const list of this.#consuming.values()) {
-      for (const held of list) {
-        held.mapping?.release();
-        closeSync(held.fd);
-      }
+    for (const held of this.#consuming.clear()) {
+      held.mapping?.release();
+      closeSync(held.fd);
     }
-    this.#consuming.clear();
     this.#arenaViews.close();
     for (const [key, produced] of [...this.#produced]) {
       try {
@@ -639,15 +623,18 @@ export class FileTensorStore implements TensorStore {
   }
 }
 
-function readMarker(path: string): Error {
+function readMarker(path: string): ConsumerFailure {
   let content: Buffer;
   try {
     content = readFileSync(path);
   } catch (error) {
-    return new Error(`a consumer reported an error, but its marker ${path} could not be read: ${error}`);
+    return {
+      error: `a consumer reported an error, but its marker ${path} could not be read: ${error}`,
+      mismatch: false,
+    };
   }
-  const text = content.toString('utf8', 1, Math.min(content.length, 1 + MAX_ERROR_BYTES));
-  return content[0] === MARKER_MISMATCH ? new CollectiveMismatchError(text) : new Error(text);
+  const error = content.toString('utf8', 1, Math.min(content.length, 1 + MAX_ERROR_BYTES));
+  return { error, mismatch: content[0] === MARKER_MISMATCH };
 }
 
 /** Opens a GPU value's allocation in this process; closed when the get finishes. */

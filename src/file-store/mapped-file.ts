@@ -57,7 +57,8 @@ export function canMapFiles(): boolean {
 /**
  * Copies `source` into `target` (at least as long) with libc's memcpy: V8
  * copies out of a SharedArrayBuffer, which tensors live in, with relaxed
- * atomics, measured 15-25% slower for 64 MiB. Call only where canMapFiles().
+ * atomics a word at a time, where memcpy moves wide vectors. Call only where
+ * canMapFiles().
  */
 export function copyInto(target: Uint8Array, source: Uint8Array): void {
   if (source.length > target.length) {

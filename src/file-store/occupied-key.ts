@@ -6,6 +6,7 @@
  * a slow consumer.
  */
 import { closeSync, openSync, type Stats, statSync } from 'node:fs';
+import { heldKeyError } from '../runtime/store-bookkeeping.ts';
 import { FileStoreCorruptError } from './errors.ts';
 import { readValueHeader } from './value-reader.ts';
 
@@ -15,8 +16,6 @@ function kindOf(stat: Stats): string {
 
 /** The error for a publication refused because `path` exists; `where` names the call. */
 export function occupiedKeyError(path: string, where: string): Error {
-  const held = () =>
-    new Error(`${where}: key is still held by an earlier value whose consumers have not finished`);
   const stranger = (what: string) =>
     new FileStoreCorruptError(
       `${where}: an unexpected file is at this key's path ${path} (${what}), not a value of a tensorcomm ` +
@@ -31,15 +30,12 @@ export function occupiedKeyError(path: string, where: string): Error {
     fd = openSync(path, 'r');
   } catch (error) {
     // Gone already: it was an earlier value, withdrawn or finished since.
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return held();
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return heldKeyError(() => where);
     return stranger(`unreadable: ${(error as Error).message}`);
   }
   try {
     const { header } = readValueHeader(fd, 'the file');
-    return new Error(
-      `${where}: key is still held by an earlier value (set by rank ${header.producerRank}) whose ` +
-        'consumers have not finished',
-    );
+    return heldKeyError(() => where, header.producerRank);
   } catch (error) {
     if (error instanceof FileStoreCorruptError)
       return stranger(error.message.replace(/^.*? is corrupt: /, ''));

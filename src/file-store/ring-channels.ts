@@ -4,22 +4,10 @@
  * ordered pair of ranks (Open MPI's sm BTL, NCCL's SHM transport), so a small
  * value costs two copies and, when the consumer sleeps, one doorbell write
  * instead of a value file, a claim directory, a finish marker and the
- * directory events that announce them.
- *
- * It serves the values whose producer names its consumers (`to`) and whose
- * consumers name their producer (`from`), as every collective and send does;
- * the rest (a TensorPromise's, a bare store user's) keep the file handshake.
- * The producer pushes a value record to each consumer's ring: the payload
- * inline when small; else where the tensor lies in the producer's memory,
- * which the consumer copies straight into the tensor it will receive into
- * (cross-memory.ts; TensorStore.landIn) or into a reused buffer; else, where
- * the consumer cannot read other processes or reads the value in place (a
- * reduction's input, StoreSetOptions.readInPlace), a reference to a region
- * of the producer's shared arena (the consumer gets a view of it, not a copy); or,
- * for a GPU tensor or when the arenas are full, a note that the value waits
- * in a value file. A consumer keeps what arrives by (producer, key) until a
- * get takes it, and its finish goes back as a record; a producer that gives
- * up withdraws its value. What a rank writes to its peers goes through its
+ * directory events that announce them. Which values take the rings, and the
+ * record each becomes (inline, remote, arena, file), is in docs/design.md
+ * ("File-store rings"). A consumer keeps what arrives by (producer, key)
+ * until a get takes it; what a rank writes to its peers goes through its
  * RingOutbox (ring-outbox.ts).
  *
  * Waits spin on the rings for a moment when every rank of the node has a
@@ -28,9 +16,17 @@
  */
 
 import type { ByteRing } from '../runtime/byte-ring.ts';
-import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
+import { CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
+import {
+  countFinish,
+  type FinishTally,
+  finishedText,
+  throwFailure,
+  timeoutText,
+  UnfinishedGets,
+} from '../runtime/store-bookkeeping.ts';
 import { encodeBounded, encodeText, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type { StoreEntry, StoreFinishOptions } from '../runtime/tensor-store.ts';
 import { sameShape } from '../tensor/shape.ts';
@@ -129,13 +125,11 @@ interface Arrival {
   tensor: Tensor | undefined;
 }
 
-interface Produced {
+interface Produced extends FinishTally {
   /** Held until every consumer finished: consumers may be copying out of its memory. */
   tensor: Tensor;
   sends: Send[];
-  unfinished: number;
   region: ArenaRef | undefined;
-  failure: { error: string; mismatch: boolean } | undefined;
 }
 
 interface Send {
@@ -163,7 +157,7 @@ export class RingChannels {
   readonly #arrivals = new Map<string, Arrival[]>();
   readonly #produced = new Map<string, Produced>();
   readonly #sends = new Map<number, Send>();
-  readonly #held = new Map<string, RingHeld[]>();
+  readonly #held = new UnfinishedGets<RingHeld>();
   readonly #waiters = new Set<() => void>();
   /** Tensors consumers will copy values into (`${from}/${key}`), see landIn. */
   readonly #landings = new Map<string, Tensor>();
@@ -238,8 +232,9 @@ export class RingChannels {
    * or through the arena to those that cannot; through the arena to all
    * when they read it in place (`readInPlace`, StoreSetOptions) and there is
    * room: a copy into a buffer of theirs would be one copy more, and a
-   * cross-process copy is the slower kind (8 GB/s against memcpy's 23 on
-   * the 2-core test machine).
+   * cross-process copy is the slower kind (the kernel pins and copies the
+   * other process's pages one by one, where memcpy streams through memory
+   * both map).
    */
   set(
     key: string,
@@ -355,26 +350,24 @@ export class RingChannels {
         () => (produced.unfinished === 0 ? true : undefined),
         timeoutMs,
         where,
-        () =>
-          `${where()} timed out after ${timeoutMs} ms on rank ${this.#host.rank}: ${this.#progress(produced)}`,
+        () => timeoutText(where, timeoutMs, this.#host.rank, this.#progress(produced)),
       );
     } catch (error) {
-      this.#withdraw(produced);
+      // A closed store withdrew it as it closed, and its peers' rings may be gone since.
+      if (!this.#closed) this.#withdraw(produced);
       throw error;
     } finally {
       this.#produced.delete(key);
       for (const send of produced.sends) this.#sends.delete(send.id);
     }
     if (produced.region) this.#host.arenas.free(produced.region);
-    const failure = produced.failure;
-    if (failure)
-      throw failure.mismatch ? new CollectiveMismatchError(failure.error) : new Error(failure.error);
+    throwFailure(produced);
   }
 
   #progress(p: Produced): string {
     const waiting = p.sends.filter((s) => !s.finished).map((s) => s.to);
     return (
-      `${p.sends.length - waiting.length} of ${p.sends.length} consumers finished; ` +
+      `${finishedText(p.sends.length - waiting.length, p.sends.length)}; ` +
       `waiting for rank${waiting.length === 1 ? '' : 's'} ${waiting.join(', ')}`
     );
   }
@@ -400,18 +393,22 @@ export class RingChannels {
       timeoutMs,
       where,
       () =>
-        `${where()} timed out after ${timeoutMs} ms on rank ${this.#host.rank}: ` +
-        `rank ${from} has not sent a value under this key` +
-        (this.#buffered >= this.#maxBuffered
-          ? ` that this rank read: it holds ${this.#arrivalCount()} values not taken yet (${this.#buffered} ` +
-            `bytes, its limit of maxBufferedBytes), and reads no more until some are taken`
-          : ''),
+        timeoutText(
+          where,
+          timeoutMs,
+          this.#host.rank,
+          `rank ${from} has not sent a value under this key` +
+            (this.#buffered >= this.#maxBuffered
+              ? ` that this rank read: it holds ${this.#arrivalCount()} values not taken yet (${this.#buffered} ` +
+                `bytes, its limit of maxBufferedBytes), and reads no more until some are taken`
+              : ''),
+        ),
       from,
     );
     this.#take(arrivalKey, arrival);
     const { record } = arrival;
     if (record.payload.at === 'file') {
-      this.#hold(key, { from, inFile: true });
+      this.#held.add(key, { from, inFile: true });
       return 'file';
     }
     let tensor = arrival.tensor;
@@ -453,7 +450,7 @@ export class RingChannels {
       }
       tensor = Tensor.fromBuffer(buffer, ref.offset, record.shape, record.dtype);
     }
-    this.#hold(key, { from, id: arrival.id, inFile: false, spare });
+    this.#held.add(key, { from, id: arrival.id, inFile: false, spare });
     return { tensor: tensor as Tensor, tag: record.tag, producerRank: from };
   }
 
@@ -470,18 +467,9 @@ export class RingChannels {
     this.#buffered -= arrivalBytes(arrival);
   }
 
-  #hold(key: string, held: RingHeld): void {
-    const list = this.#held.get(key);
-    if (list) list.push(held);
-    else this.#held.set(key, [held]);
-  }
-
   /** The oldest unfinished get of `key` these rings handed out, taken off the list; undefined if none. */
   takeHeld(key: string): RingHeld | undefined {
-    const list = this.#held.get(key);
-    const held = list?.shift();
-    if (list?.length === 0) this.#held.delete(key);
-    return held;
+    return this.#held.take(key);
   }
 
   /** Sends a get's finish back to its producer. */
@@ -610,8 +598,7 @@ export class RingChannels {
       const send = this.#sends.get(record.id);
       if (!send || send.finished || send.to !== from) return;
       send.finished = true;
-      send.produced.unfinished--;
-      send.produced.failure ??= record.failure;
+      countFinish(send.produced, record.failure);
     } else {
       for (const [arrivalKey, list] of this.#arrivals) {
         const at = list.findIndex((a) => a.from === from && a.id === record.id);

@@ -126,6 +126,7 @@ export function pruneBundles(cacheDir: string, now = Date.now(), maxBundles = MA
     try {
       usedMs = statSync(path).mtimeMs;
     } catch {
+      // Pruned by another process since it was listed.
       continue;
     }
     const manifest = bundle ? manifestOf(cacheDir, bundle[1]) : undefined;

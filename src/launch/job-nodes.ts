@@ -315,6 +315,7 @@ export class JobNodes {
       try {
         return await this.client.wait(waiting.map(KEYS.done), { timeoutMs: DONE_RECHECK_MS });
       } catch (error) {
+        // A slice ran out: look again, leaving out the nodes lost meanwhile.
         if (!(error instanceof RendezvousTimeoutError)) throw error;
       }
     }

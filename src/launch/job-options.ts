@@ -23,47 +23,6 @@ export const JOB_SHAPE_KEYS = {
   graceMs: true,
 } as const satisfies Record<keyof JobShapeOptions, true>;
 
-/**
- * A key nobody reads is a mistake (`wordSize` for `worldSize`), not a default:
- * a TypeError naming it, and the known key it is closest to.
- */
-export function checkOptionKeys(options: object, known: Record<string, true>, where: string): void {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(
-      `${where}: options must be an object, got ${options === null ? 'null' : typeof options}`,
-    );
-  }
-  for (const key of Object.keys(options)) {
-    if (Object.hasOwn(known, key)) continue;
-    const near = closest(key, Object.keys(known));
-    throw new TypeError(
-      `${where}: unknown option "${key}"${near ? ` (did you mean "${near}"?)` : ''}; known options: ${Object.keys(known).join(', ')}`,
-    );
-  }
-}
-
-/** The known key within two edits of `key`, if one is. */
-function closest(key: string, known: readonly string[]): string | undefined {
-  let best: { name: string; distance: number } | undefined;
-  for (const name of known) {
-    const distance = editDistance(key.toLowerCase(), name.toLowerCase());
-    if (distance <= 2 && (!best || distance < best.distance)) best = { name, distance };
-  }
-  return best?.name;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) {
-      row[j] = Math.min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    previous = row;
-  }
-  return previous[b.length];
-}
-
 export const DEFAULT_COLLECTIVE_TIMEOUT_MS = 300_000;
 export const DEFAULT_GRACE_MS = 2_000;
 const MAX_WORLD_SIZE = 4096;

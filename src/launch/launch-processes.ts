@@ -16,11 +16,11 @@ import { readTraceParts, type TraceShare, writeTrace } from '../debug/trace.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
+import { checkOptionKeys } from '../runtime/option-keys.ts';
 import { type Device, parseDevice } from '../tensor/dtype.ts';
 import { JobNodes, type NodeFailure } from './job-nodes.ts';
 import {
   checkJobOptions,
-  checkOptionKeys,
   DEFAULT_COLLECTIVE_TIMEOUT_MS,
   describeFailures,
   JOB_SHAPE_KEYS,

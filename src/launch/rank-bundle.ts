@@ -25,6 +25,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Loader, Metafile, Plugin } from 'esbuild';
 import { OWN_FOLDERS } from '../debug/call-site.ts';
 import { BUNDLE_CACHE_DIR } from '../runtime/bundle-cache.ts';
+import { debugLog } from '../runtime/debug-log.ts';
 import { within } from '../runtime/within.ts';
 import { adoptKernelBytes, kernelBytes } from '../tensor/simd-kernels.ts';
 import {
@@ -53,10 +54,10 @@ const LIBRARY_DIR = fileURLToPath(new URL('../', import.meta.url));
 const OWN_DEPENDENCIES = join(PACKAGE_DIR, 'node_modules', sep);
 const PACKAGE_JSON = join(PACKAGE_DIR, 'package.json');
 const NAMES = ['rank-worker', 'setup', 'entry'] as const;
-/** A thread bundle keeps the reduction kernels' WebAssembly bytes, which take 6-10 ms to assemble (tensor/simd-kernels.ts). */
+/** A thread bundle keeps the reduction kernels' WebAssembly bytes, so no process assembles them again (tensor/simd-kernels.ts). */
 const KERNELS_FILE = 'kernels.wasm';
 const RESOLVING = Symbol('resolving');
-/** A build takes 0.2-2 s; one past this has hung, and the job loads its modules unbundled (every wait has a timeout). */
+/** Far more than any build takes: one past this has hung, and the job loads its modules unbundled (every wait has a timeout). */
 const BUILD_TIMEOUT_MS = 120_000;
 
 const fileIn = (dir: string, name: string) => pathToFileURL(join(dir, `${name}.mjs`));
@@ -157,10 +158,10 @@ function ownSources(transform: typeof import('esbuild').transform, entries: Read
 /**
  * Drops the source map of each chunk in `dir` that holds only this library's
  * code. With source maps on, the first stack formatted in a thread that shows
- * a frame of such a chunk parses its whole map: at 64 ranks, half the
+ * a frame of such a chunk parses its whole map: with many ranks, half the
  * threads did so in a start-up barrier (its slow wait publishes the rank's
- * call sites), 40-90 ms and 1 MiB of heap each, even cut to one mapping per
- * line. Its frames keep the bundle's file and line, which is how call sites
+ * call sites), each paying time and heap for the whole library's map, even
+ * cut to one mapping per line. Its frames keep the bundle's file and line, which is how call sites
  * tell them from the user's (chunks with any of the user's code keep every
  * mapping). Returns the chunks whose maps it dropped: those of this library alone.
  */
@@ -187,8 +188,8 @@ function dropOwnSourceMaps(dir: string): Set<string> {
  * Makes each chunk in `dir` pure ASCII: esbuild escapes every other
  * character of strings, templates and names (charset ascii), but keeps
  * comments as written, and a single '→' in one makes V8 hold the chunk's
- * source in two bytes a character, in every rank thread (the library chunk:
- * 720 KB a thread instead of 360). Each such UTF-16 unit becomes one '?',
+ * source in two bytes a character, doubling its memory in every rank
+ * thread. Each such UTF-16 unit becomes one '?',
  * so columns, and the source maps, stay right.
  */
 function asciiComments(dir: string): void {
@@ -233,8 +234,8 @@ interface BuildOptions {
 function threadBundleAt(dir: string): string {
   try {
     adoptKernelBytes(readFileSync(join(dir, KERNELS_FILE)));
-  } catch {
-    // Assembled on first use instead.
+  } catch (error) {
+    debugLog('the reduction kernels are assembled again: %s', error);
   }
   return dir;
 }
@@ -323,6 +324,16 @@ async function build(
 }
 
 /**
+ * Why `what` loads unbundled. Not an error: a CommonJS entry never bundles, a
+ * broken one fails in its ranks with its own error, and anything else only
+ * makes the start slower, which NODE_DEBUG=tensorcomm then explains.
+ */
+function unbundled(what: string, error: unknown): undefined {
+  debugLog('%s: loaded unbundled (a slower start): %s', what, error);
+  return undefined;
+}
+
+/**
  * The bundle of these three modules (file URLs), built or taken from the
  * cache; undefined when they cannot be bundled (not files, or esbuild fails
  * on them), and the job then loads them as they are, so a broken entry fails
@@ -345,8 +356,8 @@ export async function rankBundle(
         scriptChunks: true,
       }));
     return bundleAt(threadBundleAt(dir));
-  } catch {
-    return undefined;
+  } catch (error) {
+    return unbundled(`the rank modules of ${entryUrl}`, error);
   }
 }
 
@@ -405,8 +416,8 @@ export async function testFileBundle(
       entryUrl: fileIn(dir, 'entry').href,
       fileUrl: fileIn(dir, 'test-file').href,
     };
-  } catch {
-    return undefined;
+  } catch (error) {
+    return unbundled(`the rank threads of ${fileUrl}`, error);
   }
 }
 
@@ -426,7 +437,7 @@ export async function scriptBundle(scriptUrl: string): Promise<URL | undefined> 
       cached(key) ?? (await build(key, { script: scriptUrl }, { banner, userEntries: [scriptUrl] })),
       'script',
     );
-  } catch {
-    return undefined;
+  } catch (error) {
+    return unbundled(`the script ${scriptUrl}`, error);
   }
 }

@@ -5,6 +5,8 @@ export interface ErrorReport {
   name: string;
   message: string;
   stack: string;
+  /** The error's string `code` (tensorcomm's ERR_TC_…, Node's ERR_… and E…), so the launcher's side can match on it. */
+  code?: string;
   /** What a failed assertion compared (vitest's expect, node:assert), so the test runner can show the diff. */
   assertion?: AssertionDetails;
 }
@@ -25,6 +27,8 @@ export function errorReport(error: unknown): RankReport {
 export function describeError(error: unknown): ErrorReport {
   const err = error instanceof Error ? error : new Error(String(error));
   const report: ErrorReport = { name: err.name, message: err.message, stack: err.stack ?? '' };
+  const { code } = err as { code?: unknown };
+  if (typeof code === 'string') report.code = code;
   const assertion = assertionOf(err);
   if (assertion) report.assertion = assertion;
   return report;
@@ -52,6 +56,7 @@ export function reviveError(report: ErrorReport): Error {
   const error = new Error(report.message);
   error.name = report.name;
   error.stack = report.stack;
+  if (report.code !== undefined) Object.assign(error, { code: report.code });
   if (report.assertion) Object.assign(error, report.assertion);
   return error;
 }

@@ -14,12 +14,11 @@ import { checkJobOptions } from './job-options.ts';
 import type { PoolReport, PoolRequest, PoolWorkerData } from './pool-worker.ts';
 import { reviveError } from './rank-report.ts';
 import { rankSetupUrl } from './rank-setup.ts';
+import type { RankThread, RankWorkerReport } from './rank-threads.ts';
 import {
   bundleBootstrap,
   type RankBootstrap,
-  type RankThread,
   type RankWorkerData,
-  type RankWorkerReport,
   runRankThreads,
   type SpawnThreadsOptions,
   startRankWorker,

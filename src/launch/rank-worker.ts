@@ -11,7 +11,8 @@ import { registerInterruptCheck } from '../tensor/interrupt.ts';
 import { saveCodeCaches } from './code-caches.ts';
 import { errorReport } from './rank-report.ts';
 import type { ClosableContext, RankSetupModule } from './rank-setup.ts';
-import type { RankWorkerData, RankWorkerReport } from './spawn-threads.ts';
+import type { RankWorkerReport } from './rank-threads.ts';
+import type { RankWorkerData } from './spawn-threads.ts';
 import { packTensors, unpackTensors } from './tensor-transfer.ts';
 
 function report(message: RankWorkerReport): void {

@@ -3,13 +3,12 @@
  * makes them): each chunk of the library's own code is compiled as a
  * classic script with the V8 code cache its bundle keeps beside it. Node 20
  * keeps no compile cache for ES modules, so every rank thread compiled the
- * whole library again; from a cache it only deserializes (at 4 ranks,
- * importing the thread setup took 13.5 ms a thread as a module and 2.7 ms
- * as a cached script). The entry's CommonJS twin (module-chunk.ts) runs
- * through Node's CommonJS compiler, which follows its source map. This
- * module is built into a bundle as a CommonJS file of its own, so every
- * chunk of a thread shares its one registry, and a thread can start from it
- * without Node's ES module loader (whose start cost each thread 3.5 ms).
+ * whole library again; from a cache it only deserializes, a fraction of the
+ * work. The entry's CommonJS twin (module-chunk.ts) runs through Node's
+ * CommonJS compiler, which follows its source map. This module is built
+ * into a bundle as a CommonJS file of its own, so every chunk of a thread
+ * shares its one registry, and a thread can start from it without Node's ES
+ * module loader, whose own start each thread would pay.
  */
 
 import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,6 +17,7 @@ import { dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Script } from 'node:vm';
 import { threadId } from 'node:worker_threads';
+import { debugLog } from '../runtime/debug-log.ts';
 import { IMPORTER, type Importer } from '../runtime/import-module.ts';
 import { CODE_CACHES, type CodeCaches } from './code-caches.ts';
 
@@ -192,8 +192,9 @@ function saveStaleCaches(): void {
     try {
       writeFileSync(partial, chunk.script.createCachedData());
       renameSync(partial, chunk.cachePath);
-    } catch {
+    } catch (error) {
       rmSync(partial, { force: true });
+      debugLog('no code cache written for %s, so later threads compile it again: %s', chunk.cachePath, error);
     }
   }
 }

@@ -11,21 +11,18 @@ import { type ResourceLimits, Worker } from 'node:worker_threads';
 import { registeredOpNames } from '../debug/call-record.ts';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
 import { mergeTraceParts } from '../debug/trace.ts';
-import { AbortWord, NO_RANK } from '../runtime/abort-word.ts';
+import { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
-import type { LostHow } from '../runtime/faults/injector.ts';
 import { type ChaosOptions, checkChaos, checkFaults, type FaultSpec } from '../runtime/faults/options.ts';
+import { checkOptionKeys } from '../runtime/option-keys.ts';
 import { tuneRankTiering } from '../runtime/v8-tiering.ts';
 import {
   checkJobOptions,
-  checkOptionKeys,
   describeFailures,
-  failRunning,
   JOB_SHAPE_KEYS,
   type JobShapeOptions,
-  jobTimeoutMessage,
   type RankFailure,
 } from './job-options.ts';
 import {
@@ -35,10 +32,10 @@ import {
   typeScriptBootstrap,
 } from './module-url.ts';
 import { rankBundle } from './rank-bundle.ts';
-import { type RankReport, reviveError } from './rank-report.ts';
 import { type JobOptions, loadRankSetup, type RankIdentity, rankSetupUrl } from './rank-setup.ts';
+import { type RankThread, RankThreads } from './rank-threads.ts';
 import { scriptLoaderFor } from './script-chunks.ts';
-import { packTensors, unpackTensors } from './tensor-transfer.ts';
+import { packTensors } from './tensor-transfer.ts';
 import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES, rankResourceLimits } from './thread-memory.ts';
 
 export interface SpawnThreadsOptions extends JobShapeOptions {
@@ -57,7 +54,7 @@ export interface SpawnThreadsOptions extends JobShapeOptions {
   /** Seeded random delays before every communication call, the same for the same seed. */
   chaos?: ChaosOptions;
   /**
-   * Memory one rank thread is expected to need (default 48 MiB, an idle rank's as measured). A worldSize
+   * Memory one rank thread is expected to need (default 48 MiB, an idle rank's, rounded up). A worldSize
    * whose threads would not fit in the memory available is refused before any thread starts; 0 skips
    * the check.
    */
@@ -87,19 +84,6 @@ export interface RankWorkerData {
   job: JobOptions;
 }
 
-/**
- * A rank's outcome, and before it that the rank has loaded its modules and starts its main function,
- * or that an injected fault takes it out.
- */
-export type RankWorkerReport = RankReport | { kind: 'loaded' } | { kind: 'lost'; how: LostHow };
-
-/** A rank's thread as a job drives it: a Worker of its own, or a warm one lent for the job (RankThreadPool). */
-export interface RankThread {
-  on(event: 'message', listener: (report: RankWorkerReport) => void): unknown;
-  on(event: 'error', listener: (error: Error) => void): unknown;
-  on(event: 'exit', listener: (code: number) => void): unknown;
-  terminate(): Promise<number>;
-}
 export type StartRankThread = (data: RankWorkerData, bootstrap: RankBootstrap) => RankThread;
 /**
  * The module a rank thread starts from, and whether it needs the TypeScript loader (tsx), or is a
@@ -175,14 +159,6 @@ async function bundledModules(entryUrl: string, setupUrl: string): Promise<RankM
   };
 }
 
-/**
- * Stopping a thread while a native addon initialises (koffi loads with the
- * library, lz4 and zstd when first used) aborts the whole process: node-addon-api treats the failed
- * napi_throw of a terminating thread as fatal. A thread that is still loading
- * is stopped once it has loaded, or after this long at the latest.
- */
-const LOADING_STOP_MS = 10_000;
-
 /** Resolves to the ranks' return values in rank order, or rejects naming every failed rank. */
 export function spawnThreads<R = unknown>(entry: string | URL, options: SpawnThreadsOptions): Promise<R[]> {
   return runRankThreads<R>(entry, options, startWorker, options.worldSize, bundledModules);
@@ -225,12 +201,7 @@ export async function runRankThreads<R = unknown>(
   const shared = setup.createJobShared(job);
   const abort = new AbortWord();
 
-  const results: unknown[] = new Array(worldSize);
-  const failures: RankFailure[] = [];
-  const settled = new Array<boolean>(worldSize).fill(false);
-  let graceTimer: NodeJS.Timeout | undefined;
-
-  const workers = names.map((name, rank) => {
+  const threads = names.map((name, rank) => {
     const data: RankWorkerData = {
       identity: { rank, worldSize, name, device: devices[rank], names, devices },
       entryUrl,
@@ -243,109 +214,17 @@ export async function runRankThreads<R = unknown>(
     };
     return start(data, bootstrap);
   });
-
-  function abortJob(rank: number, message: string): void {
-    if (abort.abort(rank, message)) {
-      setup.wakeJob(shared);
-      graceTimer ??= setTimeout(terminateAll, graceMs);
-    }
-  }
-
-  function fail(rank: number, error: Error): void {
-    failures.push({ rank, error });
-    // The first line: a hang report in the rest is the failed rank's to print, not every peer's.
-    abortJob(rank, `rank ${rank} (${names[rank]}) failed: ${error.name}: ${error.message.split('\n')[0]}`);
-  }
-
-  /** Ranks an injected fault took out on purpose: not failures, and ended once nobody else runs. */
-  const lost = new Map<number, LostHow>();
-  function endLostOnceOthersDone(): void {
-    if (lost.size === 0 || settled.some((done, rank) => !done && !lost.has(rank))) return;
-    abortJob(NO_RANK, 'the job is over: every rank that no injected fault took out has finished');
-  }
-
-  const loaded = new Array<boolean>(worldSize).fill(false);
-  const stopWhenLoaded = new Set<number>();
-  const lastResortTimers: NodeJS.Timeout[] = [];
-
-  function stop(rank: number): void {
-    if (loaded[rank]) {
-      void workers[rank].terminate();
-      return;
-    }
-    if (stopWhenLoaded.has(rank)) return;
-    stopWhenLoaded.add(rank);
-    lastResortTimers.push(setTimeout(() => void workers[rank].terminate(), LOADING_STOP_MS));
-  }
-
-  function terminateAll(): void {
-    for (let rank = 0; rank < worldSize; rank++) stop(rank);
-  }
-
+  const ranks = new RankThreads(threads, { names, graceMs, abort, wake: () => setup.wakeJob(shared) });
   const { timeoutMs } = options;
   const jobTimer =
-    timeoutMs === undefined
-      ? undefined
-      : setTimeout(() => {
-          const message = jobTimeoutMessage(timeoutMs, settled);
-          failRunning(settled, failures, message);
-          if (abort.abort(NO_RANK, message)) setup.wakeJob(shared);
-          graceTimer ??= setTimeout(terminateAll, graceMs);
-        }, timeoutMs);
-
-  await Promise.all(
-    workers.map(
-      (worker, rank) =>
-        new Promise<void>((resolveExit) => {
-          worker.on('message', (report: RankWorkerReport) => {
-            if (report.kind === 'loaded') {
-              loaded[rank] = true;
-              if (stopWhenLoaded.has(rank)) void worker.terminate();
-              return;
-            }
-            if (report.kind === 'lost') {
-              lost.set(rank, report.how);
-              endLostOnceOthersDone();
-              return;
-            }
-            if (settled[rank]) return;
-            settled[rank] = true;
-            // A hung rank unwinds once the job ends it; what it reports then is not the job's outcome.
-            if (lost.has(rank)) void worker.terminate();
-            else if (report.kind === 'result') {
-              results[rank] = unpackTensors(report.value);
-              // The rank is done; handles its code left open must not keep the job alive.
-              void worker.terminate();
-            } else fail(rank, reviveError(report.error));
-            endLostOnceOthersDone();
-          });
-          worker.on('error', (error) => {
-            if (settled[rank]) return;
-            settled[rank] = true;
-            if (!lost.has(rank)) fail(rank, error);
-            endLostOnceOthersDone();
-          });
-          worker.on('exit', (code) => {
-            if (!settled[rank]) {
-              settled[rank] = true;
-              const exited = `rank ${rank} (${names[rank]}) exited with code ${code} before returning`;
-              // Peers learn of an injected crash as of a real one; only the job does not count it.
-              if (lost.get(rank) === 'exit') abortJob(rank, `${exited} (an injected fault)`);
-              else if (!lost.has(rank)) fail(rank, new Error(exited));
-              endLostOnceOthersDone();
-            }
-            resolveExit();
-          });
-        }),
-    ),
-  );
+    timeoutMs === undefined ? undefined : setTimeout(() => ranks.timeOut(timeoutMs), timeoutMs);
+  await ranks.exited;
   clearTimeout(jobTimer);
-  clearTimeout(graceTimer);
-  for (const timer of lastResortTimers) clearTimeout(timer);
+  ranks.clearTimers();
   // Ranks wrote their calls as parts when they closed; one file with a track per rank is what tools open.
   if (job.debug?.trace) mergeTraceParts(job.debug.trace, worldSize);
-  if (failures.length > 0) throw jobFailure(failures, names);
-  return results as R[];
+  if (ranks.failures.length > 0) throw jobFailure(ranks.failures, names);
+  return ranks.results as R[];
 }
 
 function jobFailure(failures: RankFailure[], names: readonly string[]): JobFailedError {

@@ -10,8 +10,8 @@ import type { ResourceLimits } from 'node:worker_threads';
 
 /**
  * What one rank thread adds to the process's resident memory once its modules
- * are loaded: 39–46 MiB measured on Node 20 (x64) for an idle rank under the
- * TypeScript loader, rounded up. A job's own tensors come on top.
+ * are loaded: an idle rank's under the TypeScript loader, rounded up, so the
+ * check errs towards starting. A job's own tensors come on top.
  */
 export const DEFAULT_RANK_THREAD_BYTES = 48 * 2 ** 20;
 
@@ -66,9 +66,9 @@ const SMALL_YOUNG_GENERATION_MB = 2;
  * V8 limits for the rank threads of a job of `worldSize`: none, unless ranks
  * outnumber the cores many times over, where memory runs out before the
  * cores do. There each thread's young generation is held to 2 MiB (V8 grows
- * it to tens of MiB under allocation): 64 ranks on 2 cores peaked at 1,121 MB
- * without and 1,023 MB with (start, barrier, end), their small collectives
- * as fast; at 4 ranks the extra scavenges showed.
+ * it to tens of MiB under allocation): across that many isolates the memory
+ * saved outweighs the extra scavenges, which slow a rank only where it has a
+ * core to itself.
  */
 export function rankResourceLimits(worldSize: number): ResourceLimits | undefined {
   if (worldSize < SMALL_HEAP_RANKS_PER_CORE * os.availableParallelism()) return undefined;

@@ -7,7 +7,22 @@
  */
 import type { AbortWord } from '../runtime/abort-word.ts';
 import { CollectiveMismatchError } from '../runtime/errors.ts';
-import { encodeBounded, MAX_DIMS, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
+import {
+  alreadySetError,
+  checkFinish,
+  checkSet,
+  checkSetCall,
+  checkWait,
+  closedError,
+  failureError,
+  finishedText,
+  heldKeyError,
+  noGetError,
+  notSetError,
+  timeoutText,
+  unsetKeyText,
+} from '../runtime/store-bookkeeping.ts';
+import { encodeBounded, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type {
   SharedRegion,
   StoreEntry,
@@ -17,12 +32,12 @@ import type {
   StoreWaitOptions,
   TensorStore,
 } from '../runtime/tensor-store.ts';
-import { deadlineAfter, waitForWord } from '../runtime/wait.ts';
+import { deadlineAfter, type WaitStop, waitForWord } from '../runtime/wait.ts';
 import { deviceIndex } from '../tensor/device.ts';
 import { type Device, dtypeCode, dtypeFromCode } from '../tensor/dtype.ts';
 import { copyInto } from '../tensor/shared-copy.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import { assertCommTensor, assertHostTensors } from '../tensor/validate.ts';
+import { assertHostTensors } from '../tensor/validate.ts';
 import { SharedBufferRegistry } from './buffer-registry.ts';
 import { createArena, DEFAULT_ARENA_BYTES, regionOf } from './region-arena.ts';
 import {
@@ -38,7 +53,9 @@ import {
 } from './slot-table.ts';
 import { StagingPool } from './staging-pool.ts';
 
+/** What the ranks' stores of one job share (made by createShared, passed to each rank's thread as is). */
 export interface MemoryStoreShared {
+  /** @internal */
   table: SharedSlotTable;
   channel: string;
   /** Shared regions by key (see region-arena.ts); a store built without one lends none. */
@@ -48,6 +65,7 @@ export interface MemoryStoreShared {
 export interface MemoryStoreOptions {
   /** Producer id written into descriptors and used to name this rank's buffers. */
   rank?: number;
+  /** @internal The job's abort word: waits end when it is set. */
   abort?: AbortWord;
   /** Default for every wait without its own timeoutMs. */
   timeoutMs?: number;
@@ -103,7 +121,7 @@ export class MemoryTensorStore implements TensorStore {
     }
     return {
       table: SlotTable.create(full),
-      // The Web Crypto global loads node:crypto on first use; an import of it cost every rank thread 2-3 ms.
+      // The Web Crypto global loads node:crypto on first use; an import would load it in every rank thread.
       channel: `tensorcomm-store-${crypto.randomUUID()}`,
       regions: createArena(regionBytes),
     };
@@ -122,6 +140,7 @@ export class MemoryTensorStore implements TensorStore {
     storesInThisThread++;
   }
 
+  /** @internal */
   sharedRegion(key: string, bytes: number): SharedRegion | undefined {
     if (!this.#regions) return undefined;
     const t = this.#table;
@@ -154,10 +173,9 @@ export class MemoryTensorStore implements TensorStore {
   async srcSet(key: string, tensor: Tensor, consumers: number, options: StoreSetOptions = {}): Promise<void> {
     // Built only on error paths: this runs on every handshake.
     const where = () => `srcSet(${JSON.stringify(key)})`;
-    assertCommTensor(tensor, 'srcSet');
-    this.#checkSet(key, consumers, where);
-    if (tensor.shape.length > MAX_DIMS)
-      throw new RangeError(`${where()}: at most ${MAX_DIMS} dimensions are supported`);
+    this.#assertOpen(where);
+    const keyBytes = checkSet(key, tensor, consumers, options, where);
+    if (this.#produced.has(key)) throw alreadySetError(where);
     // A GPU tensor travels as its device pointer: ranks sharing a GPU are threads of one process.
     const onDevice = tensor.device !== 'cpu';
     const inline = !onDevice && tensor.nbytes <= this.#table.spec.inlineBytes;
@@ -169,7 +187,7 @@ export class MemoryTensorStore implements TensorStore {
         ? 0
         : this.#registry.idOf(source.buffer as SharedArrayBuffer);
     const placement = onDevice ? PLACEMENT.device : inline ? PLACEMENT.inline : PLACEMENT.buffer;
-    await this.#publish(key, where, consumers, options, {
+    await this.#publish(key, keyBytes, where, consumers, options, {
       source,
       placement,
       bufferId,
@@ -189,8 +207,10 @@ export class MemoryTensorStore implements TensorStore {
     options: StoreSetOptions = {},
   ): Promise<void> {
     const where = () => `srcSetViews(${JSON.stringify(key)})`;
+    this.#assertOpen(where);
     assertHostTensors(tensors, where());
-    this.#checkSet(key, consumers, where);
+    const keyBytes = checkSetCall(key, consumers, options, where);
+    if (this.#produced.has(key)) throw alreadySetError(where);
     const staging: SharedArrayBuffer[] = [];
     const shared = tensors.map((t) => this.#shared(t, staging));
     const listBuffer = this.#staging.lease(shared.length * VIEW_WORDS * 8);
@@ -203,7 +223,7 @@ export class MemoryTensorStore implements TensorStore {
     });
     const source = Tensor.fromBuffer(listBuffer, 0, [list.length], 'float64');
     const bufferId = this.#registry.idOf(listBuffer);
-    await this.#publish(key, where, consumers, options, {
+    await this.#publish(key, keyBytes, where, consumers, options, {
       source,
       placement: PLACEMENT.views,
       bufferId,
@@ -222,37 +242,27 @@ export class MemoryTensorStore implements TensorStore {
     return copy;
   }
 
-  #checkSet(key: string, consumers: number, where: () => string): void {
-    if (!Number.isSafeInteger(consumers) || consumers < 0) {
-      throw new RangeError(`${where()}: consumers must be a non-negative integer, got ${consumers}`);
-    }
-    if (this.#produced.has(key))
-      throw new Error(`${where()}: key is already set by this rank and not yet finished`);
-  }
-
   /** Takes a free slot for `key` (waiting while every slot is in use) and describes the value in it. */
   async #publish(
     key: string,
+    keyBytes: Uint8Array,
     where: () => string,
     consumers: number,
     options: StoreSetOptions,
     value: PublishedValue,
   ): Promise<void> {
     const t = this.#table;
-    const keyBytes = t.keyBytes(key, where);
     const { bucket, hash } = t.bucketOf(keyBytes);
     const tag = encodeBounded(options.tag ?? '', MAX_TAG_BYTES);
     const deadline = deadlineAfter(this.#timeoutMs);
+    let stop: WaitStop | undefined;
     for (;;) {
       const freeEpoch = Atomics.load(t.words, t.freeEpochIndex);
       t.lock(this.#abort);
       let slot: number;
       try {
-        if (t.find(keyBytes, bucket, hash) >= 0) {
-          throw new Error(
-            `${where()}: key is still held by an earlier value whose consumers have not finished`,
-          );
-        }
+        const held = t.find(keyBytes, bucket, hash);
+        if (held >= 0) throw heldKeyError(where, t.words[t.word(held, W.producerRank)]);
         slot = t.insert(keyBytes, bucket, hash);
         if (slot >= 0) this.#describe(slot, value.source, consumers, value.placement, value.bufferId, tag);
       } finally {
@@ -265,9 +275,10 @@ export class MemoryTensorStore implements TensorStore {
         Atomics.notify(t.words, t.bucketEpochIndex(bucket));
         return;
       }
+      stop ??= this.#stop(where);
       await waitForWord(t.words, t.freeEpochIndex, (v) => v !== freeEpoch, {
         deadline,
-        abort: this.#abort,
+        abort: stop,
         describe: () => `${where()} on rank ${this.rank}: all ${t.spec.slots} store slots stayed in use`,
       });
     }
@@ -304,18 +315,23 @@ export class MemoryTensorStore implements TensorStore {
   async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
     // Built only on error paths: this runs on every handshake.
     const where = () => `srcWaitUntilGetFinished(${JSON.stringify(key)})`;
+    const timeoutMs = checkWait(options, this.#timeoutMs, where);
+    this.#assertOpen(where);
     const produced = this.#produced.get(key);
-    if (!produced) throw new Error(`${where()}: rank ${this.rank} has not set this key`);
+    if (!produced) throw notSetError(where, this.rank);
     const t = this.#table;
-    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     const finishedIndex = t.word(produced.slot, W.finished);
     try {
       await waitForWord(t.words, finishedIndex, (v) => v >= produced.consumers, {
         deadline: deadlineAfter(timeoutMs),
-        abort: this.#abort,
+        abort: this.#stop(where),
         describe: () =>
-          `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ` +
-          `${Atomics.load(t.words, finishedIndex)} of ${produced.consumers} consumers finished`,
+          timeoutText(
+            where,
+            timeoutMs,
+            this.rank,
+            finishedText(Atomics.load(t.words, finishedIndex), produced.consumers),
+          ),
       });
     } finally {
       this.#release(key, produced);
@@ -342,8 +358,7 @@ export class MemoryTensorStore implements TensorStore {
     // Consumers of the key's next value may be parked on the old one's release.
     Atomics.add(t.words, t.bucketEpochIndex(produced.bucket), 1);
     Atomics.notify(t.words, t.bucketEpochIndex(produced.bucket));
-    if (errorKind === ERROR_MISMATCH) throw new CollectiveMismatchError(error);
-    if (errorKind === ERROR_LOCAL) throw new Error(error);
+    if (errorKind !== ERROR_NONE) throw failureError({ error, mismatch: errorKind === ERROR_MISMATCH });
   }
 
   async destGet(key: string, options: StoreWaitOptions = {}): Promise<Tensor> {
@@ -407,13 +422,15 @@ export class MemoryTensorStore implements TensorStore {
 
   /** Waits until a value under `key` can be claimed, and counts this rank's get of it. */
   async #take(key: string, options: StoreWaitOptions, where: () => string) {
+    const timeoutMs = checkWait(options, this.#timeoutMs, where);
     const t = this.#table;
     const keyBytes = t.keyBytes(key, where);
+    this.#assertOpen(where);
     const { bucket, hash } = t.bucketOf(keyBytes);
-    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     const deadline = deadlineAfter(timeoutMs);
     const epochIndex = t.bucketEpochIndex(bucket);
     let exhausted = false;
+    let stop: WaitStop | undefined;
     for (;;) {
       const epoch = Atomics.load(t.words, epochIndex);
       const found = this.#claim(keyBytes, bucket, hash);
@@ -422,14 +439,11 @@ export class MemoryTensorStore implements TensorStore {
         this.#consuming.set(key, (this.#consuming.get(key) ?? 0) + 1);
         return { found, deadline };
       }
+      stop ??= this.#stop(where);
       await waitForWord(t.words, epochIndex, (v) => v !== epoch, {
         deadline,
-        abort: this.#abort,
-        describe: () =>
-          `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ` +
-          (exhausted
-            ? 'the value under this key was already got by all its consumers, and no new value was set'
-            : 'no rank has set this key'),
+        abort: stop,
+        describe: () => timeoutText(where, timeoutMs, this.rank, unsetKeyText(exhausted)),
       });
     }
   }
@@ -488,8 +502,9 @@ export class MemoryTensorStore implements TensorStore {
   async destFinishGet(key: string, options: StoreFinishOptions = {}): Promise<void> {
     // Built only on error paths: this runs on every handshake.
     const where = () => `destFinishGet(${JSON.stringify(key)})`;
+    checkFinish(options, where);
     const held = this.#consuming.get(key);
-    if (!held) throw new Error(`${where()}: rank ${this.rank} has no unfinished destGet of this key`);
+    if (!held) throw noGetError(where, this.rank);
     if (held === 1) this.#consuming.delete(key);
     else this.#consuming.set(key, held - 1);
     const t = this.#table;
@@ -519,6 +534,21 @@ export class MemoryTensorStore implements TensorStore {
     new SlotTable(shared.table).wakeAll();
   }
 
+  #assertOpen(where: () => string): void {
+    if (this.#closed) throw closedError(where, 'memory', this.rank);
+  }
+
+  /** What ends this rank's waits besides their deadline: the job's abort, or this store's close. */
+  #stop(where: () => string): WaitStop {
+    return {
+      throwIfAborted: () => {
+        this.#assertOpen(where);
+        this.#abort?.throwIfAborted();
+      },
+    };
+  }
+
+  /** Pending waits of this rank fail with the closed error at their next look (within a park of wait.ts). */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

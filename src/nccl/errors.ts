@@ -1,18 +1,22 @@
+import { TensorcommError } from '../runtime/errors.ts';
+
 /**
- * A libnccl call failed. `codeName` is the ncclResult_t enumerator's name;
- * the message adds ncclGetErrorString and, when NCCL has one, the text of
- * ncclGetLastError (which usually names the actual cause).
+ * A libnccl call failed. `errno` is its ncclResult_t (named `errno` as on
+ * CudaError: `code` is the library's string code), `codeName` the
+ * enumerator's name; the message adds ncclGetErrorString and, when NCCL has
+ * one, the text of ncclGetLastError (which usually names the actual cause).
  */
-export class NcclError extends Error {
+export class NcclError extends TensorcommError {
   override name = 'NcclError';
+  override readonly code: string = 'ERR_TC_NCCL';
 
   constructor(
     readonly call: string,
-    readonly code: number,
+    readonly errno: number,
     readonly codeName: string,
     description: string,
     lastError = '',
   ) {
-    super(`${call} failed: ${codeName} (${code}): ${description}${lastError ? `: ${lastError}` : ''}`);
+    super(`${call} failed: ${codeName} (${errno}): ${description}${lastError ? `: ${lastError}` : ''}`);
   }
 }

@@ -11,7 +11,13 @@ import { useDevice as useCudaDevice } from '../cuda/device-memory.ts';
 import { deviceIndex } from '../tensor/device.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import type { ArrivalPattern, Backend, BatchedP2P, CallInfo, GroupView } from '../thread-group/backend.ts';
+import {
+  type ArrivalPattern,
+  Backend,
+  type BatchedP2P,
+  type CallInfo,
+  type GroupView,
+} from '../thread-group/backend.ts';
 import type { Reduction } from '../thread-group/reduction.ts';
 import { ncclReduction } from './nccl-dtypes.ts';
 import { ncclLibrary } from './nccl-library.ts';
@@ -43,7 +49,8 @@ export function ncclServes(devices: readonly Device[], nodes?: readonly string[]
   return devices.every((d) => d.startsWith('cuda:')) && new Set(gpus).size === devices.length;
 }
 
-export class NcclBackend implements Backend {
+export class NcclBackend extends Backend {
+  readonly backendName = 'NcclBackend';
   readonly #group: GroupView;
   readonly #device: Device;
   readonly #place: ops.OpPlace;
@@ -52,6 +59,7 @@ export class NcclBackend implements Backend {
   readonly #destroyTimeoutMs: number;
 
   constructor(group: GroupView, options: NcclBackendOptions) {
+    super();
     if (!options.device.startsWith('cuda:')) {
       throw new TypeError(
         `NcclBackend: group "${group.name}" needs a 'cuda:N' device, got '${options.device}'`,
@@ -260,12 +268,16 @@ export class NcclBackend implements Backend {
     );
   }
 
+  override get runsBatches(): boolean {
+    return true;
+  }
+
   /**
    * The GPU sends and receives of one batchIsendIrecv as one NCCL group on
    * the group's communicator (so a ring exchange cannot deadlock); CPU ones
    * go to the store one by one.
    */
-  batch(entries: readonly BatchedP2P[]): Array<Promise<void>> {
+  override batch(entries: readonly BatchedP2P[]): Array<Promise<void>> {
     const outcomes: Array<Promise<void>> = [];
     const onGpu: Array<{ entry: BatchedP2P; index: number }> = [];
     entries.forEach((entry, index) => {

@@ -1,12 +1,13 @@
 /** Errors of the network store, so callers can tell a refused connection from a broken peer. */
-import { RankFailedError } from '../runtime/errors.ts';
+import { RankFailedError, TensorcommError } from '../runtime/errors.ts';
 
 /**
  * A connection was refused during its handshake: the wrong secret, another
  * job, a rank not in the job, another protocol. Trying again would not help.
  */
-export class NetworkStoreHandshakeError extends Error {
+export class NetworkStoreHandshakeError extends TensorcommError {
   override name = 'NetworkStoreHandshakeError';
+  override readonly code: string = 'ERR_TC_NETWORK_STORE_HANDSHAKE';
 }
 
 /**
@@ -14,11 +15,13 @@ export class NetworkStoreHandshakeError extends Error {
  * over its bound, an unknown type): what the decoder says, before anything is allocated for it. The
  * connection it came on is then closed with a NetworkStoreProtocolError naming the peer.
  */
-export class NetworkStoreFrameError extends Error {
+export class NetworkStoreFrameError extends TensorcommError {
   override name = 'NetworkStoreFrameError';
+  override readonly code: string = 'ERR_TC_NETWORK_STORE_FRAME';
 }
 
 /** An authenticated peer broke the protocol (a malformed frame): its connection is closed, as if it had died. */
 export class NetworkStoreProtocolError extends RankFailedError {
   override name = 'NetworkStoreProtocolError';
+  override readonly code: string = 'ERR_TC_NETWORK_STORE_PROTOCOL';
 }

@@ -112,7 +112,11 @@ export function acceptorHandshake(
   decoder: FrameDecoder,
   local: LocalIdentity,
   timeoutMs: number,
-  admission: { admit: Admit; accepted: (peer: PeerHello) => void; refused: (error: Error) => void },
+  admission: {
+    admit: Admit;
+    accepted: (peer: PeerHello) => void;
+    refused: (error: NetworkStoreHandshakeError) => void;
+  },
 ): void {
   const nonce = newNonce();
   // Taken now: a socket that closed no longer knows its peer.

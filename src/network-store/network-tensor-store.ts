@@ -21,11 +21,27 @@
  */
 import net from 'node:net';
 import { FrameDecoder } from '../rendezvous/protocol.ts';
-import { CollectiveMismatchError, CommTimeoutError, type RankFailedError } from '../runtime/errors.ts';
+import { CommTimeoutError, type RankFailedError } from '../runtime/errors.ts';
 import { hasLibc } from '../runtime/libc.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
-import { encodeBounded, MAX_DIMS, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
+import {
+  alreadySetError,
+  checkFinish,
+  checkSet,
+  checkTimeout,
+  checkWait,
+  closedError,
+  countFinish,
+  type FinishTally,
+  finishedText,
+  noGetError,
+  notSetError,
+  throwFailure,
+  timeoutText,
+  UnfinishedGets,
+} from '../runtime/store-bookkeeping.ts';
+import { encodeBounded, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type {
   StoreEntry,
   StoreFinishOptions,
@@ -34,7 +50,6 @@ import type {
   TensorStore,
 } from '../runtime/tensor-store.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import { assertCommTensor } from '../tensor/validate.ts';
 import { dial, type NetworkPeer } from './dial.ts';
 import { NetworkStoreHandshakeError } from './errors.ts';
 import { acceptorHandshake, type LocalIdentity, type PeerHello } from './handshake.ts';
@@ -65,14 +80,11 @@ interface Link {
   inbox: Inbox;
 }
 
-interface Produced {
+interface Produced extends FinishTally {
   key: string;
   /** A value set without `to`: sent to the peers that ask, while `left` of its consumers are to come. */
   offer: { tensor: Tensor; tag: Uint8Array; left: number } | undefined;
   sends: Send[];
-  unfinished: number;
-  /** The first error a consumer reported. */
-  error: Error | undefined;
 }
 
 /** A value on its way to one consumer. */
@@ -123,7 +135,7 @@ export class NetworkTensorStore implements TensorStore {
   readonly #wants = new Wants(MAX_WANTS);
   /** Values this rank asked a peer for and has not taken yet (`${from}/${key}`), so it asks once. */
   readonly #asked = new Set<string>();
-  readonly #consuming = new Map<string, Held[]>();
+  readonly #consuming = new UnfinishedGets<Held>();
   readonly #spare = new SpareBuffers(SPARE_MAX_BYTES);
   /** Where consumers want values to land (`${from}/${key}`), see landIn. */
   readonly #landing = new Map<string, Tensor>();
@@ -178,7 +190,7 @@ export class NetworkTensorStore implements TensorStore {
     if (this.#peers)
       throw new Error(`${where()}: rank ${this.rank} connects once; its connections are reused`);
     const expected = checkPeers(peers, this.rank, where());
-    const timeoutMs = this.#timeoutOf(options, where);
+    const timeoutMs = checkTimeout(options.timeoutMs ?? this.#timeoutMs, where);
     this.#peers = expected;
     for (const [rank, link] of this.#links) {
       if (expected.has(rank)) continue;
@@ -384,42 +396,24 @@ export class NetworkTensorStore implements TensorStore {
     if (!send || send.link.conn !== peer || send.finished) return;
     send.finished = true;
     const p = send.produced;
-    p.unfinished--;
-    if (failure && !p.error) {
-      p.error = failure.mismatch ? new CollectiveMismatchError(failure.error) : new Error(failure.error);
-    }
-    if (p.unfinished === 0) this.#wakers.wake(finishTopic(p.key));
+    if (countFinish(p, failure)) this.#wakers.wake(finishTopic(p.key));
   }
 
   async srcSet(key: string, tensor: Tensor, consumers: number, options: StoreSetOptions = {}): Promise<void> {
     const where = () => `srcSet(${JSON.stringify(key)})`;
     this.#assertOpen(where);
-    assertCommTensor(tensor, 'srcSet');
+    checkSet(key, tensor, consumers, options, where);
     if (tensor.device !== 'cpu') {
       throw new TypeError(
         `${where()}: tensor ${tensor.describe()} is on ${tensor.device}; the network store carries host tensors ` +
           '(GPU tensors on different nodes go over NCCL)',
       );
     }
-    if (!Number.isSafeInteger(consumers) || consumers < 0) {
-      throw new RangeError(`${where()}: consumers must be a non-negative integer, got ${consumers}`);
-    }
     const { to } = options;
-    if (to !== undefined && (!Array.isArray(to) || to.length !== consumers)) {
-      throw new TypeError(
-        `${where()}: options.to must list the ${consumers} consumers' ranks, got ${String(to)}`,
-      );
-    }
-    if (tensor.shape.length > MAX_DIMS) {
-      throw new RangeError(`${where()}: at most ${MAX_DIMS} dimensions are supported`);
-    }
-    checkKey(key, where);
     // Without `to` the value is offered: it goes to whichever peers ask for it (destGet with pull).
     this.#assertConnected(where);
     const links = to === undefined ? [] : to.map((rank) => this.#link(rank, where));
-    if (this.#produced.has(key)) {
-      throw new Error(`${where()}: key is already set by this rank and not yet finished`);
-    }
+    if (this.#produced.has(key)) throw alreadySetError(where);
     for (const { conn } of links) {
       if (conn.failure) throw rankFailure(where, this.rank, conn.failure);
       if (tensor.nbytes > conn.maxValueBytes) {
@@ -433,7 +427,7 @@ export class NetworkTensorStore implements TensorStore {
       key,
       sends: [],
       unfinished: consumers,
-      error: undefined,
+      failure: undefined,
       offer: to === undefined ? { tensor, tag, left: consumers } : undefined,
     };
     for (const link of links) this.#send(produced, link, tensor, tag);
@@ -482,9 +476,9 @@ export class NetworkTensorStore implements TensorStore {
 
   async srcWaitUntilGetFinished(key: string, options: StoreWaitOptions = {}): Promise<void> {
     const where = () => `srcWaitUntilGetFinished(${JSON.stringify(key)})`;
+    const timeoutMs = checkWait(options, this.#timeoutMs, where);
     const produced = this.#produced.get(key);
-    if (!produced) throw new Error(`${where()}: rank ${this.rank} has not set this key`);
-    const timeoutMs = this.#timeoutOf(options, where);
+    if (!produced) throw notSetError(where, this.rank);
     const look = () => {
       this.#assertOpen(where);
       const lost = produced.sends.find((send) => !send.finished && send.link.conn.failure);
@@ -499,16 +493,13 @@ export class NetworkTensorStore implements TensorStore {
           this.#wakers,
           finishTopic(key),
           timeoutMs,
-          () =>
-            new CommTimeoutError(
-              `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${finishProgress(produced)}`,
-            ),
+          () => new CommTimeoutError(timeoutText(where, timeoutMs, this.rank, finishProgress(produced))),
         );
       }
     } finally {
       this.#release(produced);
     }
-    if (produced.error) throw produced.error;
+    throwFailure(produced);
   }
 
   /**
@@ -570,9 +561,9 @@ export class NetworkTensorStore implements TensorStore {
         `${where()}: the network store needs options.from, the global rank of the producer`,
       );
     }
+    const timeoutMs = checkWait(options, this.#timeoutMs, where);
     checkKey(key, where);
     const link = this.#link(from, where);
-    const timeoutMs = this.#timeoutOf(options, where);
     const asked = `${from}/${key}`;
     if (options.pull && !link.inbox.has(key) && !this.#asked.has(asked)) {
       this.#asked.add(asked);
@@ -591,10 +582,7 @@ export class NetworkTensorStore implements TensorStore {
         this.#wakers,
         getTopic(from, key),
         timeoutMs,
-        () =>
-          new CommTimeoutError(
-            `${where()} timed out after ${timeoutMs} ms on rank ${this.rank}: ${arrivalProgress(link.conn, key)}`,
-          ),
+        () => new CommTimeoutError(timeoutText(where, timeoutMs, this.rank, arrivalProgress(link.conn, key))),
       ));
     this.#asked.delete(asked);
     if ('refusal' in arrival) throw new Error(`${where()}: ${arrival.refusal}`);
@@ -605,19 +593,20 @@ export class NetworkTensorStore implements TensorStore {
       !this.#landed.has(arrival.tensor)
         ? buffer
         : undefined;
-    const entry = { link, id: arrival.id, reusable, small: arrival.tensor.nbytes <= COPY_MAX_BYTES };
-    const held = this.#consuming.get(key);
-    if (held) held.push(entry);
-    else this.#consuming.set(key, [entry]);
+    this.#consuming.add(key, {
+      link,
+      id: arrival.id,
+      reusable,
+      small: arrival.tensor.nbytes <= COPY_MAX_BYTES,
+    });
     return { tensor: arrival.tensor, tag: arrival.tag, producerRank: from };
   }
 
   async destFinishGet(key: string, options: StoreFinishOptions = {}): Promise<void> {
     const where = () => `destFinishGet(${JSON.stringify(key)})`;
-    const list = this.#consuming.get(key);
-    const held = list?.shift();
-    if (!held) throw new Error(`${where()}: rank ${this.rank} has no unfinished destGet of this key`);
-    if (list?.length === 0) this.#consuming.delete(key);
+    checkFinish(options, where);
+    const held = this.#consuming.take(key);
+    if (!held) throw noGetError(where, this.rank);
     // A producer whose connection ended hears nothing; one that gave up on the value ignores it.
     held.link.conn.sendFinished(held.id, options, held.small);
     if (held.reusable) this.#spare.give(held.reusable);
@@ -645,7 +634,7 @@ export class NetworkTensorStore implements TensorStore {
   }
 
   #assertOpen(where: () => string): void {
-    if (this.#closed) throw new Error(`${where()}: the network store of rank ${this.rank} is closed`);
+    if (this.#closed) throw closedError(where, 'network', this.rank);
   }
 
   #assertConnected(where: () => string): void {
@@ -666,14 +655,6 @@ export class NetworkTensorStore implements TensorStore {
         (rank === this.rank ? " (a rank's values for itself do not cross the network)" : ''),
     );
   }
-
-  #timeoutOf(options: { timeoutMs?: number }, where: () => string): number {
-    const { timeoutMs = this.#timeoutMs } = options;
-    if (!(timeoutMs >= 0 && Number.isFinite(timeoutMs))) {
-      throw new RangeError(`${where()}: timeoutMs must be a non-negative number, got ${timeoutMs}`);
-    }
-    return timeoutMs;
-  }
 }
 
 /** The peer's failure, said by the wait it ends, keeping its class (a lost connection, a malformed frame). */
@@ -687,7 +668,7 @@ function finishProgress(p: Produced): string {
   const who = waiting.map(
     (send) => `rank ${send.link.conn.rank} (${send.sent ? 'value sent' : 'value still being sent'})`,
   );
-  return `${p.sends.length - waiting.length} of ${p.sends.length} consumers finished; waiting for ${who.join(', ')}`;
+  return `${finishedText(p.sends.length - waiting.length, p.sends.length)}; waiting for ${who.join(', ')}`;
 }
 
 function arrivalProgress(conn: PeerConnection, key: string): string {

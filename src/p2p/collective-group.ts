@@ -6,7 +6,7 @@
  * (an Outbox on one end, an Inbox on the other), built on first use over the
  * ThreadGroup the manager caches for the members.
  */
-import { Work } from '../runtime/work.ts';
+import { trackCall, Work } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
@@ -138,7 +138,7 @@ export class CollectiveGroup {
         work = Work.rejected(error);
       }
     }
-    return Work.track(work, () => where);
+    return trackCall(work, () => where);
   }
 
   #outbox(peer: string): Outbox {

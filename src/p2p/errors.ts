@@ -1,9 +1,15 @@
 /** Errors of the p2p layer, so callers can tell a broken protocol from a timeout or a dead peer. */
-import { CollectiveMismatchError, CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
+import {
+  CollectiveMismatchError,
+  CommTimeoutError,
+  RankFailedError,
+  TensorcommError,
+} from '../runtime/errors.ts';
 
 /** A message header that is malformed, truncated, oversized or of a newer version. */
-export class P2PHeaderError extends Error {
+export class P2PHeaderError extends TensorcommError {
   override name = 'P2PHeaderError';
+  override readonly code: string = 'ERR_TC_P2P_HEADER';
 }
 
 /**
@@ -11,8 +17,9 @@ export class P2PHeaderError extends Error {
  * the other sendTensor/recvTensor, a broadcast met a recv, or messages were
  * lost. The channel is unusable afterwards (its streams are out of step).
  */
-export class P2PProtocolError extends Error {
+export class P2PProtocolError extends TensorcommError {
   override name = 'P2PProtocolError';
+  override readonly code: string = 'ERR_TC_P2P_PROTOCOL';
 }
 
 /**

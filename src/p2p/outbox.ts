@@ -140,7 +140,8 @@ export class Outbox {
           const arrival = charge?.(part instanceof Uint8Array ? part.length : part.nbytes)[0];
           issuing = issuing.then(async () => {
             if (arrival !== undefined) await netem!.waitUntil(arrival);
-            // A receiver slower than the codec holds the parts back, not the store's slots.
+            // A receiver slower than the codec holds the parts back, not the store's slots. A part
+            // that failed is #settle's to report, with the rest: here it only stops holding back.
             const behind = works[works.length - PARTS_IN_FLIGHT];
             if (behind) await Promise.resolve(behind).catch(() => undefined);
             if (this.#broken) throw this.#broken;
@@ -158,6 +159,7 @@ export class Outbox {
         await issuing;
       }
     } catch (error) {
+      // Whatever stopped the issuing is `error` itself or followed from it: `error` is the one to report.
       await issuing.catch(() => undefined);
       // Parts already issued may still be read from the leased buffers: those go back once they settle.
       void Promise.allSettled(works).then(() => finishAll(compressor, plans));

@@ -89,7 +89,7 @@ export function createTensorPromise(store?: TensorStore): { promise: TensorPromi
   const found = storeOrCurrent(store, 'createTensorPromise');
   const own = (found as { rank?: unknown }).rank;
   const producerRank = typeof own === 'number' ? own : (currentRank()?.rank ?? -1);
-  // The Web Crypto global loads node:crypto on first use; an import of it cost every rank thread 2-3 ms.
+  // The Web Crypto global loads node:crypto on first use; an import would load it in every rank thread.
   const key = `tp:${producerRank}:${crypto.randomUUID()}`;
   return {
     promise: new TensorPromise(key, producerRank, found),

@@ -77,6 +77,7 @@ export class RendezvousClient {
     socket.on('error', (e) => this.shutDown(this.lost(e.message)));
     socket.on('close', () => this.shutDown(this.lost('the connection closed')));
     // The server closes a connection quiet for its idle timeout; a live client speaks up well before.
+    // A ping that fails needs no word: a lost connection fails every call through shutDown above.
     if (limits.idleTimeoutMs > 0) {
       this.keepAlive = setInterval(
         () => void this.call(Op.ping, 'ping', this.timeoutMs, () => {}).catch(() => {}),

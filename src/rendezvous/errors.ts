@@ -1,19 +1,22 @@
 /** Errors of the rendezvous store, so callers can tell a refused peer from a broken connection or a timeout. */
-import { CommTimeoutError } from '../runtime/errors.ts';
+import { CommTimeoutError, TensorcommError } from '../runtime/errors.ts';
 
 /** A malformed or oversized frame, a closed connection, or a request the server refused. */
-export class RendezvousError extends Error {
+export class RendezvousError extends TensorcommError {
   override name = 'RendezvousError';
+  override readonly code: string = 'ERR_TC_RENDEZVOUS';
 }
 
 /** The peer did not prove it knows the shared secret (or the server asked for one the client lacks). */
 export class RendezvousAuthError extends RendezvousError {
   override name = 'RendezvousAuthError';
+  override readonly code: string = 'ERR_TC_RENDEZVOUS_AUTH';
 }
 
 /** A get/wait/barrier ran past its deadline; `missing` lists the keys (or ranks) still missing. */
 export class RendezvousTimeoutError extends CommTimeoutError {
   override name = 'RendezvousTimeoutError';
+  override readonly code: string = 'ERR_TC_RENDEZVOUS_TIMEOUT';
   constructor(
     message: string,
     readonly missing: readonly string[],
@@ -30,4 +33,5 @@ export class RendezvousTimeoutError extends CommTimeoutError {
  */
 export class RendezvousUnreachableError extends CommTimeoutError {
   override name = 'RendezvousUnreachableError';
+  override readonly code: string = 'ERR_TC_RENDEZVOUS_UNREACHABLE';
 }

@@ -1,13 +1,27 @@
 /** Error types shared by every layer, so callers can tell the failure modes apart. */
 
+/**
+ * The base of every error class tensorcomm defines. `code` names the kind of
+ * failure and stays the same across releases while messages may be reworded
+ * (Node's `ERR_*` codes, with the `ERR_TC_` prefix): match on it, or on the
+ * class, never on message text. docs/errors.md lists every code. Bad
+ * arguments stay plain TypeError and RangeError, without a code: they are bugs
+ * in the calling code, answered by their message, not failures to handle.
+ */
+export abstract class TensorcommError extends Error {
+  abstract readonly code: string;
+}
+
 /** A wait ran past its deadline; the message says who waited for whom. */
-export class CommTimeoutError extends Error {
+export class CommTimeoutError extends TensorcommError {
   override name = 'CommTimeoutError';
+  override readonly code: string = 'ERR_TC_COMM_TIMEOUT';
 }
 
 /** Another rank failed (or the job was aborted) while this rank was waiting. */
-export class RankFailedError extends Error {
+export class RankFailedError extends TensorcommError {
   override name = 'RankFailedError';
+  override readonly code: string = 'ERR_TC_RANK_FAILED';
   constructor(
     message: string,
     readonly failedRank: number | undefined,
@@ -17,13 +31,15 @@ export class RankFailedError extends Error {
 }
 
 /** Ranks disagree about a call: different op, shape, dtype, root or reduce op. */
-export class CollectiveMismatchError extends Error {
+export class CollectiveMismatchError extends TensorcommError {
   override name = 'CollectiveMismatchError';
+  override readonly code: string = 'ERR_TC_COLLECTIVE_MISMATCH';
 }
 
 /** spawnThreads / launchProcesses failed: one entry per failed rank, original errors attached. */
-export class JobFailedError extends Error {
+export class JobFailedError extends TensorcommError {
   override name = 'JobFailedError';
+  override readonly code: string = 'ERR_TC_JOB_FAILED';
   constructor(
     message: string,
     readonly failures: ReadonlyArray<{ rank: number; error: Error }>,
@@ -33,6 +49,7 @@ export class JobFailedError extends Error {
 }
 
 /** A call failed because the job's `faults` option said so (spawnThreads, rankTest): a test's doing, not a bug. */
-export class InjectedFaultError extends Error {
+export class InjectedFaultError extends TensorcommError {
   override name = 'InjectedFaultError';
+  override readonly code: string = 'ERR_TC_INJECTED_FAULT';
 }

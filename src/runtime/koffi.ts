@@ -1,8 +1,8 @@
 /**
  * koffi, loaded on first use. Its native module costs each thread that loads
- * it 3-10 ms and about 0.5 MiB; a rank thread that never calls C (no GPU, no
- * file store, small calls whose ranks keep pace) need not pay that, and a
- * 64-rank job of such threads starts that much sooner.
+ * it start-up time and memory; a rank thread that never calls C (no GPU, no
+ * file store, small calls whose ranks keep pace) need not pay that, and a job
+ * of many such threads starts that much sooner.
  */
 import { createRequire } from 'node:module';
 import type { TypeObject } from 'koffi';

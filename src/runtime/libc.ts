@@ -63,6 +63,7 @@ export function hasLibc(): boolean {
     libc();
     return true;
   } catch {
+    // Not glibc (musl has no libc.so.6), or no koffi build here: callers then go without libc.
     return false;
   }
 }

@@ -36,7 +36,8 @@ export function decodeText(bytes: Uint8Array, start = 0, end = bytes.length): st
  * long: the one bound every TensorStore puts on keys.
  */
 export function encodeKey(key: string, where: () => string): Uint8Array {
-  const bytes = typeof key === 'string' ? encodeText(key) : new Uint8Array(0);
+  if (typeof key !== 'string') throw new TypeError(`${where()}: key must be a string, got ${typeof key}`);
+  const bytes = encodeText(key);
   if (bytes.length === 0 || bytes.length > MAX_KEY_BYTES) {
     throw new RangeError(`${where()}: key must be 1..${MAX_KEY_BYTES} bytes of UTF-8, got ${bytes.length}`);
   }

@@ -4,7 +4,9 @@
  * under a key for a number of consumers; each consumer gets a view (zero-copy
  * where the medium allows), reads it, and says it finished; the producer may
  * touch the tensor again only after srcWaitUntilGetFinished returns. Keys are
- * reusable once finished.
+ * reusable once finished. What every store keeps alike (argument checks and
+ * their words, finishes and failures, unfinished gets) is store-bookkeeping.ts;
+ * test/store-contract/ holds every store to this contract.
  */
 import type { Tensor } from '../tensor/tensor.ts';
 import type { AbortWord } from './abort-word.ts';
@@ -102,6 +104,7 @@ export interface TensorStore {
    * zero-filled bytes shared by every caller of `key` (at least `bytes` of
    * them), the same region for each; undefined when the store has no room
    * left, then for every caller of `key` alike.
+   * @internal
    */
   sharedRegion?(key: string, bytes: number): SharedRegion | undefined;
   /**

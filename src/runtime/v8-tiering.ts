@@ -1,17 +1,17 @@
 /**
  * Where V8 has Maglev on (Node 24 and later), a rank's small calls reach
  * TurboFan 3,000 calls into a function; the call path is long, so its
- * functions tier up one after another over a job's first 20,000 round trips,
- * each compile a background thread that takes a core from one of two
- * spinning ranks (on 2 cores, a 4 B round trip jumped between 1.3 and 36 µs
- * in 2,000-call blocks, where Node 20 and 22, without Maglev, were steady
- * after 8,000). Tiering up after 1,000 calls ends it within the first 5,000
- * (bench/node-versions.ts). The flag is the process's: its other code tiers up
+ * functions tier up one after another over a job's first tens of thousands
+ * of round trips, each compile a background thread that takes a core from a
+ * spinning rank where ranks fill the cores, so small calls' times jump about
+ * long after Node 20 and 22, without Maglev, have settled. Tiering up after
+ * 1,000 calls ends it early in the job (bench/node-versions.ts shows it on
+ * the machine at hand). The flag is the process's: its other code tiers up
  * sooner too. A flag the user set on the command line or in NODE_OPTIONS stays.
  * A launcher sets it before its first rank thread starts (spawn-threads.ts),
  * since V8 takes a code cache only under the flags it was made with: set by
  * the ranks themselves, after their chunks had loaded, it made every later
- * process reject the bundle's caches (start-up 1.8-3.1x bare Workers on 24, 26).
+ * process reject the bundle's caches and compile the library from source.
  */
 import { setFlagsFromString } from 'node:v8';
 

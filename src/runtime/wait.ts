@@ -10,7 +10,7 @@ import { CommTimeoutError } from './errors.ts';
 import { hasLibc, libc } from './libc.ts';
 
 const PARK_CHUNK_MS = 50;
-/** How long a wait spins before parking. Waking from a park takes an event-loop turn (tens of µs or more). */
+/** How long a wait spins before parking. Waking from a park takes an event-loop turn, longer than a small call. */
 let spinMs = 0.2;
 /** Whether ranks outnumber cores: only then do waits that may block (blockMs) block. */
 let oversubscribed = false;
@@ -86,10 +86,13 @@ function releaseEventLoop(): void {
   }
 }
 
+/** What ends a wait besides its word and deadline: the job's abort flag, or a check of the waiter's own (a store that closed). */
+export type WaitStop = Pick<AbortWord, 'throwIfAborted'>;
+
 export interface WaitOptions {
   /** Absolute deadline in performance.now() milliseconds. */
   deadline: number;
-  abort: AbortWord | undefined;
+  abort: WaitStop | undefined;
   /** Called only on timeout: who is waiting for whom, and for what. */
   describe: () => string;
   /**
@@ -126,16 +129,15 @@ function yieldsCore(): boolean {
  * last value read. Where libc has sched_yield it gives the core away in
  * between, as Open MPI's progress loop does when oversubscribed: a thread
  * ready to run gets the core at once, and no waker pays a futex wake per
- * waiter (at 4 ranks on 2 cores, a 1 KiB allReduce took 45 µs through
- * Atomics.wait in a bare prototype, 5.5 µs through sched_yield). Elsewhere
- * it blocks on the word (Atomics.wait) in chunks.
+ * waiter, a system call and a reschedule for every rank on every small
+ * call. Elsewhere it blocks on the word (Atomics.wait) in chunks.
  */
 function keepThread(
   words: Int32Array,
   index: number,
   ready: (value: number) => boolean,
   until: number,
-  abort: AbortWord | undefined,
+  abort: WaitStop | undefined,
   sleepers: number | undefined,
 ): number {
   const giveCore = schedYield;
@@ -192,7 +194,7 @@ export function waitBriefly(
   index: number,
   ready: (value: number) => boolean,
   deadline: number,
-  abort: AbortWord | undefined,
+  abort: WaitStop | undefined,
   blockMs?: number,
   sleepers?: number,
 ): boolean {

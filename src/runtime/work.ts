@@ -134,6 +134,36 @@ function capture(resolve: Resolve<never>, reject: Reject): void {
   capturedReject = reject;
 }
 
+/** The ledger's entry points, Work's private statics, set as the class is defined. */
+let ledgerAccess: {
+  track(work: Work<unknown>, describe: () => string): Work<unknown>;
+  open(): void;
+  close(): Promise<Error | undefined>;
+};
+
+/**
+ * Puts a call's Work in this thread's ledger (a no-op outside a rank), under
+ * `describe()`, e.g. `allReduce(float32[4], sum) #3 on group "world"`: for the
+ * layers that make calls, not part of Work's public face.
+ */
+export function trackCall<W extends Work<unknown>>(work: W, describe: () => string): W {
+  return ledgerAccess.track(work, describe) as W;
+}
+
+/** Starts this thread's ledger (a rank's context does, once). */
+export function openLedger(): void {
+  ledgerAccess.open();
+}
+
+/**
+ * Ends the ledger when the rank's main has returned: an error naming the
+ * calls nobody looked at, else those still pending, else the failed ones
+ * nobody observed; undefined when the rank saw every call through.
+ */
+export function closeLedger(): Promise<Error | undefined> {
+  return ledgerAccess.close();
+}
+
 /** True while a Work chains its own bookkeeping on itself: Promise's then reads `constructor`, which is no look by the rank's code. */
 let ownBookkeeping = false;
 
@@ -159,6 +189,11 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
       },
       configurable: true,
     });
+    ledgerAccess = {
+      track: (work, describe) => Work.#track(work, describe),
+      open: () => Work.#openLedger(),
+      close: () => Work.#closeLedger(),
+    };
   }
 
   #settled = false;
@@ -215,11 +250,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     }
   }
 
-  /**
-   * Puts a call's Work in this thread's ledger (a no-op outside a rank), under
-   * `describe()`, e.g. `allReduce(float32[4], sum) #3 on group "world"`.
-   */
-  static track<W extends Work<unknown>>(work: W, describe: () => string): W {
+  static #track<W extends Work<unknown>>(work: W, describe: () => string): W {
     if (!ledger || internalDepth > 0) return work;
     work.#describe = describe;
     if (work instanceof SettledWork) Work.#handOut(work, ledger, describe);
@@ -397,8 +428,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     );
   }
 
-  /** Starts this thread's ledger (a rank's context does, once). */
-  static openLedger(): void {
+  static #openLedger(): void {
     ledger = {
       owed: new SweptList((w) => !w.#looked || !w.#settled),
       shared: new SweptList(
@@ -420,7 +450,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
    * so a then() that throws is judged the same whether its call was done
    * before main returned or not; detached calls still pending are waited for.
    */
-  static async closeLedger(): Promise<Error | undefined> {
+  static async #closeLedger(): Promise<Error | undefined> {
     const closing = ledger;
     if (!closing) return undefined;
     await new Promise(setImmediate);

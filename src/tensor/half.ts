@@ -68,8 +68,8 @@ let float16Decoded: Float32Array | undefined;
 
 /**
  * Every float16 word's value, built on first use: every rank thread loads
- * this module, few decode float16, and 65,536 calls at load cost each of 64
- * threads on two cores up to 0.2 s of start-up.
+ * this module, few decode float16, and 65,536 calls at load would lengthen
+ * every thread's start, all the more where threads outnumber the cores.
  */
 export function float16Table(): Float32Array {
   if (float16Decoded === undefined) {

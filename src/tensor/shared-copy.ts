@@ -1,13 +1,13 @@
 /**
  * Copies of blocks between shared and ordinary memory. V8 copies a typed
  * array whose buffer is a SharedArrayBuffer with relaxed atomic word moves,
- * at about half memmove's speed for blocks that fit in cache, and host
- * tensors live in shared memory: the SIMD reductions' 64 KiB blocks in and
- * out of wasm memory took 2.1 ms per 32 MiB that way against 0.9 ms through
- * libc's memcpy (a 32 MiB float32 sum: 6.7 ms against 3.4 ms on ordinary
- * arrays). The tensor layer cannot call C itself: an upper layer registers a
- * copy (runtime/native-copy.ts), asked for on the first block that needs it,
- * so a thread that never copies a large shared block never loads it.
+ * well short of memmove's speed for blocks that fit in cache, and host
+ * tensors live in shared memory: the SIMD reductions copy every 64 KiB block
+ * in and out of wasm memory, so through V8 the copies, not the folds, would
+ * set a large reduction's pace. The tensor layer cannot call C itself: an
+ * upper layer registers a copy (runtime/native-copy.ts), asked for on the
+ * first block that needs it, so a thread that never copies a large shared
+ * block never loads it.
  */
 
 /** Copies `length` bytes from `source` to `target`, both as long at least; synchronous. */

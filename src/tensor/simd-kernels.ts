@@ -7,8 +7,8 @@
  * block of each input is copied into a small wasm memory (memcpy speed,
  * in cache), folded there 16 bytes at a time, and the result copied out.
  *
- * The module (about 6 KB) takes the assembler 6-10 ms, compiling it 0.3 ms:
- * a process assembles it once, and its rank threads instantiate the compiled
+ * Assembling the module costs far more than compiling it: a process
+ * assembles it once, and its rank threads instantiate the compiled
  * module their launcher hands them (adoptKernelModule), since a
  * WebAssembly.Module crosses to a worker whole.
  */
@@ -26,7 +26,7 @@ import {
   type WasmFold,
 } from './simd-module.ts';
 
-/** Bytes of one block of sums, one wasm page: blocks of 16 to 64 KiB measured the same. */
+/** Bytes of one block of sums, one wasm page: it stays in cache, and the calls per block do not show. */
 const REGION = 65536;
 /** Wasm memory layout: the running sums, the next input, and 16-bit float words on their way in or out. */
 const SUMS = 0;
@@ -72,7 +72,7 @@ const FLOAT32: Folds = { sum: 'f32_add', prod: 'f32_mul', min: 'f32_min', max: '
  * into the typed array do; float lanes round to nearest like the JS path's stores; f32x4/f64x2 min/max
  * propagate NaN and order -0 below +0 exactly as Math.min/Math.max. Missing pairs run on the JS loops:
  * int8 prod (wasm has no i8x16.mul), and all of int64, whose BigInt64Array loops V8 already compiles to
- * native 64-bit operations; they measured as fast as the wasm path with its copies (0.7-1.3x).
+ * native 64-bit operations, which keep pace with the wasm path once that pays for its copies.
  */
 const BY_DTYPE: Readonly<Record<DType, Folds>> = {
   float64: { sum: 'f64_add', prod: 'f64_mul', min: 'f64_min', max: 'f64_max' },

@@ -267,7 +267,10 @@ interface Kernel {
   readonly code: Bytes;
 }
 
-/** v128s per fold iteration: four measured 1.6x faster than one on data in cache, 5% on 64 MiB. */
+/**
+ * v128s per fold iteration: four let a core overlap their loads, which pays
+ * on data in cache; a fold bound by memory bandwidth barely notices.
+ */
 const FOLD_UNROLL = 4;
 
 /** fold_<name>(dst, a, b, bytes): params 0-3. */
@@ -295,8 +298,8 @@ function float16ToFloat32(word: Expr): Expr {
   const normal = add(shl(magnitude, 13), splat(112 << 23));
   const infOrNaN = and(gtS(magnitude, splat(0x7bff)), splat(0x7f800000));
   // Subnormals and zero are mantissa * 2^-24, computed on float32 normals. The shorter trick of scaling
-  // float32 subnormals by 2^112 made reducing subnormal float16 data 10x slower on x86, where every
-  // subnormal operand costs a microcode assist.
+  // float32 subnormals by 2^112 made reducing subnormal float16 data many times slower on x86, where
+  // every subnormal operand costs a microcode assist.
   const subnormal = fmul(convertS(magnitude), splat(0x33800000));
   const sign = shl(xor(get(X), magnitude), 16);
   const value = or(or(bitselect(subnormal, normal, ltS(magnitude, splat(0x400))), infOrNaN), sign);

@@ -98,7 +98,9 @@ function testFile(name: string): string {
   let file: string | undefined;
   try {
     file = TestRunner.getCurrentSuite()?.file?.filepath;
-  } catch {}
+  } catch {
+    // Outside vitest's collection there is no suite to ask: answered below, as for no file.
+  }
   if (file === undefined) {
     throw new Error(
       `rankTest ${JSON.stringify(name)}: call it at the top level of a vitest test file or in a describe block`,

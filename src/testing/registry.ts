@@ -70,6 +70,7 @@ async function collect(suite: Suite): Promise<void> {
 export function loadTestFile(file: string): Promise<Map<string, Registered[]>> {
   let tests = loaded.get(file);
   if (!tests) {
+    // One file imports at a time; an earlier file's failure is its own caller's, not this one's.
     tests = (queue = queue
       .catch(() => {})
       .then(async () => {

@@ -113,89 +113,143 @@ export interface BorrowedViews {
   release(): Promise<void>;
 }
 
-export interface Backend {
-  allReduce(call: CallInfo, tensor: Tensor, op: Reduction): Promise<void>;
-  broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void>;
-  reduce(call: CallInfo, tensor: Tensor, dst: number, op: Reduction): Promise<void>;
-  allGather(call: CallInfo, outputs: readonly Tensor[], input: Tensor): Promise<void>;
-  allGatherInto(call: CallInfo, output: Tensor, input: Tensor): Promise<void>;
+/** What releasing a message received as the receiver's own copy does: nothing. */
+export const NOTHING_HELD = async (): Promise<void> => {};
+
+/**
+ * How a group's calls are carried out. As in c10d, an op a backend lacks has
+ * a default here: a fallback where one exists (recvBorrowed receives into
+ * `like`), else an error naming the op and the backend; the flags
+ * (`lendsViews`, `runsBatches`) say which of those ops a backend carries.
+ */
+export abstract class Backend {
+  /** The backend's name in errors ("StoreBackend"), as c10d's getBackendName. */
+  abstract readonly backendName: string;
+  abstract allReduce(call: CallInfo, tensor: Tensor, op: Reduction): Promise<void>;
+  abstract broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void>;
+  abstract reduce(call: CallInfo, tensor: Tensor, dst: number, op: Reduction): Promise<void>;
+  abstract allGather(call: CallInfo, outputs: readonly Tensor[], input: Tensor): Promise<void>;
+  abstract allGatherInto(call: CallInfo, output: Tensor, input: Tensor): Promise<void>;
   /** `inputs[p]` has the shape of rank p's output; they may differ (an uneven reduce-scatter). */
-  reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: Reduction): Promise<void>;
-  reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: Reduction): Promise<void>;
-  allToAll(call: CallInfo, outputs: readonly Tensor[], inputs: readonly Tensor[]): Promise<void>;
-  allToAllSingle(
+  abstract reduceScatter(
+    call: CallInfo,
+    output: Tensor,
+    inputs: readonly Tensor[],
+    op: Reduction,
+  ): Promise<void>;
+  abstract reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: Reduction): Promise<void>;
+  abstract allToAll(call: CallInfo, outputs: readonly Tensor[], inputs: readonly Tensor[]): Promise<void>;
+  abstract allToAllSingle(
     call: CallInfo,
     output: Tensor,
     input: Tensor,
     outputSplits: readonly number[],
     inputSplits: readonly number[],
   ): Promise<void>;
-  gather(
+  abstract gather(
     call: CallInfo,
     tensor: Tensor,
     dst: number,
     gatherList: readonly Tensor[] | undefined,
   ): Promise<void>;
-  scatter(
+  abstract scatter(
     call: CallInfo,
     tensor: Tensor,
     src: number,
     scatterList: readonly Tensor[] | undefined,
   ): Promise<void>;
-  barrier(call: CallInfo): Promise<void>;
+  abstract barrier(call: CallInfo): Promise<void>;
   /**
    * Group rank 0 waits up to `call.timeoutMs` for every other rank to arrive,
    * then tells each whether all did; it fails naming the ranks that did not
    * (the first in rank order, or all of them with `waitAllRanks`).
    */
-  monitoredBarrier(call: CallInfo, waitAllRanks: boolean): Promise<void>;
-  send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void>;
+  abstract monitoredBarrier(call: CallInfo, waitAllRanks: boolean): Promise<void>;
+  abstract send(call: CallInfo, tensor: Tensor, dst: number, tag: number): Promise<void>;
+
   /**
-   * send's first half where the medium allows, called with arguments already
-   * checked and before the call's bookkeeping: writes `tensor` to `dst` at
-   * once if it can (a small message with room for it), returning a nonzero
-   * ticket for sendPosted, which completes the send; 0, with nothing sent,
-   * for send to do it all. A receiver waiting for the message goes on while
-   * this rank does its bookkeeping.
+   * The early send: send's first half where the medium allows, called with
+   * arguments already checked and before the call's bookkeeping. Writes
+   * `tensor` to `dst` at once if it can (a small message with room for it),
+   * returning a nonzero ticket for awaitEarlySend, which completes the send;
+   * 0, with nothing sent, for send to do it all (the default). A receiver
+   * waiting for the message goes on while this rank does its bookkeeping.
    */
-  postSend?(tensor: Tensor, dst: number, tag: number): number;
-  sendPosted?(call: CallInfo, dst: number, ticket: number): Promise<void>;
-  recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void>;
+  sendEarly(_tensor: Tensor, _dst: number, _tag: number): number {
+    return 0;
+  }
+
+  awaitEarlySend(_call: CallInfo, _dst: number, _ticket: number): Promise<void> {
+    throw unsupported(this, 'awaitEarlySend');
+  }
+
+  abstract recv(call: CallInfo, tensor: Tensor, src: number, tag: number): Promise<void>;
+
   /**
    * A receive that lends the sender's own buffer instead of copying it, where
    * the medium allows (a store hands out views); the sender's send completes
-   * once the receiver calls release(). Backends without it receive into `like`.
+   * once the receiver calls release(). By default the message is received
+   * into `like`, and release() does nothing.
    */
-  recvBorrowed?(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor>;
-  /** recvBorrowed of a value whose size only the sender knows; backends without it copy (recvAny). */
-  recvAnyBorrowed?(call: CallInfo, src: number, tag: number): Promise<BorrowedTensor>;
+  async recvBorrowed(call: CallInfo, like: Tensor, src: number, tag: number): Promise<BorrowedTensor> {
+    await this.recv(call, like, src, tag);
+    return { tensor: like, release: NOTHING_HELD };
+  }
+
+  /** recvBorrowed of a value whose size only the sender knows; by default the receiver's own copy (recvAny). */
+  async recvAnyBorrowed(call: CallInfo, src: number, tag: number): Promise<BorrowedTensor> {
+    return { tensor: await this.recvAny(call, src, tag), release: NOTHING_HELD };
+  }
+
   /**
    * Whether sendViews/recvViews are carried: the receiver maps the sender's
    * host memory (a store with srcSetViews, i.e. ranks as threads).
    */
-  readonly lendsViews?: boolean;
+  get lendsViews(): boolean {
+    return false;
+  }
+
   /** Several host tensors as one message, lent (not copied) to the receiver; completes once it released them. */
-  sendViews?(call: CallInfo, tensors: readonly Tensor[], dst: number, tag: number): Promise<void>;
-  recvViews?(call: CallInfo, src: number, tag: number): Promise<BorrowedViews>;
+  sendViews(_call: CallInfo, _tensors: readonly Tensor[], _dst: number, _tag: number): Promise<void> {
+    throw unsupported(this, 'sendViews');
+  }
+
+  recvViews(_call: CallInfo, _src: number, _tag: number): Promise<BorrowedViews> {
+    throw unsupported(this, 'recvViews');
+  }
+
   /** A receive whose size only the sender knows (object messages); the result is the receiver's own copy. */
-  recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor>;
+  abstract recvAny(call: CallInfo, src: number, tag: number): Promise<Tensor>;
   /** A receive into `tensor` from whichever peer's message on `tag` comes first; resolves to its group rank. */
-  recvFromAny(call: CallInfo, tensor: Tensor, tag: number): Promise<number>;
+  abstract recvFromAny(call: CallInfo, tensor: Tensor, tag: number): Promise<number>;
   /** Broadcast of a value only the root knows the size of; `tensor` is undefined off the root. */
-  broadcastAny(call: CallInfo, tensor: Tensor | undefined, src: number): Promise<Tensor>;
+  abstract broadcastAny(call: CallInfo, tensor: Tensor | undefined, src: number): Promise<Tensor>;
   /** All-gather of differently sized values, in group-rank order. */
-  allGatherAny(call: CallInfo, tensor: Tensor): Promise<Tensor[]>;
+  abstract allGatherAny(call: CallInfo, tensor: Tensor): Promise<Tensor[]>;
   /** Gather of differently sized values to `dst`: every rank's value on dst, in group-rank order; undefined elsewhere. */
-  gatherAny(call: CallInfo, tensor: Tensor, dst: number): Promise<Tensor[] | undefined>;
+  abstract gatherAny(call: CallInfo, tensor: Tensor, dst: number): Promise<Tensor[] | undefined>;
   /** Scatter of differently sized values from `src` (`tensors` is undefined off src); this rank's value. */
-  scatterAny(call: CallInfo, tensors: readonly Tensor[] | undefined, src: number): Promise<Tensor>;
+  abstract scatterAny(call: CallInfo, tensors: readonly Tensor[] | undefined, src: number): Promise<Tensor>;
+
+  /** Whether batch runs a batchIsendIrecv's entries together; without it each runs as its own send or recv. */
+  get runsBatches(): boolean {
+    return false;
+  }
+
   /**
-   * Optional: the sends and receives of one batchIsendIrecv, run together (one
-   * NCCL group), so no order of them can deadlock; one promise per entry, in
-   * order. Without it each entry runs as its own send or recv.
+   * The sends and receives of one batchIsendIrecv, run together (one NCCL
+   * group), so no order of them can deadlock; one promise per entry, in order.
    */
-  batch?(entries: readonly BatchedP2P[]): Array<Promise<void>>;
+  batch(_entries: readonly BatchedP2P[]): Array<Promise<void>> {
+    throw unsupported(this, 'batch');
+  }
+
   /** Tells the peers of a call that failed its local checks, so they fail too instead of waiting. */
-  abandon(call: CallInfo, pattern: ArrivalPattern, error: Error): Promise<void>;
-  destroy(): void;
+  abstract abandon(call: CallInfo, pattern: ArrivalPattern, error: Error): Promise<void>;
+  abstract destroy(): void;
+}
+
+/** What an op a backend lacks throws: "NcclBackend does not support sendViews". */
+function unsupported(backend: Backend, op: string): Error {
+  return new Error(`${backend.backendName} does not support ${op}`);
 }

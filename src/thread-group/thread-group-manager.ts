@@ -29,6 +29,7 @@ export class ThreadGroupManager {
   readonly #groups = new Map<string, ThreadGroup>();
   #destroyOrder: string[] = [];
 
+  /** @internal The rank's context makes the one manager (ctx.manager). */
   constructor(devices: readonly Device[], create: GroupFactory) {
     this.#devices = devices;
     this.#create = create;

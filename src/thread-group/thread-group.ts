@@ -1,45 +1,58 @@
 /**
  * ThreadGroup: the torch.distributed-style collective API over a Backend.
- * Ranks and roots are group ranks. Every call checks its arguments, takes the
- * group's next sequence number (collectives must be issued in the same order
- * on every member, as in torch) and returns a Work; several Works may be
- * outstanding at once.
+ * Ranks and roots are group ranks. Every call checks its arguments
+ * (argument-checks.ts), signs itself (call-signatures.ts), takes the group's
+ * next sequence number (collectives must be issued in the same order on
+ * every member, as in torch) and returns a Work; several Works may be
+ * outstanding at once. Where the rank's debugging monitor tracks calls,
+ * call-tracker.ts records them.
  */
-import { type CallRecord, callName } from '../debug/call-record.ts';
-import { formatSite } from '../debug/call-site.ts';
-import type { HangFocus } from '../debug/hang-report.ts';
-import { type RankMonitor, rankMonitor } from '../debug/monitor.ts';
+import { callName } from '../debug/call-record.ts';
+import { rankMonitor } from '../debug/monitor.ts';
 import { runErrand } from '../runtime/errands.ts';
-import { CollectiveMismatchError, CommTimeoutError } from '../runtime/errors.ts';
 import { rankFaults } from '../runtime/faults/injector.ts';
-import { removeItem } from '../runtime/remove-item.ts';
-import {
-  clockNow,
-  firstWaitReading,
-  lastWaitReading,
-  markWaitClock,
-  waitClockRead,
-} from '../runtime/wait.ts';
-import { Work } from '../runtime/work.ts';
+import { trackCall, Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { assertCommTensor, assertHostTensors, isCommTensor } from '../tensor/validate.ts';
+import {
+  allToAllSplits,
+  checkAllToAll,
+  checkGroupRank,
+  checkLendsViews,
+  checkOwnRows,
+  checkPeer,
+  checkReduceScatter,
+  checkRootOnly,
+  checkRowsAlike,
+  checkTag,
+  checkTensorList,
+  checkWhole,
+} from './argument-checks.ts';
 import {
   type Backend,
   type BatchedP2P,
   type BorrowedTensor,
   type BorrowedViews,
-  type CallDebug,
   type CallInfo,
-  CallMismatchError,
-  PEER_CHECK_MS,
   valueWhenDone,
 } from './backend.ts';
+import {
+  allReduceSigned,
+  BARRIER_SIGNED,
+  broadcastSigned,
+  recvSigned,
+  reduceSigned,
+  sendSigned,
+  sharesOf,
+  tagText,
+} from './call-signatures.ts';
+import { CallTracker } from './call-tracker.ts';
 import { withFaults } from './fault-hook.ts';
-import { shortForm } from './group-id.ts';
 import { objectToTensor, tensorToObject } from './object-bytes.ts';
 import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
-import { type MakeSigned, RecentSignature, type Signed } from './recent-signatures.ts';
+import { RecentSignature, type Signed } from './recent-signatures.ts';
 import { type CollectiveReduceOp, checkReduction, type Reduction, reductionName } from './reduction.ts';
+import { settledWithin, UnfinishedCalls } from './unfinished-calls.ts';
 
 export interface CallOptions {
   timeoutMs?: number;
@@ -86,16 +99,12 @@ export interface GroupInfo {
 export class ThreadGroup {
   readonly #info: GroupInfo;
   readonly #backend: Backend | undefined;
-  /** The rank's debugging monitor (undefined outside a rank context), and this group's code in it. */
-  readonly #monitor: RankMonitor | undefined;
-  readonly #groupCode: number;
+  /** Where the rank's debugging monitor tracks calls (not outside a rank context, nor where it is off). */
+  readonly #tracker: CallTracker | undefined;
   readonly #checks: boolean;
-  /** Global ranks of the other members: every collective's peers (shared, not copied per call). */
-  readonly #others: readonly number[];
   #seq = 0;
   #destroyed = false;
-  /** This rank's collectives the backend started that have not settled, which barrier waits for (an array: a Set allocates as it shrinks). */
-  readonly #unfinished: Promise<unknown>[] = [];
+  readonly #unfinished = new UnfinishedCalls();
   readonly #wheres = new Map<OpName, string>();
   readonly #recent = {
     allReduce: new RecentSignature(),
@@ -104,16 +113,14 @@ export class ThreadGroup {
     send: new RecentSignature(),
     recv: new RecentSignature(),
   };
-  readonly #peerLists: (readonly number[])[] = [];
 
+  /** @internal A group is made by its rank's context (ctx.world, newGroup, the manager), never by users. */
   constructor(info: GroupInfo, backend: Backend | undefined) {
     this.#info = info;
     this.#backend = backend;
     const monitor = backend ? rankMonitor() : undefined;
     this.#checks = monitor?.options.checks ?? true;
-    this.#monitor = monitor?.tracksCalls ? monitor : undefined;
-    this.#groupCode = this.#monitor?.registerGroup(info.id, info.name) ?? -1;
-    this.#others = Object.freeze(info.ranks.filter((r) => r !== info.globalRank));
+    this.#tracker = monitor?.tracksCalls ? new CallTracker(monitor, info) : undefined;
   }
 
   get rank(): number {
@@ -166,7 +173,7 @@ export class ThreadGroup {
     try {
       signed = check();
     } catch (error) {
-      if (seq >= 0) this.#monitor?.failedToStart(this.#groupCode, seq, op, error);
+      if (seq >= 0) this.#tracker?.failedToStart(seq, op, error);
       const call: CallInfo = { seq, signature: op, timeoutMs, checks };
       // With fingerprints on, every collective's first exchange is every rank to every rank.
       const pattern =
@@ -178,8 +185,7 @@ export class ThreadGroup {
       if (pattern) runErrand(backend.abandon(call, pattern, error as Error));
       return this.#rejected(where, error);
     }
-    const monitor = this.#monitor;
-    const debug = monitor ? this.#track(monitor, op, spec, seq, signed, options) : undefined;
+    const debug = this.#tracker?.track(spec, seq, signed, options);
     let outcome: T | Promise<T>;
     try {
       outcome = run(backend, { seq, signature: signed.signature, timeoutMs, checks, debug });
@@ -189,48 +195,19 @@ export class ThreadGroup {
     // The ledger's description is made only when a report needs it (a settled call's too: a then() on its
     // Work whose callback throws is reported under it); closures stay anonymous (no keepNames wrapper per call).
     const describe = debug
-      ? () => {
-          const site = debug.record.site === undefined ? undefined : formatSite(debug.record.site);
-          const name = this.#callName(signed, seq);
-          return site === undefined ? name : `${name} (called at ${site})`;
-        }
+      ? () => debug.describe(this.#callName(signed, seq))
       : () => this.#callName(signed, seq);
     if (!(outcome instanceof Promise)) {
       debug?.endedAtOnce();
-      return Work.track(Work.resolved(outcome), describe);
+      return trackCall(Work.resolved(outcome), describe);
     }
     debug?.running();
     // Point-to-point calls are not in the collective order a barrier keeps: a receive may be posted long
     // before its message (as gloo's barrier waits for queued collectives, not for sends and receives).
     // Counted from when the backend starts it (a call held back by an injected delay starts later, in order),
     // without looking at the Work: whether the caller observes it is the caller's business.
-    if (!spec.p2p) this.#unfinish(outcome);
-    if (!monitor || !debug) return Work.track(new Work(outcome), describe);
-    return Work.track(
-      new Work(
-        outcome.then(
-          (value) => {
-            monitor.end(debug.record);
-            return value;
-          },
-          (error) => this.#failed(debug, error),
-        ),
-      ),
-      describe,
-    );
-  }
-
-  /** Keeps a collective the backend started among those barrier waits for, until it settles. */
-  #unfinish(running: Promise<unknown>): void {
-    this.#unfinished.push(running);
-    running.then(
-      () => this.#settled(running),
-      () => this.#settled(running),
-    );
-  }
-
-  #settled(running: Promise<unknown>): void {
-    removeItem(this.#unfinished, running);
+    if (!spec.p2p) this.#unfinished.add(outcome);
+    return trackCall(new Work(debug ? debug.watch(outcome) : outcome), describe);
   }
 
   #callName(signed: Signed, seq: number): string {
@@ -264,76 +241,7 @@ export class ThreadGroup {
 
   /** A call refused before it was numbered: the rank's ledger still holds it until someone looks. */
   #rejected<T>(where: string, error: unknown): Work<T> {
-    return Work.track(Work.rejected<T>(error), () => where);
-  }
-
-  #track(
-    monitor: RankMonitor,
-    op: OpName,
-    spec: OpSpec,
-    seq: number,
-    signed: Signed,
-    options: RawRoles | undefined,
-  ): TrackedCall {
-    const peer = spec.peerRole === undefined ? undefined : options?.[spec.peerRole];
-    const record = monitor.begin(
-      this.#info.name,
-      this.#groupCode,
-      this.size,
-      seq,
-      op,
-      signed.label ?? signed.signature,
-      signed.bytes,
-      // A receive from any rank waits on every other member.
-      spec.p2p && peer !== undefined ? this.#peerList(peer as number) : this.#others,
-    );
-    return new TrackedCall(monitor, record, spec.code, this.#info, this.#info.peerCheckMs ?? PEER_CHECK_MS);
-  }
-
-  /** [the global rank of group rank `peer`], made once per peer: a point-to-point call's peers. */
-  #peerList(peer: number): readonly number[] {
-    this.#peerLists[peer] ??= Object.freeze([this.#info.ranks[peer]]);
-    return this.#peerLists[peer];
-  }
-
-  /** Records the failure; a disagreement between ranks gets both call sites. */
-  async #failed(debug: CallDebug, error: unknown): Promise<never> {
-    const { monitor, record } = debug;
-    monitor.end(record, error);
-    if (error instanceof CollectiveMismatchError) {
-      const sites = [siteLine(monitor.rank, record)];
-      // The peer is known when this rank saw the mismatch, or when a point-to-point peer reported it.
-      const peer =
-        error instanceof CallMismatchError ? error.peerRank : record.seq < 0 ? record.peers[0] : undefined;
-      if (peer !== undefined) {
-        const peerSite = await monitor.peerSite(peer, this.#info.id, record.seq);
-        if (peerSite) sites.push(`  rank ${peer} called it at ${peerSite}`);
-      }
-      error.message += `\n${sites.join('\n')}`;
-    }
-    throw error;
-  }
-
-  #groupRank(value: unknown, what: string, where: string): number {
-    if (!Number.isInteger(value) || (value as number) < 0 || (value as number) >= this.size) {
-      throw new RangeError(
-        `${where}: ${what} ${String(value)} is not a rank of group "${this.name}" (size ${this.size})`,
-      );
-    }
-    return value as number;
-  }
-
-  #tensorList(list: unknown, where: string, what: string, like?: Tensor): Tensor[] {
-    if (!Array.isArray(list) || list.length !== this.size) {
-      throw new RangeError(`${where}: ${what} must be an array of ${this.size} tensors (one per group rank)`);
-    }
-    list.forEach((t, i) => {
-      assertCommTensor(t, `${where}: ${what}[${i}]`);
-      if (like && t.describe() !== like.describe()) {
-        throw new TypeError(`${where}: ${what}[${i}] is ${t.describe()}, expected ${like.describe()}`);
-      }
-    });
-    return list;
+    return trackCall(Work.rejected<T>(error), () => where);
   }
 
   allReduce(tensor: Tensor, options?: ReduceOptions): Work<Tensor> {
@@ -356,7 +264,7 @@ export class ThreadGroup {
       options,
       () => {
         assertCommTensor(tensor, 'broadcast');
-        const src = this.#groupRank(options?.src, 'src', 'broadcast');
+        const src = checkGroupRank(this, options?.src, 'src', 'broadcast');
         return this.#recent.broadcast.signed(tensor, src, '', broadcastSigned);
       },
       async (b, call) => {
@@ -373,7 +281,7 @@ export class ThreadGroup {
       options,
       () => {
         assertCommTensor(tensor, 'reduce');
-        const dst = this.#groupRank(options?.dst, 'dst', 'reduce');
+        const dst = checkGroupRank(this, options?.dst, 'dst', 'reduce');
         reduction = checkReduction(options, tensor.dtype, 'reduce');
         return this.#recent.reduce.signed(tensor, dst, reductionName(reduction), reduceSigned);
       },
@@ -390,7 +298,7 @@ export class ThreadGroup {
       options,
       () => {
         assertCommTensor(input, 'allGather: input');
-        this.#tensorList(outputs, 'allGather', 'outputs', input);
+        checkTensorList(this, outputs, 'allGather', 'outputs', input);
         return {
           signature: `allGather(${input.describe()})`,
           bytes: input.nbytes * this.size,
@@ -408,7 +316,8 @@ export class ThreadGroup {
       OPS.allGatherInto,
       options,
       () => {
-        this.#checkWhole(
+        checkWhole(
+          this,
           'allGatherInto',
           { name: 'output', tensor: output },
           { name: 'input', tensor: input },
@@ -436,14 +345,7 @@ export class ThreadGroup {
       OPS.reduceScatter,
       options,
       () => {
-        assertCommTensor(output, 'reduceScatter: output');
-        this.#tensorList(inputs, 'reduceScatter', 'inputs');
-        for (const t of inputs) sameDType(output, t, 'reduceScatter');
-        if (inputs[this.rank].describe() !== output.describe()) {
-          throw new TypeError(
-            `reduceScatter: inputs[${this.rank}] is ${inputs[this.rank].describe()}, but output is ${output.describe()}`,
-          );
-        }
+        checkReduceScatter(this, output, inputs);
         reduction = checkReduction(options, output.dtype, 'reduceScatter');
         return {
           signature: `reduceScatter(${sharesOf(inputs)}, ${reductionName(reduction)})`,
@@ -463,7 +365,8 @@ export class ThreadGroup {
       OPS.reduceScatterTensor,
       options,
       () => {
-        this.#checkWhole(
+        checkWhole(
+          this,
           'reduceScatterTensor',
           { name: 'input', tensor: input },
           { name: 'output', tensor: output },
@@ -481,36 +384,12 @@ export class ThreadGroup {
     );
   }
 
-  /** Checks that `whole` holds one `part` per group rank (the flat-tensor gather/scatter calls). */
-  #checkWhole(
-    where: string,
-    whole: { name: string; tensor: Tensor },
-    part: { name: string; tensor: Tensor },
-  ): void {
-    assertCommTensor(whole.tensor, `${where}: ${whole.name}`);
-    assertCommTensor(part.tensor, `${where}: ${part.name}`);
-    sameDType(whole.tensor, part.tensor, where);
-    const expected = part.tensor.numel * this.size;
-    if (whole.tensor.numel !== expected) {
-      throw new RangeError(
-        `${where}: ${whole.name} ${whole.tensor.describe()} must hold ${this.size} × ${part.tensor.describe()} (${expected} elements)`,
-      );
-    }
-  }
-
   allToAll(outputs: Tensor[], inputs: Tensor[], options?: CallOptions): Work<Tensor[]> {
     return this.#call(
       OPS.allToAll,
       options,
       () => {
-        this.#tensorList(outputs, 'allToAll', 'outputs');
-        this.#tensorList(inputs, 'allToAll', 'inputs');
-        for (const t of [...outputs, ...inputs]) sameDType(inputs[0], t, 'allToAll');
-        if (inputs[this.rank].describe() !== outputs[this.rank].describe()) {
-          throw new TypeError(
-            `allToAll: inputs[${this.rank}] is ${inputs[this.rank].describe()} but outputs[${this.rank}] is ${outputs[this.rank].describe()}`,
-          );
-        }
+        checkAllToAll(this, outputs, inputs);
         return {
           signature: `allToAll(${inputs[0].dtype})`,
           bytes: inputs.reduce((sum, t) => sum + t.nbytes, 0),
@@ -534,27 +413,10 @@ export class ThreadGroup {
       OPS.allToAllSingle,
       options,
       () => {
-        assertCommTensor(output, 'allToAllSingle: output');
-        assertCommTensor(input, 'allToAllSingle: input');
-        sameDType(output, input, 'allToAllSingle');
-        if (input.shape.length === 0 || output.shape.length === 0) {
-          throw new TypeError(
-            'allToAllSingle: input and output need at least one dimension (split along dim 0)',
-          );
-        }
-        const rest = input.shape.slice(1).join(',');
-        if (output.shape.slice(1).join(',') !== rest) {
-          throw new TypeError(
-            `allToAllSingle: output ${output.describe()} and input ${input.describe()} differ beyond dim 0`,
-          );
-        }
-        inputSplits = this.#splits(options?.inputSplits, input, 'inputSplits');
-        outputSplits = this.#splits(options?.outputSplits, output, 'outputSplits');
-        if (inputSplits[this.rank] !== outputSplits[this.rank]) {
-          throw new RangeError(
-            `allToAllSingle: inputSplits[${this.rank}] = ${inputSplits[this.rank]} but outputSplits[${this.rank}] = ${outputSplits[this.rank]} (this rank sends to itself)`,
-          );
-        }
+        const rest = checkRowsAlike(output, input);
+        inputSplits = allToAllSplits(this, options?.inputSplits, input, 'inputSplits');
+        outputSplits = allToAllSplits(this, options?.outputSplits, output, 'outputSplits');
+        checkOwnRows(this, inputSplits, outputSplits);
         return {
           signature: `allToAllSingle(${input.dtype}[*,${rest}])`,
           bytes: input.nbytes,
@@ -567,32 +429,6 @@ export class ThreadGroup {
     );
   }
 
-  #splits(splits: number[] | undefined, tensor: Tensor, what: string): number[] {
-    const rows = tensor.shape[0];
-    if (splits === undefined) {
-      if (rows % this.size !== 0) {
-        throw new RangeError(
-          `allToAllSingle: dim 0 of ${tensor.describe()} is not divisible by the group size ${this.size}; pass ${what}`,
-        );
-      }
-      return new Array(this.size).fill(rows / this.size);
-    }
-    if (
-      !Array.isArray(splits) ||
-      splits.length !== this.size ||
-      splits.some((s) => !Number.isInteger(s) || s < 0)
-    ) {
-      throw new RangeError(`allToAllSingle: ${what} must be ${this.size} non-negative integers`);
-    }
-    const total = splits.reduce((a, b) => a + b, 0);
-    if (total !== rows) {
-      throw new RangeError(
-        `allToAllSingle: ${what} sum to ${total}, but dim 0 of ${tensor.describe()} is ${rows}`,
-      );
-    }
-    return splits;
-  }
-
   gather(
     tensor: Tensor,
     options: { dst: number; gatherList?: Tensor[] } & CallOptions,
@@ -602,9 +438,9 @@ export class ThreadGroup {
       options,
       () => {
         assertCommTensor(tensor, 'gather');
-        const dst = this.#groupRank(options?.dst, 'dst', 'gather');
-        if (this.rank === dst) this.#tensorList(options.gatherList, 'gather', 'gatherList', tensor);
-        else this.#rootOnly(options.gatherList, 'gather', 'gatherList', `dst is ${dst}`);
+        const dst = checkGroupRank(this, options?.dst, 'dst', 'gather');
+        if (this.rank === dst) checkTensorList(this, options.gatherList, 'gather', 'gatherList', tensor);
+        else checkRootOnly(this, options.gatherList, 'gather', 'gatherList', `dst is ${dst}`);
         return {
           signature: `gather(${tensor.describe()}, dst=${dst})`,
           bytes: tensor.nbytes * this.size,
@@ -624,9 +460,9 @@ export class ThreadGroup {
       options,
       () => {
         assertCommTensor(tensor, 'scatter');
-        const src = this.#groupRank(options?.src, 'src', 'scatter');
-        if (this.rank === src) this.#tensorList(options.scatterList, 'scatter', 'scatterList', tensor);
-        else this.#rootOnly(options.scatterList, 'scatter', 'scatterList', `src is ${src}`);
+        const src = checkGroupRank(this, options?.src, 'src', 'scatter');
+        if (this.rank === src) checkTensorList(this, options.scatterList, 'scatter', 'scatterList', tensor);
+        else checkRootOnly(this, options.scatterList, 'scatter', 'scatterList', `src is ${src}`);
         return {
           signature: `scatter(${tensor.describe()}, src=${src})`,
           bytes: tensor.nbytes * this.size,
@@ -645,17 +481,6 @@ export class ThreadGroup {
   }
 
   /**
-   * A list only the root passes: torch raises when another rank passes one
-   * (a sign the ranks disagree on who the root is); an empty one is no list.
-   */
-  #rootOnly(list: unknown, where: string, what: string, root: string): void {
-    if (list === undefined || (Array.isArray(list) && list.length === 0)) return;
-    throw new TypeError(
-      `${where}: ${what} must not be given on group rank ${this.rank}, only on the root (${root})`,
-    );
-  }
-
-  /**
    * Completes once every member reached it and every earlier collective this
    * rank made on the group has completed (torch's gloo semantics: a barrier
    * implies the earlier work is done). Sends and receives are not waited for:
@@ -664,14 +489,14 @@ export class ThreadGroup {
    * gloo. An earlier call that failed reports that through its own Work.
    */
   barrier(options?: CallOptions): Work<void> {
-    let earlier: Array<Promise<unknown>> = [];
+    let earlier: readonly Promise<unknown>[] = [];
     return this.#call(
       OPS.barrier,
       options,
       () => {
         // Taken as the call is made: before it is counted among them, and before an injected delay
         // holds its run back (which would then wait for itself).
-        if (this.#unfinished.length > 0) earlier = this.#unfinished.slice();
+        earlier = this.#unfinished.current();
         return BARRIER_SIGNED;
       },
       (b, call) => {
@@ -707,31 +532,31 @@ export class ThreadGroup {
   }
 
   send(tensor: Tensor, dst: number, options?: P2POptions): Work<void> {
-    const ticket = this.#postedAtOnce(tensor, dst, options);
+    const ticket = this.#sendEarly(tensor, dst, options);
     return this.#p2p('send', tensor, dst, options, (b, call) =>
       valueWhenDone(
-        ticket === 0 ? b.send(call, tensor, dst, options?.tag ?? 0) : b.sendPosted!(call, dst, ticket),
+        ticket === 0 ? b.send(call, tensor, dst, options?.tag ?? 0) : b.awaitEarlySend(call, dst, ticket),
         undefined,
       ),
     );
   }
 
   /**
-   * send's fast path: a plain send of a small message is written to its
-   * receiver before the call's checks and bookkeeping run again and the call
-   * is numbered and recorded, so a receiver waiting for it goes on while this
-   * rank does them (in a ping-pong, what each side does between taking a
-   * message and sending the next is the latency). Only where every check
-   * would pass and no fault is injected: the call then goes as any other,
-   * its backend only waiting for the receive's answer. 0 for anything else.
+   * send's early send (Backend.sendEarly) for a plain send: the message goes
+   * to its receiver before the call's checks and bookkeeping run again and
+   * the call is numbered and recorded, so a receiver waiting for it goes on
+   * while this rank does them (in a ping-pong, what each side does between
+   * taking a message and sending the next is the latency). Only where every
+   * check would pass and no fault is injected: the call then goes as any
+   * other, its backend only waiting for the receive's answer. 0 for anything
+   * else, or where the backend sent nothing early.
    */
-  #postedAtOnce(tensor: Tensor, dst: number, options: P2POptions | undefined): number {
+  #sendEarly(tensor: Tensor, dst: number, options: P2POptions | undefined): number {
     const backend = this.#backend;
     const rank = this.#info.rank;
     if (
       options !== undefined ||
-      backend?.postSend === undefined ||
-      backend.sendPosted === undefined ||
+      backend === undefined ||
       this.#destroyed ||
       rank < 0 ||
       !Number.isInteger(dst) ||
@@ -743,7 +568,7 @@ export class ThreadGroup {
     ) {
       return 0;
     }
-    return backend.postSend(tensor, dst, 0);
+    return backend.sendEarly(tensor, dst, 0);
   }
 
   recv(tensor: Tensor, src: number, options?: P2POptions): Work<Tensor> {
@@ -759,12 +584,9 @@ export class ThreadGroup {
    * the message is received into `like`, and release() does nothing.
    */
   recvBorrowed(like: Tensor, src: number, options?: P2POptions): Work<BorrowedTensor> {
-    return this.#p2p('recv', like, src, options, async (b, call) => {
-      const tag = options?.tag ?? 0;
-      if (b.recvBorrowed) return b.recvBorrowed(call, like, src, tag);
-      await b.recv(call, like, src, tag);
-      return { tensor: like, release: async () => {} };
-    });
+    return this.#p2p('recv', like, src, options, (b, call) =>
+      b.recvBorrowed(call, like, src, options?.tag ?? 0),
+    );
   }
 
   /** A send or receive: checked, tracked and handed to `run` like every call, outside the collective order. */
@@ -782,7 +604,7 @@ export class ThreadGroup {
       p2pRoles(options, role, peer, tag),
       () => {
         assertCommTensor(tensor, kind);
-        this.#peer(peer, role, kind);
+        checkPeer(this, peer, role, kind);
         checkTag(options?.tag, kind);
         return kind === 'send'
           ? this.#recent.send.signed(tensor, peer, tag, sendSigned)
@@ -790,12 +612,6 @@ export class ThreadGroup {
       },
       run,
     );
-  }
-
-  #peer(value: unknown, what: string, where: string): number {
-    const peer = this.#groupRank(value, what, where);
-    if (peer === this.rank) throw new RangeError(`${where}: ${what} ${peer} is this rank itself`);
-    return peer;
   }
 
   /**
@@ -807,12 +623,12 @@ export class ThreadGroup {
     if (!Array.isArray(ops)) return [Work.rejected(new TypeError('batchIsendIrecv: ops must be an array'))];
     const batched: BatchedP2P[] = [];
     const settlers: Array<(outcome: Promise<void>) => void> = [];
-    const runsBatches = this.#backend?.batch !== undefined;
+    const batcher = this.#backend?.runsBatches ? this.#backend : undefined;
     const works = ops.map((o, i) => {
       if (o?.op !== 'isend' && o?.op !== 'irecv') {
         return Work.rejected(new TypeError(`batchIsendIrecv: ops[${i}].op must be 'isend' or 'irecv'`));
       }
-      if (!runsBatches) {
+      if (batcher === undefined) {
         if (o.op === 'isend') return this.send(o.tensor, o.peer, { tag: o.tag });
         return this.recv(o.tensor, o.peer, { tag: o.tag }).then(() => undefined);
       }
@@ -830,8 +646,8 @@ export class ThreadGroup {
           }),
       );
     });
-    if (batched.length > 0) {
-      this.#backend!.batch!(batched).forEach((outcome, i) => {
+    if (batcher !== undefined && batched.length > 0) {
+      batcher.batch(batched).forEach((outcome, i) => {
         settlers[i](outcome);
       });
     }
@@ -861,10 +677,7 @@ export class ThreadGroup {
    * (p2p's compressed chunks); `recv` is the checked form.
    */
   recvAnyBorrowed(src: number, options?: P2POptions): Work<BorrowedTensor> {
-    return this.#recvAny('recvObject', src, options, async (b, call, tag) => {
-      if (b.recvAnyBorrowed) return b.recvAnyBorrowed(call, src, tag);
-      return { tensor: await b.recvAny(call, src, tag), release: async () => {} };
-    });
+    return this.#recvAny('recvObject', src, options, (b, call, tag) => b.recvAnyBorrowed(call, src, tag));
   }
 
   /**
@@ -888,16 +701,16 @@ export class ThreadGroup {
       p2pRoles(options, 'dst', dst, tag),
       () => {
         const bytes = assertHostTensors(tensors, 'sendViews');
-        this.#peer(dst, 'dst', 'sendViews');
+        checkPeer(this, dst, 'dst', 'sendViews');
         checkTag(options?.tag, 'sendViews');
-        this.#assertLendsViews('sendViews');
+        checkLendsViews(this, 'sendViews');
         return {
           signature: 'p2p',
           bytes,
           label: `sendViews(${tensors.length} tensors, ${bytes} bytes, dst=${dst}${tagText(tag)})`,
         };
       },
-      (b, call) => b.sendViews!(call, tensors, dst, tag),
+      (b, call) => b.sendViews(call, tensors, dst, tag),
     );
   }
 
@@ -906,15 +719,7 @@ export class ThreadGroup {
    * sender's own bytes, valid until `release()` (which completes the send).
    */
   recvViews(src: number, options?: P2POptions): Work<BorrowedViews> {
-    return this.#recvAny('recvViews', src, options, (b, call, tag) => b.recvViews!(call, src, tag));
-  }
-
-  #assertLendsViews(where: string): void {
-    if (!this.lendsViews) {
-      throw new TypeError(
-        `${where} on group "${this.name}": its ranks cannot map each other's memory (only ranks as threads can); check group.lendsViews`,
-      );
-    }
+    return this.#recvAny('recvViews', src, options, (b, call, tag) => b.recvViews(call, src, tag));
   }
 
   /** A receive whose size only the sender knows, tracked like recvObject. */
@@ -929,8 +734,8 @@ export class ThreadGroup {
       OPS[op],
       p2pRoles(options, 'src', src, tag),
       () => {
-        this.#peer(src, 'src', op);
-        if (op === 'recvViews') this.#assertLendsViews(op);
+        checkPeer(this, src, 'src', op);
+        if (op === 'recvViews') checkLendsViews(this, op);
         checkTag(options?.tag, op);
         return {
           signature: 'p2p',
@@ -949,7 +754,7 @@ export class ThreadGroup {
       OPS.broadcastObject,
       options,
       () => {
-        const src = this.#groupRank(options?.src, 'src', 'broadcastObject');
+        const src = checkGroupRank(this, options?.src, 'src', 'broadcastObject');
         if (this.rank === src) mine = objectToTensor(obj, 'broadcastObject');
         return {
           signature: `broadcastObject(src=${src})`,
@@ -980,7 +785,7 @@ export class ThreadGroup {
       OPS.gatherObject,
       options,
       () => {
-        const dst = this.#groupRank(options?.dst, 'dst', 'gatherObject');
+        const dst = checkGroupRank(this, options?.dst, 'dst', 'gatherObject');
         bytes = objectToTensor(obj, 'gatherObject');
         return { signature: `gatherObject(dst=${dst})`, bytes: 0 };
       },
@@ -999,7 +804,7 @@ export class ThreadGroup {
       OPS.scatterObject,
       options,
       () => {
-        const src = this.#groupRank(options?.src, 'src', 'scatterObject');
+        const src = checkGroupRank(this, options?.src, 'src', 'scatterObject');
         if (this.rank === src) {
           if (!Array.isArray(objs) || objs.length !== this.size) {
             throw new RangeError(
@@ -1056,7 +861,7 @@ export class ThreadGroup {
 
   /** torch's get_global_rank: the global rank of `groupRank` in this group. */
   globalRank(groupRank: number): number {
-    return this.#info.ranks[this.#groupRank(groupRank, 'group rank', 'globalRank')];
+    return this.#info.ranks[checkGroupRank(this, groupRank, 'group rank', 'globalRank')];
   }
 
   /** Releases the group; later calls on it reject. Local to this rank, like torch's destroy_process_group. */
@@ -1065,135 +870,6 @@ export class ThreadGroup {
     this.#destroyed = true;
     this.#backend?.destroy();
   }
-}
-
-/** Resolves once every one of `pending` settled, fulfilled or rejected; a CommTimeoutError past `timeoutMs`. */
-async function settledWithin(
-  pending: readonly Promise<unknown>[],
-  timeoutMs: number,
-  describe: () => string,
-): Promise<void> {
-  if (pending.length === 0) return;
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new CommTimeoutError(describe())), timeoutMs);
-  });
-  try {
-    await Promise.race([Promise.allSettled(pending), expired]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** A call as the rank's monitor tracks it; its hang-report focus is made only when a report asks. */
-class TrackedCall implements CallDebug {
-  /** The synchronous waits' clock when the call started (see markWaitClock). */
-  readonly #clockMark = markWaitClock();
-
-  constructor(
-    readonly monitor: RankMonitor,
-    readonly record: CallRecord,
-    /** The op's code on the status board. */
-    readonly opCode: number,
-    readonly group: GroupInfo,
-    readonly peerCheckMs: number,
-  ) {}
-
-  /**
-   * The call completed as it returned: its times are its waits' first and
-   * last clock readings, or, where it waited for nothing, one reading now
-   * (it took a microsecond or so).
-   */
-  endedAtOnce(): void {
-    const started = this.#startedMs();
-    this.monitor.endAtOnce(
-      this.record,
-      started,
-      waitClockRead(this.#clockMark) ? lastWaitReading() : started,
-      this.opCode,
-    );
-  }
-
-  /** The call goes on, since its start. */
-  running(): void {
-    this.monitor.running(this.record, this.#startedMs());
-  }
-
-  /** When the call started: its waits' first clock reading, or, where it waited for nothing, now. */
-  #startedMs(): number {
-    return waitClockRead(this.#clockMark) ? firstWaitReading() : clockNow();
-  }
-
-  get focus(): HangFocus {
-    const group = this.group;
-    return { groupId: group.id, groupName: group.name, seq: this.record.seq, members: group.ranks };
-  }
-}
-
-function siteLine(rank: number, record: CallRecord): string {
-  if (record.site === undefined) {
-    return `  rank ${rank}: no call site (DebugOptions.callSites is off, or its time budget was spent on earlier calls)`;
-  }
-  return `  rank ${rank} called it at ${formatSite(record.site) ?? '(no frame outside tensorcomm)'}`;
-}
-
-/**
- * What every rank of a reduceScatter agrees on: its inputs' dtype and shapes,
- * each rank's output's. Even ones read as before (`float32[4]`); uneven ones
- * list every shape (`float32[[0],[1],[2]]`), hashed when the list is long
- * (signatures travel as store tags, which are bounded).
- */
-function sharesOf(inputs: readonly Tensor[]): string {
-  const first = inputs[0].describe();
-  if (inputs.every((t) => t.describe() === first)) return first;
-  return `${inputs[0].dtype}[${shortForm(inputs.map((t) => `[${t.shape.join(',')}]`).join(','), 96)}]`;
-}
-
-const BARRIER_SIGNED: Signed = { signature: 'barrier()', bytes: 0 };
-const allReduceSigned: MakeSigned = (layout, op, _, bytes) => ({
-  signature: `allReduce(${layout}, ${op})`,
-  bytes,
-});
-const broadcastSigned: MakeSigned = (layout, src, _, bytes) => ({
-  signature: `broadcast(${layout}, src=${src})`,
-  bytes,
-});
-const reduceSigned: MakeSigned = (layout, dst, op, bytes) => ({
-  signature: `reduce(${layout}, dst=${dst}, ${op})`,
-  bytes,
-});
-const p2pSigned =
-  (kind: 'send' | 'recv', role: 'src' | 'dst'): MakeSigned =>
-  (layout, peer, tag, bytes) => ({
-    signature: 'p2p',
-    bytes,
-    label: `${kind}(${layout}, ${role}=${peer}${tagText(tag as number)})`,
-  });
-const sendSigned = p2pSigned('send', 'dst');
-const recvSigned = p2pSigned('recv', 'src');
-
-function sameDType(a: Tensor, b: Tensor, where: string): void {
-  if (a.dtype !== b.dtype)
-    throw new TypeError(`${where}: dtypes differ: ${a.describe()} and ${b.describe()}`);
-}
-
-/**
- * Tags the layers above reserve for their own messages (weight sync from
- * 0x77530000, p2p from 2^40) say nothing to someone reading a report, so a
- * call's label shows only tags below this: the ones a user passes.
- */
-const SHOWN_TAGS_BELOW = 2 ** 24;
-
-function tagText(tag: number): string {
-  return tag < SHOWN_TAGS_BELOW ? `, tag=${tag}` : '';
-}
-
-function checkTag(tag: unknown, where: string): number {
-  if (tag === undefined) return 0;
-  if (!Number.isSafeInteger(tag) || (tag as number) < 0) {
-    throw new RangeError(`${where}: tag must be a non-negative integer, got ${String(tag)}`);
-  }
-  return tag as number;
 }
 
 /**

@@ -153,6 +153,7 @@ export class BucketSender {
     } catch (error) {
       const { receivers, timeoutMs } = this.#config;
       const probeMs = Math.min(PROBE_MS, timeoutMs);
+      // A receiver that cannot answer within the probe has no better reason to give.
       const outcomes = await Promise.all(
         receivers.map((r) => this.#outcome(r, probeMs).catch(() => undefined)),
       );

@@ -6,6 +6,7 @@
  * the key names differ.
  */
 import { DTYPES, type DType } from '../../tensor/dtype.ts';
+import { TensorcommError } from '../errors.ts';
 import type {
   ClusterConfig,
   CollectiveConfig,
@@ -16,8 +17,9 @@ import type {
   TensorCompressionConfig,
 } from './cluster-config.ts';
 
-export class ClusterConfigError extends Error {
+export class ClusterConfigError extends TensorcommError {
   override name = 'ClusterConfigError';
+  override readonly code: string = 'ERR_TC_CLUSTER_CONFIG';
   /** The offending key's full path, e.g. `cluster.collective.tensor_compression.level`. */
   readonly key: string;
 

@@ -26,8 +26,8 @@ import { elements, reduceInto, sliceRange } from './slices.ts';
 
 /**
  * The largest chunk a slice is cut into: large enough that per-value costs
- * vanish (on loopback, 2 MiB chunks already cost more CPU than 8 MiB ones),
- * small enough to overlap. Tests set it small to cut tensors into many chunks.
+ * (a handshake and a wake-up each, whatever the size) vanish, small enough
+ * to overlap. Tests set it small to cut tensors into many chunks.
  */
 export const pipelineOptions = { chunkBytes: 8 << 20 };
 

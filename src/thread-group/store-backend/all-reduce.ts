@@ -9,9 +9,9 @@
  *   parallel: bandwidth-optimal, like gloo's ring, in two rounds.
  *   Where the store copies values rather than lending views of them (between
  *   processes) and can land them in place, the same two rounds go in chunks
- *   (all-reduce-pipelined.ts), so copying, reducing and landing overlap:
- *   64 MiB between two processes took 51-54 ms in one round, 24 ms pipelined;
- *   below 2 MiB the two took about as long.
+ *   (all-reduce-pipelined.ts), so copying, reducing and landing overlap
+ *   instead of following one another; a small tensor has too little to
+ *   overlap to pay for the extra exchange.
  */
 
 import { deviceScratch } from '../../cuda/device-memory.ts';
@@ -22,7 +22,7 @@ import { type Exchange, landOrCopy } from './exchange.ts';
 import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
 
 export const ONE_EXCHANGE_MAX_BYTES = 64 << 10;
-/** From this size on the pipelined rounds pay for their extra exchange (measured between two processes). */
+/** From this size on the pipelined rounds overlap enough to pay for their extra exchange. */
 const PIPELINED_MIN_BYTES = 2 << 20;
 
 export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {

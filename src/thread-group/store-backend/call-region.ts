@@ -40,8 +40,8 @@ export const SLOTS = 4;
 /**
  * The largest host tensor served here, by the group's size. Above it the
  * keyed store's reduce-scatter shares the work out; here the last arrival
- * reduces alone, which a few ranks do faster for tensors up to 64 KiB (2
- * thread ranks: 64 KiB in 55 us through the keyed store).
+ * reduces alone, which wins while the ranks are few and the tensor small:
+ * the keyed store's two rounds then cost more than the whole reduction.
  */
 const FEW_RANKS_MAX = 4;
 export function regionMaxBytes(size: number): number {
@@ -56,13 +56,13 @@ export const OUTCOME = { reduced: 1, keyed: 2, mismatch: 3, abandoned: 4 } as co
 
 /*
  * Layout. Every rank reads what another wrote once per call, and each line
- * that moves between cores costs about a tenth of a microsecond, as much as
- * a small call's own work: so what a call reads of another rank comes in as
- * few cache lines as it can. A slot's words are followed by its result and
- * a record's words by its data, in the same line, so a small call's verdict
- * and result, or a rank's arrival, call and data, are one line each; the
- * signature is compared by its hashes in the record's words, and its text
- * (after the data) is read only to word a mismatch.
+ * that moves between cores costs as much as a small call's own work: so
+ * what a call reads of another rank comes in as few cache lines as it can.
+ * A slot's words are followed by its result and a record's words by its
+ * data, in the same line, so a small call's verdict and result, or a rank's
+ * arrival, call and data, are one line each; the signature is compared by
+ * its hashes in the record's words, and its text (after the data) is read
+ * only to word a mismatch.
  */
 const LINE_BYTES = 64;
 const lines = (bytes: number) => Math.ceil(bytes / LINE_BYTES) * LINE_BYTES;

@@ -405,6 +405,7 @@ export class Exchange {
     this.#forgetLandings();
     const message = error instanceof Error ? error.message : String(error);
     const mismatch = error instanceof CollectiveMismatchError;
+    // Best effort: the call fails with `error` whatever these steps meet (peers that failed or left too).
     for (const key of this.#got) {
       await this.#store.destFinishGet(key, { error: message, mismatch }).catch(() => {});
     }

@@ -26,6 +26,16 @@
  * and a receive behind them times out saying so, rather than memory growing
  * with what a peer sends. Kept-aside records are mostly markers: the inline
  * ones are at most the acknowledgement slots of the pair.
+ *
+ * A record, after the ring's 4-byte length word (little-endian):
+ *
+ *    0  kind u8 (MAIL)      1  dtype code u8      2  ndim u8      3  spare u8
+ *    4  tag f64 (tags are any safe integer)      12  message number f64
+ *   20  acknowledgement ticket u32 (ACK_TICKET; 0: none)          24  spare u32
+ *   28  shape: ndim × f64, then an inline message's payload
+ *
+ * The fixed part is 28 bytes, so with the length word in front the payload
+ * starts 8-byte aligned and is read in place as any dtype.
  */
 import type { AbortWord } from '../../runtime/abort-word.ts';
 import {
@@ -37,6 +47,7 @@ import {
   RING_TAIL,
 } from '../../runtime/byte-ring.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../../runtime/errors.ts';
+import { failureError } from '../../runtime/store-bookkeeping.ts';
 import { decodeText, encodeBounded, MAX_DIMS, MAX_ERROR_BYTES } from '../../runtime/store-limits.ts';
 import type { SharedRegion } from '../../runtime/tensor-store.ts';
 import { deadlineAfter, waitBriefly, waitForWord, wake } from '../../runtime/wait.ts';
@@ -60,23 +71,23 @@ export const STASHED_MAX = 1024;
 /**
  * Ring bytes per ordered pair: the region grows with the square of the
  * group's size. Groups of a few ranks (tensor-parallel pairs, a node's GPUs)
- * get rings that carry 16 KiB messages inline: through the keyed store a
- * 4 KiB message took ten times as long as a 1 KiB one.
+ * get rings that carry 16 KiB messages inline: a message past the inline
+ * size goes through the keyed store, whose handshake costs far more than
+ * copying a few KiB.
  */
 const FEW_RANKS_RING_BYTES = 64 << 10;
 const FEW_RANKS_MAX = 4;
 const SMALL_GROUP_RING_BYTES = 8 << 10;
 const LARGE_GROUP_RING_BYTES = 2 << 10;
 const SMALL_GROUP_MAX = 16;
-/**
- * Record header: kind, dtype code, ndim, a spare byte; tag and message number
- * as float64 (tags are any safe integer); the acknowledgement ticket (u32,
- * see ACK_TICKET) and four spare bytes; one float64 per dimension. It is 28
- * bytes plus the dimensions, so with the ring's 4-byte length word in front
- * the payload starts 8-byte aligned and is read in place as any dtype.
- */
-const FIXED_HEADER_BYTES = 28;
+/** Where a record's fields are (the layout in the file comment). */
+const KIND_AT = 0;
+const DTYPE_AT = 1;
+const NDIM_AT = 2;
+const TAG_AT = 4;
+const MESSAGE_AT = 12;
 const TICKET_AT = 20;
+const SHAPE_AT = 28;
 /** What a marker's header says of its value: nothing (the keyed store carries and checks it). */
 const NO_SHAPE: readonly number[] = [];
 const MARKER_DTYPE: DType = 'uint8';
@@ -145,7 +156,7 @@ export function mailboxBytes(size: number): number {
 }
 
 function headerBytes(ndim: number): number {
-  return FIXED_HEADER_BYTES + 8 * ndim;
+  return SHAPE_AT + 8 * ndim;
 }
 
 /**
@@ -275,13 +286,13 @@ export class Mailbox {
   }
 
   /**
-   * sendInline's first half, for a send written before its bookkeeping:
-   * writes `tensor` inline (see carriesInline) when an acknowledgement slot
-   * is free, no earlier write to `dst` waits and the ring has room now.
-   * Returns the message's acknowledgement ticket for `acknowledged`, or 0
-   * with nothing sent.
+   * sendInline's first half, for an early send (Backend.sendEarly): writes
+   * `tensor` inline (see carriesInline) when an acknowledgement slot is free,
+   * no earlier write to `dst` waits and the ring has room now. Returns the
+   * message's acknowledgement ticket for `acknowledged`, or 0 with nothing
+   * sent.
    */
-  postAtOnce(dst: number, tag: number, message: number, tensor: Tensor): number {
+  sendEarly(dst: number, tag: number, message: number, tensor: Tensor): number {
     if (this.#posting[dst] !== undefined) return 0;
     const slot = this.#freeAcks[dst].pop();
     if (slot === undefined) return 0;
@@ -301,7 +312,7 @@ export class Mailbox {
 
   /**
    * sendInline's second half: completes once `dst` received the message sent
-   * with `ticket` (sendInline's, or postAtOnce's), failing as the receive did.
+   * with `ticket` (sendInline's, or sendEarly's), failing as the receive did.
    */
   acknowledged(call: CallInfo, dst: number, ticket: number): Promise<void> {
     const slot = (ticket & ACK_TICKET.slotMask) - 1;
@@ -333,7 +344,8 @@ export class Mailbox {
     const textAt = (at << 2) + ACK_HEADER_BYTES;
     const text = decodeText(this.#bytes.subarray(textAt, textAt + this.#words[at + ACK.textLength]));
     const peer = this.#group.ranks[dst];
-    return Promise.reject(state === ACK_STATE.mismatch ? new CallMismatchError(text, peer) : new Error(text));
+    const failure = { error: text, mismatch: state === ACK_STATE.mismatch };
+    return Promise.reject(failureError(failure, (message) => new CallMismatchError(message, peer)));
   }
 
   /** Receive side: leaves the verdict on a message with ticket `ack` in the acknowledgement slot its sender waits on. */
@@ -366,13 +378,13 @@ export class Mailbox {
     const at = ring.reserve(header + payloadBytes);
     if (at < 0) return false;
     const h = ring.view;
-    h.setUint8(at, inline ? MAIL.inline : MAIL.stored);
-    h.setUint8(at + 1, dtypeCode(inline?.dtype ?? MARKER_DTYPE));
-    h.setUint8(at + 2, shape.length);
-    h.setFloat64(at + 4, tag, true);
-    h.setFloat64(at + 12, message, true);
+    h.setUint8(at + KIND_AT, inline ? MAIL.inline : MAIL.stored);
+    h.setUint8(at + DTYPE_AT, dtypeCode(inline?.dtype ?? MARKER_DTYPE));
+    h.setUint8(at + NDIM_AT, shape.length);
+    h.setFloat64(at + TAG_AT, tag, true);
+    h.setFloat64(at + MESSAGE_AT, message, true);
     h.setUint32(at + TICKET_AT, ack, true);
-    for (let d = 0; d < shape.length; d++) h.setFloat64(at + FIXED_HEADER_BYTES + 8 * d, shape[d], true);
+    for (let d = 0; d < shape.length; d++) h.setFloat64(at + SHAPE_AT + 8 * d, shape[d], true);
     if (inline) copyBytes(ring.data, at + header, inline.bytes(), 0, payloadBytes);
     ring.publish();
     wake(ring.controlWords, RING_HEAD, RING_SLEEPERS);
@@ -457,16 +469,16 @@ export class Mailbox {
     const shape = tensor.shape;
     const ndim = shape.length;
     if (
-      view.getUint8(at) !== MAIL.inline ||
-      view.getFloat64(at + 12, true) !== message ||
-      view.getFloat64(at + 4, true) !== tag ||
-      view.getUint8(at + 1) !== dtypeCode(tensor.dtype) ||
-      view.getUint8(at + 2) !== ndim
+      view.getUint8(at + KIND_AT) !== MAIL.inline ||
+      view.getFloat64(at + MESSAGE_AT, true) !== message ||
+      view.getFloat64(at + TAG_AT, true) !== tag ||
+      view.getUint8(at + DTYPE_AT) !== dtypeCode(tensor.dtype) ||
+      view.getUint8(at + NDIM_AT) !== ndim
     ) {
       return RECEIVED_INTO.otherwise;
     }
     for (let d = 0; d < ndim; d++) {
-      if (view.getFloat64(at + FIXED_HEADER_BYTES + 8 * d, true) !== shape[d]) return RECEIVED_INTO.otherwise;
+      if (view.getFloat64(at + SHAPE_AT + 8 * d, true) !== shape[d]) return RECEIVED_INTO.otherwise;
     }
     copyBytes(tensor.bytes(), 0, ring.data, at + headerBytes(ndim), tensor.nbytes);
     this.#answer(src, view.getUint32(at + TICKET_AT, true), undefined);
@@ -648,8 +660,8 @@ export class Mailbox {
         );
       }
       const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
-      const recordTag = view.getFloat64(4, true);
-      const recordMessage = view.getFloat64(12, true);
+      const recordTag = view.getFloat64(TAG_AT, true);
+      const recordMessage = view.getFloat64(MESSAGE_AT, true);
       if (recordTag === tag && recordMessage === message) return true;
       const key = streamKey(recordTag, recordMessage);
       const receive = posted.get(key);
@@ -701,14 +713,14 @@ export class Mailbox {
 
 function decode(body: Uint8Array): MailRecord {
   const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
-  const kind = view.getUint8(0) as MailKind;
-  const ndim = view.getUint8(2);
+  const kind = view.getUint8(KIND_AT) as MailKind;
+  const ndim = view.getUint8(NDIM_AT);
   const shape = new Array<number>(ndim);
-  for (let d = 0; d < ndim; d++) shape[d] = view.getFloat64(FIXED_HEADER_BYTES + 8 * d, true);
+  for (let d = 0; d < ndim; d++) shape[d] = view.getFloat64(SHAPE_AT + 8 * d, true);
   return {
     kind,
     ack: view.getUint32(TICKET_AT, true),
-    dtype: dtypeFromCode(view.getUint8(1)),
+    dtype: dtypeFromCode(view.getUint8(DTYPE_AT)),
     shape,
     bytes: kind === MAIL.inline ? body.subarray(headerBytes(ndim)) : undefined,
   };
