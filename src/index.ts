@@ -41,6 +41,7 @@ export { gatherTensor, type StoreTransferOptions, scatterTensor } from './dtenso
 export {
   createJobDirectory,
   FileStoreCorruptError,
+  FileStoreError,
   type FileStoreOptions,
   FileTensorStore,
   type JobDirectoryOptions,
@@ -48,6 +49,7 @@ export {
   removeJobDirectory,
   ShmSpaceError,
 } from './file-store/index.ts';
+export { LaunchError } from './launch/errors.ts';
 export { type LaunchOptions, launchProcesses, type OutputSink } from './launch/launch-processes.ts';
 export { type SpawnThreadsOptions, spawnThreads } from './launch/spawn-threads.ts';
 export {
@@ -60,6 +62,7 @@ export { NcclError } from './nccl/errors.ts';
 export {
   type NetworkConnectOptions,
   type NetworkPeer,
+  NetworkStoreBufferError,
   NetworkStoreFrameError,
   NetworkStoreHandshakeError,
   type NetworkStoreOptions,
@@ -70,7 +73,8 @@ export { Collective, type CollectiveHost } from './p2p/collective.ts';
 export { type BroadcastOptions, CollectiveGroup, type GroupMembers } from './p2p/collective-group.ts';
 export { type BufferPoolStats, type PooledBuffer, TensorBufferPool } from './p2p/compression/buffer-pool.ts';
 export type { CompressionStats } from './p2p/compression/tensor-compressor.ts';
-export { P2PHeaderError, P2PProtocolError } from './p2p/errors.ts';
+export { P2PCompressionError, P2PHeaderError, P2PProtocolError } from './p2p/errors.ts';
+export type { NetReport, NetTransfer } from './p2p/netem/net-emulator.ts';
 export type { TransferOptions } from './p2p/outbox.ts';
 export {
   type FutureWaitOptions,
@@ -111,9 +115,11 @@ export {
   CollectiveMismatchError,
   CommTimeoutError,
   InjectedFaultError,
+  InvalidStateError,
   JobFailedError,
   RankFailedError,
   TensorcommError,
+  UnfinishedWorkError,
 } from './runtime/errors.ts';
 export type { ChaosOptions, FaultKind, FaultSpec } from './runtime/faults/options.ts';
 export type {

@@ -134,7 +134,7 @@ describe('DeviceMesh and DTensor API', () => {
     expect(res[0].noSource).toContain(`TypeError: ${noTensor}`);
     for (const rank of [1, 2, 3]) {
       expect(res[rank].noSource).toContain(
-        `Error: scatterTensor: the source (mesh index 0) failed: ${noTensor}`,
+        `RankFailedError: scatterTensor: the source (mesh index 0) failed: ${noTensor}`,
       );
     }
     expect(res[1].received).toBe(

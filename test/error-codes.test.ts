@@ -9,16 +9,18 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { DeviceOutOfMemoryError } from '../src/cuda/device-memory.ts';
 import { CudaError, GpuUnavailableError } from '../src/cuda/errors.ts';
-import { FileStoreCorruptError, ShmSpaceError } from '../src/file-store/errors.ts';
+import { FileStoreCorruptError, FileStoreError, ShmSpaceError } from '../src/file-store/errors.ts';
 import * as api from '../src/index.ts';
+import { LaunchError } from '../src/launch/errors.ts';
 import { describeError, reviveError } from '../src/launch/rank-report.ts';
 import { NcclError } from '../src/nccl/errors.ts';
 import {
+  NetworkStoreBufferError,
   NetworkStoreFrameError,
   NetworkStoreHandshakeError,
   NetworkStoreProtocolError,
 } from '../src/network-store/errors.ts';
-import { P2PHeaderError, P2PProtocolError } from '../src/p2p/errors.ts';
+import { P2PCompressionError, P2PHeaderError, P2PProtocolError } from '../src/p2p/errors.ts';
 import {
   RendezvousAuthError,
   RendezvousError,
@@ -30,10 +32,14 @@ import {
   CollectiveMismatchError,
   CommTimeoutError,
   InjectedFaultError,
+  InvalidStateError,
   JobFailedError,
   RankFailedError,
+  retold,
   TensorcommError,
+  UnfinishedWorkError,
 } from '../src/runtime/errors.ts';
+import { rankTestFailure } from '../src/testing/failure.ts';
 import { CallMismatchError } from '../src/thread-group/backend.ts';
 import { WeightSyncError, WeightSyncHeaderError } from '../src/weight-sync/errors.ts';
 
@@ -45,9 +51,13 @@ const SAMPLES: readonly Error[] = [
   new RankFailedError('rank 1 failed', 1),
   new CollectiveMismatchError('mismatch'),
   new CallMismatchError('mismatch', 1),
+  new InvalidStateError('the group was destroyed'),
+  new UnfinishedWorkError("the rank's main returned without looking at 1 call(s) it started"),
   new JobFailedError('1 rank(s) failed', [{ rank: 0, error: new Error('boom') }]),
+  new LaunchError('entry module /nowhere.ts does not exist'),
   new InjectedFaultError('injected'),
   new ClusterConfigError('cluster.collective', 'is unknown'),
+  new FileStoreError('mapping a file failed (errno 12)'),
   new FileStoreCorruptError('corrupt'),
   new ShmSpaceError('/dev/shm', 2, 1, 'srcSet'),
   new WeightSyncError('sync failed'),
@@ -62,8 +72,10 @@ const SAMPLES: readonly Error[] = [
   new RendezvousUnreachableError('no server'),
   new P2PHeaderError('bad header'),
   new P2PProtocolError('send met recvTensor'),
+  new P2PCompressionError('codec zstd failed its startup probe'),
   new NetworkStoreHandshakeError('refused'),
   new NetworkStoreFrameError('bad frame'),
+  new NetworkStoreBufferError('rank 1 refused the value'),
   new NetworkStoreProtocolError('rank 1 sent a malformed frame', 1),
 ];
 
@@ -160,5 +172,34 @@ describe('error codes', () => {
     expect(revived).toMatchObject({ name: 'CommTimeoutError', code: 'ERR_TC_COMM_TIMEOUT' });
     const plain = reviveError(describeError(new Error('boom')));
     expect('code' in plain).toBe(false);
+  });
+
+  it('a failed rank test shows the rank error with its name and code', () => {
+    const failures = [
+      { rank: 0, error: reviveError(describeError(new UnfinishedWorkError('a call nobody looked at'))) },
+      { rank: 1, error: reviveError(describeError(new RankFailedError('rank 0 failed', 0))) },
+    ];
+    const shown = rankTestFailure(new JobFailedError('2 rank(s) failed', failures)) as AggregateError;
+    expect(shown.errors[0]).toMatchObject({
+      name: 'UnfinishedWorkError',
+      code: 'ERR_TC_UNFINISHED_WORK',
+      message: 'rank 0: a call nobody looked at',
+    });
+    expect(shown.errors[1]).toMatchObject({ name: 'RankFailedError', code: 'ERR_TC_RANK_FAILED' });
+  });
+
+  it('an error retold in other words keeps its class, code and fields, the original as its cause', () => {
+    const original = new RankFailedError('rank 1 exited', 1);
+    const told = retold(original, 'allReduce: rank 1 exited');
+    expect(told).toBeInstanceOf(RankFailedError);
+    expect(told).toMatchObject({ name: 'RankFailedError', code: 'ERR_TC_RANK_FAILED', failedRank: 1 });
+    expect(told.message).toBe('allReduce: rank 1 exited');
+    expect(told.cause).toBe(original);
+    expect(told.stack).toMatch(/^RankFailedError: allReduce: rank 1 exited\n\s+at /);
+    expect(retold(new TypeError('bad'), 'x: bad')).toBeInstanceOf(TypeError);
+    expect(retold('thrown text', 'x: thrown text')).toMatchObject({
+      name: 'Error',
+      message: 'x: thrown text',
+    });
   });
 });

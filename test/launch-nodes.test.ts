@@ -175,7 +175,7 @@ describe('tensorcomm run across nodes', { timeout: 60_000 }, () => {
       /tensorcomm run: 2 rank\(s\) failed: 1, 0\n {2}rank 1 \(rank-1\): Error: rank 1 fails on purpose \(on node 1\)/,
     );
     // Node 0's sleeping rank was stopped by its launcher, not left to sleep out its two minutes.
-    expect(zero.stderr).toContain('rank 0 (rank-0): Error: rank 0 (rank-0) was killed by SIGTERM');
+    expect(zero.stderr).toContain('rank 0 (rank-0): LaunchError: rank 0 (rank-0) was killed by SIGTERM');
     expect(nodes.map((n) => n.pids.length)).toEqual([1, 1]);
     await expectNothingLeft(nodes);
   });
@@ -195,11 +195,11 @@ describe('tensorcomm run across nodes', { timeout: 60_000 }, () => {
     const [a, b] = await Promise.all([survivorA.exit, survivorB.exit]);
     expect(a.code).toBe(1);
     expect(a.stderr).toMatch(
-      /rank\(s\) failed: 1, 0\n {2}rank 1 \(rank-1\): Error: node 1's launcher was lost/,
+      /rank\(s\) failed: 1, 0\n {2}rank 1 \(rank-1\): LaunchError: node 1's launcher was lost/,
     );
     expect(b.code).toBe(1);
     expect(b.stderr).toContain(
-      `rank 1 (rank-1): Error: rank 1: lost the rendezvous at 127.0.0.1:${portB}, which node 0's launcher serves`,
+      `rank 1 (rank-1): RankFailedError: rank 1: lost the rendezvous at 127.0.0.1:${portB}, which node 0's launcher serves`,
     );
     for (const { ms } of [a, b]) expect(ms).toBeLessThan(15_000);
     // The killed launchers could not remove their directories; the next job on the machine does, as a dead process's.

@@ -31,23 +31,31 @@ describe('TensorPromise / TensorFuture', () => {
     });
     const key = /"tp:0:[0-9a-f-]{36}"/.source;
     expect(r0.handedOff).toMatch(
-      new RegExp(`^Error: TensorFuture.get\\(${key}\\): this future was handed off with handle\\(\\)`),
+      new RegExp(
+        `^InvalidStateError: TensorFuture.get\\(${key}\\): this future was handed off with handle\\(\\)`,
+      ),
     );
     expect(r2.readyBefore).toBe(false);
     expect(r2.value).toBe(true);
     expect(r0.producerRank).toBe(0);
     expect(r2.futureProducer).toBe(0);
     expect(r0.setTwice).toMatch(
-      new RegExp(`^Error: TensorPromise.setValue\\(${key}\\): the promise was already settled`),
+      new RegExp(`^InvalidStateError: TensorPromise.setValue\\(${key}\\): the promise was already settled`),
     );
-    expect(r0.setErrorAfter).toMatch(/^Error: TensorPromise.setError\(.*\): the promise was already settled/);
+    expect(r0.setErrorAfter).toMatch(
+      /^InvalidStateError: TensorPromise.setError\(.*\): the promise was already settled/,
+    );
     expect(r2.secondGet).toMatch(
-      new RegExp(`^Error: TensorFuture.get\\(${key}\\): the value was already delivered and released`),
+      new RegExp(
+        `^InvalidStateError: TensorFuture.get\\(${key}\\): the value was already delivered and released`,
+      ),
     );
-    expect(r2.readyAfter).toMatch(/^Error: TensorFuture.ready\(.*\): the value was already delivered/);
+    expect(r2.readyAfter).toMatch(
+      /^InvalidStateError: TensorFuture.ready\(.*\): the value was already delivered/,
+    );
 
     expect(r0.producerError).toMatch(
-      /^Error: TensorFuture.get\("tp:1:[0-9a-f-]+"\): producer rank 1 failed: RangeError: bad batch$/,
+      /^RankFailedError: TensorFuture.get\("tp:1:[0-9a-f-]+"\): producer rank 1 failed: RangeError: bad batch$/,
     );
     expect(r2.getTimeout).toMatch(
       /^CommTimeoutError: TensorFuture.get: no value under "tp:2:[0-9a-f-]+" from producer rank 2 within 100 ms/,

@@ -107,7 +107,8 @@ describe('a failing rank test', () => {
     expect(root).toBe(`rank 0: ${cause}`);
     // Rank 1 may still be finishing its job when rank 0 fails (its body returned, it had not reported):
     // then it stops, saying in one line that rank 0 failed.
-    for (const other of others) expect(other).toBe(`rank 1: rank 0 (rank-0) failed: Error: ${cause}`);
+    for (const other of others)
+      expect(other).toBe(`rank 1: rank 0 (rank-0) failed: UnfinishedWorkError: ${cause}`);
   });
 
   it('ranks that time out print the hang report once, in their terms', () => {

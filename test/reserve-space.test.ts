@@ -8,7 +8,7 @@
 import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { defaultStoreRoot, ShmSpaceError } from '../src/file-store/index.ts';
+import { defaultStoreRoot, FileStoreError, ShmSpaceError } from '../src/file-store/index.ts';
 import { reserveFileSpace } from '../src/file-store/reserve-space.ts';
 import { createSealedFile, makesSealedFiles } from '../src/file-store/sealed-files.ts';
 
@@ -42,6 +42,7 @@ describe('a reservation the system refuses (ENOSPC)', () => {
         error = e;
       }
       expect(error).not.toBeInstanceOf(ShmSpaceError);
+      expect(error).toBeInstanceOf(FileStoreError);
       expect((error as Error).message).toBe(
         "test: no memory for 1048576 bytes of a sealed memory file (errno 28): the machine, or the job's " +
           'memory limit, has no room for them',

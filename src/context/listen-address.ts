@@ -7,6 +7,7 @@
 import { createSocket } from 'node:dgram';
 import { isIPv6 } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import { LaunchError } from '../launch/errors.ts';
 import { isLoopbackHost } from '../rendezvous/auth.ts';
 
 export const SOCKET_IFNAME_ENV = 'TENSORCOMM_SOCKET_IFNAME';
@@ -20,7 +21,7 @@ export async function listenAddress(
     const interfaces = networkInterfaces();
     const addresses = interfaces[ifname];
     if (!addresses || addresses.length === 0) {
-      throw new Error(
+      throw new LaunchError(
         `initProcess: ${SOCKET_IFNAME_ENV}=${ifname} names no network interface of this machine ` +
           `(it has ${Object.keys(interfaces).join(', ')})`,
       );
@@ -37,7 +38,7 @@ export async function listenAddress(
     });
     return socket.address().address;
   } catch (error) {
-    throw new Error(
+    throw new LaunchError(
       `initProcess: no route to the master ${master.host}:${master.port} to pick an address to listen on ` +
         `(${(error as Error).message}); set ${SOCKET_IFNAME_ENV} to the interface other nodes reach this one on`,
     );

@@ -18,6 +18,7 @@ import {
   readJobAbort,
   removeJobDirectory,
 } from '../file-store/index.ts';
+import { LaunchError } from '../launch/errors.ts';
 import { checkJobOptions, DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../launch/job-options.ts';
 import {
   fetchJob,
@@ -72,7 +73,7 @@ function checkJob(job: ProcessJobInfo, env: ProcessEnv): ProcessJobInfo {
     job.devices.length === env.worldSize &&
     job.collectiveTimeoutMs > 0;
   if (!fine) {
-    throw new Error(
+    throw new LaunchError(
       `initProcess: the job description from the rendezvous at ${env.masterAddr}:${env.masterPort} does not fit WORLD_SIZE=${env.worldSize}; was it started by another job?`,
     );
   }
@@ -103,7 +104,7 @@ async function nodeDirectory(
   timeoutMs: number,
 ): Promise<NodeDirectory> {
   if (env.launched) {
-    if (!env.storeDir) throw new Error(`initProcess: the launcher set no ${STORE_DIR_ENV}`);
+    if (!env.storeDir) throw new LaunchError(`initProcess: the launcher set no ${STORE_DIR_ENV}`);
     return { dir: env.storeDir, owned: false };
   }
   const leader = nodes.ranksWith(env.rank)[0];

@@ -17,6 +17,7 @@ import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { setCurrentRank } from '../runtime/current-rank.ts';
 import { errandsDone } from '../runtime/errands.ts';
+import { InvalidStateError } from '../runtime/errors.ts';
 import { FaultInjector, setRankFaults } from '../runtime/faults/injector.ts';
 import { runAll } from '../runtime/run-all.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
@@ -125,7 +126,7 @@ const closers = new WeakMap<RankContext, Array<() => void | Promise<void>>>();
 /** Registers an extension for this thread's contexts, the current one included (its module may load after it). */
 export function extendRankContext<T>(extension: ContextExtension<T>): void {
   if (extensions.some((e) => e.key === extension.key)) {
-    throw new Error(`extendRankContext: "${extension.key}" is already registered`);
+    throw new InvalidStateError(`extendRankContext: "${extension.key}" is already registered`);
   }
   extensions.push(extension as ContextExtension<unknown>);
   if (current) installExtension(current, extension as ContextExtension<unknown>);
@@ -133,7 +134,7 @@ export function extendRankContext<T>(extension: ContextExtension<T>): void {
 
 function installExtension(ctx: RankContext, extension: ContextExtension<unknown>): void {
   if (Object.hasOwn(ctx, extension.key)) {
-    throw new Error(`extendRankContext: RankContext already has a field "${extension.key}"`);
+    throw new InvalidStateError(`extendRankContext: RankContext already has a field "${extension.key}"`);
   }
   let value: unknown;
   let built = false;

@@ -8,6 +8,8 @@
  * their storage object is garbage-collected; releaseDeviceMemory() (rank
  * teardown) frees them all.
  */
+
+import { InvalidStateError } from '../runtime/errors.ts';
 import { type DeviceStorage, deviceIndex } from '../tensor/device.ts';
 import { type Device, type DType, itemSize } from '../tensor/dtype.ts';
 import { numelOf } from '../tensor/shape.ts';
@@ -80,7 +82,7 @@ export class DeviceBlock implements DeviceStorage {
   get pointer(): bigint {
     const allocation = this.#allocation;
     if (!allocation.live) {
-      throw new Error(
+      throw new InvalidStateError(
         `device memory on cuda:${allocation.device} (${allocation.size} bytes) was used after it was released ` +
           '(by DeviceBlock.release(), or by releaseDeviceMemory() at rank teardown)',
       );

@@ -3,13 +3,16 @@
  * rank's status (what a timeout's hang report shows), to print or to write
  * to a file.
  */
+
+import { InvalidStateError } from '../runtime/errors.ts';
 import { type CallEntry, formatEntries } from './call-record.ts';
 import { writeHangReport as writeReportFile } from './hang-report.ts';
 import { type RankMonitor, rankMonitor } from './monitor.ts';
 
 function monitorOf(where: string): RankMonitor {
   const monitor = rankMonitor();
-  if (!monitor) throw new Error(`${where}: call it inside a rank (spawnThreads entry or launched process)`);
+  if (!monitor)
+    throw new InvalidStateError(`${where}: call it inside a rank (spawnThreads entry or launched process)`);
   return monitor;
 }
 

@@ -83,6 +83,7 @@ export class FileStatusBoard implements StatusBoard {
   }
 
   #check(rank: number, what: string): void {
+    // The status board is tensorcomm's own: only a bug in it writes another rank's row.
     if (rank !== this.rank)
       throw new Error(`FileStatusBoard of rank ${this.rank}: cannot ${what} rank ${rank}'s row`);
   }

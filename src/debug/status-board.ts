@@ -58,6 +58,7 @@ export interface RankSnapshot {
  */
 export function exitNote(failure?: unknown): string {
   if (failure === undefined) return 'it left its main function';
+  // Only to print a thrown value that is no Error.
   const error = failure instanceof Error ? failure : new Error(String(failure));
   return `it failed with ${error.name}: ${error.message.split('\n')[0]}`;
 }

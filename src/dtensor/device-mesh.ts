@@ -6,6 +6,7 @@
  */
 
 import { currentRankContext } from '../context/rank-context.ts';
+import { InvalidStateError } from '../runtime/errors.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { describeValue } from '../tensor/validate.ts';
 import { groupKeyPrefix } from '../thread-group/group-id.ts';
@@ -40,7 +41,7 @@ export class DeviceMesh {
     const where = 'DeviceMesh';
     if (!(group instanceof ThreadGroup)) throw new TypeError(`${where}: group must be a ThreadGroup`);
     if (!group.isMember) {
-      throw new Error(
+      throw new InvalidStateError(
         `${where}: this rank is not a member of group "${group.name}" (${group.ranks.join(', ')})`,
       );
     }
@@ -58,7 +59,7 @@ export class DeviceMesh {
     const context = currentRankContext();
     const manager = options.manager ?? context?.manager;
     if (!manager) {
-      throw new Error(`${where}: no rank context is current here; pass { manager: ctx.manager }`);
+      throw new InvalidStateError(`${where}: no rank context is current here; pass { manager: ctx.manager }`);
     }
     this.shape = Object.freeze([...shape]);
     this.ranks = group.ranks;
@@ -74,6 +75,7 @@ export class DeviceMesh {
       });
       const sub = manager.getGroup(line);
       // Group ranks follow sorted global ranks; collectives below rely on them matching mesh coordinates.
+      // The mesh's ranks are the group's, ascending, so this holds: only a bug in tensorcomm breaks it.
       if (sub.rank !== this.coordinate[d]) {
         throw new Error(`${where}: group of mesh dim ${d} orders its ranks unlike the mesh (${sub.ranks})`);
       }
@@ -130,7 +132,9 @@ export class DeviceMesh {
   /** The store behind scatterTensor / gatherTensor. */
   store(where = 'DeviceMesh.store'): TensorStore {
     if (!this.#store) {
-      throw new Error(`${where}: the mesh has no TensorStore; build it with { store: ctx.store }`);
+      throw new InvalidStateError(
+        `${where}: the mesh has no TensorStore; build it with { store: ctx.store }`,
+      );
     }
     return this.#store;
   }

@@ -8,7 +8,7 @@
  * Each value carries a tag with the sender's dtype, global shape and
  * placements; a receiver that disagrees fails, and so does the sender.
  */
-import { CollectiveMismatchError } from '../runtime/errors.ts';
+import { CollectiveMismatchError, RankFailedError } from '../runtime/errors.ts';
 import type { StoreEntry, TensorStore } from '../runtime/tensor-store.ts';
 import { Work } from '../runtime/work.ts';
 import type { DType } from '../tensor/dtype.ts';
@@ -123,8 +123,9 @@ export function scatterTensor(
     }
     return consume(store, key(mesh.rank), mesh.ranks[src], timeoutMs, ({ tensor, tag }) => {
       if (tag === FAILED_TAG) {
-        throw new Error(
+        throw new RankFailedError(
           `${where}: the source (mesh index ${src}) failed: ${new TextDecoder().decode(tensor.bytes())}`,
+          mesh.ranks[src],
         );
       }
       const shape = shapeInTag(tag);

@@ -65,6 +65,7 @@ function probe(): CrossMemory | undefined {
         );
         if (n <= 0) {
           const code = errno();
+          // Words only: its one caller (ring-channels.ts) fails the get with a RankFailedError saying this.
           throw new Error(
             `reading ${into.length} bytes of process ${pid} with process_vm_readv failed ` +
               `(${ERRNO_NAMES[code] ?? `errno ${code}`}); TENSORCOMM_CMA=0 sends values through shared files instead`,

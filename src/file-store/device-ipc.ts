@@ -33,6 +33,7 @@ export function registerDeviceIpc(ipc: DeviceIpc): void {
 
 export function deviceIpc(where: string): DeviceIpc {
   if (!registered) {
+    // The package root registers it: only code that imports tensorcomm's modules past it gets here.
     throw new Error(
       `${where}: GPU tensors between processes need tensorcomm's GPU layer; import them from 'tensorcomm'`,
     );

@@ -14,6 +14,7 @@
 import { closeSync, constants, openSync, unlinkSync, writeSync } from 'node:fs';
 import net from 'node:net';
 import { errno, libc } from '../runtime/libc.ts';
+import { FileStoreError } from './errors.ts';
 import { TMP_DIR } from './file-names.ts';
 import { removeIfPresent } from './present-files.ts';
 
@@ -33,7 +34,7 @@ export class Doorbell {
     this.#path = doorbellFile(dir, rank);
     if (libc().mkfifo(this.#path, 0o600) !== 0) {
       const code = errno();
-      throw new Error(
+      throw new FileStoreError(
         code === EEXIST
           ? `the doorbell ${this.#path} exists: another store of rank ${rank} uses this job directory`
           : `making the doorbell ${this.#path} failed (errno ${code})`,

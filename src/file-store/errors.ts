@@ -1,6 +1,19 @@
 /** Errors of the file store that callers may want to tell apart. */
 import { TensorcommError } from '../runtime/errors.ts';
 
+/**
+ * The file store cannot use its job directory or the machine's shared memory:
+ * the directory is missing, not private to this user, or not a job directory;
+ * another store of the same rank uses it; a system call failed (mmap,
+ * memfd_create, posix_fallocate); a peer's ring file is missing or its
+ * sealed file cannot be opened. The message names the call, the path and the
+ * errno.
+ */
+export class FileStoreError extends TensorcommError {
+  override name = 'FileStoreError';
+  override readonly code: string = 'ERR_TC_FILE_STORE';
+}
+
 /** A file in the job directory is not a well-formed store file (bad header, truncated payload). */
 export class FileStoreCorruptError extends TensorcommError {
   override name = 'FileStoreCorruptError';

@@ -54,7 +54,7 @@ import { Tensor } from '../tensor/tensor.ts';
 import { ArenaViews } from './arena-views.ts';
 import { deviceIpc } from './device-ipc.ts';
 import { DirectoryWatch } from './directory-watch.ts';
-import { FileStoreCorruptError } from './errors.ts';
+import { FileStoreCorruptError, FileStoreError } from './errors.ts';
 import { arenaFile, CLAIMS_DIR, doneDir, KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
 import { readJobAbort } from './job-abort.ts';
 import { canMapFiles } from './mapped-file.ts';
@@ -183,7 +183,7 @@ export class FileTensorStore implements TensorStore {
       }
     }
     if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
-      throw new Error(
+      throw new FileStoreError(
         `FileTensorStore: job directory ${dir} does not exist (create it with createJobDirectory)`,
       );
     }

@@ -1,5 +1,5 @@
 /** The file store's public surface (the launcher and process contexts import it from here). */
-export { FileStoreCorruptError, ShmSpaceError } from './errors.ts';
+export { FileStoreCorruptError, FileStoreError, ShmSpaceError } from './errors.ts';
 export { type FileStoreOptions, FileTensorStore } from './file-tensor-store.ts';
 export { abortJob, type JobAbort, readJobAbort } from './job-abort.ts';
 export {

@@ -7,6 +7,7 @@
 import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
+import { FileStoreError } from './errors.ts';
 import { TMP_DIR } from './file-names.ts';
 
 const PREFIX = 'tensorcomm-job-';
@@ -34,7 +35,9 @@ export function defaultStoreRoot(): string {
   const chosen = process.env[SHM_DIR_ENV];
   if (chosen !== undefined && chosen !== '') {
     if (!statSync(chosen, { throwIfNoEntry: false })?.isDirectory()) {
-      throw new Error(`${SHM_DIR_ENV}=${chosen} is not a directory; create it or unset ${SHM_DIR_ENV}`);
+      throw new FileStoreError(
+        `${SHM_DIR_ENV}=${chosen} is not a directory; create it or unset ${SHM_DIR_ENV}`,
+      );
     }
     return resolve(chosen);
   }
@@ -67,20 +70,23 @@ export function createJobDirectory(options: JobDirectoryOptions): string {
 /** Other users must not read or plant values: refuse a directory anyone else could touch. */
 function assertPrivate(dir: string): void {
   const stat = lstatSync(dir);
-  if (!stat.isDirectory()) throw new Error(`createJobDirectory: ${dir} exists and is not a directory`);
+  if (!stat.isDirectory())
+    throw new FileStoreError(`createJobDirectory: ${dir} exists and is not a directory`);
   const mode = stat.mode & 0o777;
   if (mode !== 0o700) {
-    throw new Error(`createJobDirectory: ${dir} has mode 0${mode.toString(8)}, expected 0700`);
+    throw new FileStoreError(`createJobDirectory: ${dir} has mode 0${mode.toString(8)}, expected 0700`);
   }
   if (process.getuid && stat.uid !== process.getuid()) {
-    throw new Error(`createJobDirectory: ${dir} is owned by uid ${stat.uid}, not by this user`);
+    throw new FileStoreError(`createJobDirectory: ${dir} is owned by uid ${stat.uid}, not by this user`);
   }
 }
 
 /** Removes a job directory and everything in it; nothing happens if it is already gone. */
 export function removeJobDirectory(dir: string): void {
   if (!jobDirectoryInfo(dir)) {
-    throw new Error(`removeJobDirectory: ${dir} is not a tensorcomm job directory (${PREFIX}<pid>-<jobId>)`);
+    throw new FileStoreError(
+      `removeJobDirectory: ${dir} is not a tensorcomm job directory (${PREFIX}<pid>-<jobId>)`,
+    );
   }
   rmSync(dir, { recursive: true, force: true });
 }

@@ -31,7 +31,7 @@ import {
   PROT_READ,
   PROT_WRITE,
 } from '../runtime/libc.ts';
-import { FileStoreCorruptError } from './errors.ts';
+import { FileStoreCorruptError, FileStoreError } from './errors.ts';
 
 export interface Mapping {
   /** Readable for as long as anything references it, also after release(). */
@@ -78,7 +78,7 @@ export function mapFile(fd: number, length: number, describe: string, shared = f
   const { mmap, mmapAt } = libc();
   const prot = PROT_READ | PROT_WRITE;
   const address = mmap(null, length, prot, shared ? MAP_SHARED : MAP_PRIVATE, fd, 0);
-  if (address === MAP_FAILED) throw new Error(`mapping ${describe} failed (errno ${errno()})`);
+  if (address === MAP_FAILED) throw new FileStoreError(`mapping ${describe} failed (errno ${errno()})`);
   const buffer = koffi().view(address, length);
   unmapWhenCollected.register(buffer, { address, length });
   let released = false;
@@ -89,7 +89,7 @@ export function mapFile(fd: number, length: number, describe: string, shared = f
       released = true;
       const flags = MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
       if (mmapAt(address, length, prot, flags, -1, 0) === MAP_FAILED) {
-        throw new Error(`releasing the mapping of ${describe} failed (errno ${errno()})`);
+        throw new FileStoreError(`releasing the mapping of ${describe} failed (errno ${errno()})`);
       }
     },
   };

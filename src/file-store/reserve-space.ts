@@ -10,7 +10,7 @@
  */
 import { statfsSync } from 'node:fs';
 import { hasLibc, libc } from '../runtime/libc.ts';
-import { ShmSpaceError } from './errors.ts';
+import { FileStoreError, ShmSpaceError } from './errors.ts';
 import { isSealed } from './sealed-files.ts';
 
 const ENOSPC = 28;
@@ -47,13 +47,13 @@ export function reserveFileSpace(
   while (code === EINTR);
   if (code === 0) return;
   if ((code === ENOSPC || code === ENOMEM) && isSealed(fd)) {
-    throw new Error(
+    throw new FileStoreError(
       `${where}: no memory for ${length} bytes of a sealed memory file (errno ${code}): the machine, ` +
         "or the job's memory limit, has no room for them",
     );
   }
   if (code === ENOSPC || code === EDQUOT) throw new ShmSpaceError(dir, length, freeBytes(dir), where);
-  throw new Error(`${where}: reserving ${length} bytes of a file in ${dir} failed (errno ${code})`);
+  throw new FileStoreError(`${where}: reserving ${length} bytes of a file in ${dir} failed (errno ${code})`);
 }
 
 /** `error` as a ShmSpaceError when it says the file system is full (ENOSPC, EDQUOT); otherwise itself. */

@@ -7,6 +7,7 @@
  */
 import type { ByteRing } from '../runtime/byte-ring.ts';
 import { DoorbellPush } from './doorbell.ts';
+import { FileStoreError } from './errors.ts';
 import { RingSegment } from './ring-segment.ts';
 
 interface Peer {
@@ -81,7 +82,7 @@ export class RingOutbox {
     if (peer.ring) return;
     peer.segment = RingSegment.open(this.dir, peer.rank, this.rings, this.ringBytes);
     if (!peer.segment) {
-      throw new Error(
+      throw new FileStoreError(
         `rank ${this.rank} cannot reach rank ${peer.rank} through shared memory: its ring file ` +
           `does not exist in ${this.dir} (has its store been created, or closed already?)`,
       );

@@ -14,7 +14,7 @@
  */
 import { closeSync } from 'node:fs';
 import { ByteRing, RING_CONTROL_BYTES } from '../runtime/byte-ring.ts';
-import { FileStoreCorruptError } from './errors.ts';
+import { FileStoreCorruptError, FileStoreError } from './errors.ts';
 import { TMP_DIR } from './file-names.ts';
 import { type Mapping, mapFile } from './mapped-file.ts';
 import { asSpaceError, reserveFileSpace } from './reserve-space.ts';
@@ -66,7 +66,9 @@ export class RingSegment {
     const where = `creating the rings of rank ${rank} (${path})`;
     const taken = (error: unknown) =>
       (error as NodeJS.ErrnoException).code === 'EEXIST'
-        ? new Error(`${where}: ${path} exists: another store of rank ${rank} uses this job directory`)
+        ? new FileStoreError(
+            `${where}: ${path} exists: another store of rank ${rank} uses this job directory`,
+          )
         : asSpaceError(error, dir, bytes, where);
     let file: JobFile;
     try {

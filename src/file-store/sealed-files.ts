@@ -37,6 +37,7 @@ import { closeSync, ftruncateSync, lstatSync, openSync, readlinkSync, symlinkSyn
 import { basename } from 'node:path';
 import { koffi } from '../runtime/koffi.ts';
 import { errno, hasLibc } from '../runtime/libc.ts';
+import { FileStoreError } from './errors.ts';
 import { removeIfPresent } from './present-files.ts';
 
 export const SEALED_FILES_ENV = 'TENSORCOMM_SEALED_FILES';
@@ -107,7 +108,7 @@ function probe(): string | undefined {
 export function createSealedFile(name: string, size: number): number {
   const { close, fcntl } = bindings();
   const made = memfd()(`tensorcomm:${name}`, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (made < 0) throw new Error(`memfd_create failed (errno ${errno()})`);
+  if (made < 0) throw new FileStoreError(`memfd_create failed (errno ${errno()})`);
   // Node's own descriptor of it, opened through /proc: a worker thread may close only descriptors that
   // Node opened in it (it warns otherwise), and closes them itself when the thread ends.
   let fd: number;
@@ -119,7 +120,7 @@ export function createSealedFile(name: string, size: number): number {
   try {
     ftruncateSync(fd, size);
     if (fcntl(fd, F_ADD_SEALS, 'int', F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !== 0) {
-      throw new Error(`sealing a memory file failed (errno ${errno()})`);
+      throw new FileStoreError(`sealing a memory file failed (errno ${errno()})`);
     }
   } catch (error) {
     closeSync(fd);
@@ -202,7 +203,7 @@ export function openJobFile(path: string, flags: 'r' | 'r+'): number | undefined
     const target = linkAt(path);
     if (code === 'ENOENT' && target === undefined) return undefined;
     if (target === undefined) throw error;
-    throw new Error(
+    throw new FileStoreError(
       `cannot open ${path}, the link to a sealed memory file of another rank (${target}): ${code}. ` +
         (code === 'ENOENT'
           ? 'Its process ended, or runs in a PID namespace this one does not see. '

@@ -13,8 +13,9 @@ import { requireSecretOffLoopback, SECRET_ENV } from '../rendezvous/auth.ts';
 import { RendezvousClient } from '../rendezvous/client.ts';
 import { RendezvousError, RendezvousTimeoutError } from '../rendezvous/errors.ts';
 import { RendezvousServer } from '../rendezvous/server.ts';
-import { CommTimeoutError } from '../runtime/errors.ts';
+import { CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
 import type { Device } from '../tensor/dtype.ts';
+import { LaunchError } from './errors.ts';
 import { launchSecret } from './process-env.ts';
 
 /** Why the job stops, as recorded in the rendezvous for every launcher. */
@@ -23,8 +24,13 @@ export interface NodeFailure {
   node: number;
   /** What the ranks waiting in the job are told (abortProcessJob). */
   reason: string;
-  /** The ranks that failed there, root cause first; none when the job had not started. */
-  failures: { rank: number; name: string; message: string }[];
+  /** The ranks that failed there, root cause first, with their errors' class names and codes; none when the job had not started. */
+  failures: { rank: number; name: string; message: string; code?: string }[];
+}
+
+/** What a launcher stopped by another node's failure throws: the reason, blaming that node's first failed rank. */
+function otherNodeError(failure: NodeFailure): RankFailedError {
+  return new RankFailedError(failure.reason, failure.failures[0]?.rank);
 }
 
 export interface JobNodesOptions {
@@ -69,7 +75,7 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
   if (!signal) return promise;
   return new Promise<T>((resolve, reject) => {
     const onAbort = () =>
-      reject(new Error(`stopped (${String(signal.reason)}) while waiting for the other nodes`));
+      reject(new LaunchError(`stopped (${String(signal.reason)}) while waiting for the other nodes`));
     if (signal.aborted) onAbort();
     signal.addEventListener('abort', onAbort, { once: true });
     promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
@@ -156,7 +162,7 @@ export class JobNodes {
     } catch (error) {
       // Node 0 closing is often the news of the failure it recorded, whose reply came just before: that tells more.
       await new Promise(setImmediate);
-      if (this.failure && this.failure.node !== this.o.nodeRank) throw new Error(this.failure.reason);
+      if (this.failure && this.failure.node !== this.o.nodeRank) throw otherNodeError(this.failure);
       throw error;
     }
   }
@@ -273,7 +279,7 @@ export class JobNodes {
     if (this.failure) return;
     this.failure = failure;
     if (failure.node === this.o.nodeRank) return;
-    this.stop(new Error(failure.reason));
+    this.stop(otherNodeError(failure));
     this.onOtherNode?.(failure);
   }
 
@@ -379,10 +385,13 @@ export class JobNodes {
     this.lost.add(node);
     const reason = `node ${node}'s launcher was lost: no heartbeat for ${seconds(LOST_AFTER_MS)} (killed, or its machine is gone)`;
     const first = node * this.o.nproc;
+    // Its ranks ended with it, unreported: as a rank process that exited does.
+    const { name, code } = new LaunchError(reason);
     const failures = Array.from({ length: this.o.nproc }, (_, i) => ({
       rank: first + i,
-      name: 'Error',
+      name,
       message: reason,
+      code,
     }));
     await this.record({ node, reason, failures });
   }

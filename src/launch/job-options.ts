@@ -66,12 +66,20 @@ export function checkJobOptions(worldSize: number, options: JobShapeOptions, whe
 
 export type RankFailure = { rank: number; error: Error };
 
-/** Ends every rank still running with `message` (job timeout, launcher stopped): marks it settled, records why. */
-export function failRunning(settled: boolean[], failures: RankFailure[], message: string): void {
+/**
+ * Ends every rank still running with `message` (job timeout, launcher stopped): marks it settled, records
+ * why, as the error `kind` makes of the text (CommTimeoutError for a timeout, LaunchError for a stop).
+ */
+export function failRunning(
+  settled: boolean[],
+  failures: RankFailure[],
+  message: string,
+  kind: (text: string) => Error,
+): void {
   settled.forEach((done, rank) => {
     if (done) return;
     settled[rank] = true;
-    failures.push({ rank, error: new Error(`rank ${rank}: ${message}`) });
+    failures.push({ rank, error: kind(`rank ${rank}: ${message}`) });
   });
 }
 

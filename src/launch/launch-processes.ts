@@ -18,6 +18,7 @@ import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
 import { checkOptionKeys } from '../runtime/option-keys.ts';
 import { type Device, parseDevice } from '../tensor/dtype.ts';
+import { LaunchError } from './errors.ts';
 import { JobNodes, type NodeFailure } from './job-nodes.ts';
 import {
   checkJobOptions,
@@ -120,13 +121,20 @@ function checkNodes(options: LaunchOptions) {
   return { nnodes, nodeRank, joinTimeoutMs, devices, worldSize: nnodes * options.nproc };
 }
 
-/** A recorded failure of another node, as this launcher lists it. */
+/** A recorded failure of another node, as this launcher lists it: as a rank's error crosses to its launcher (reviveError). */
 function otherNodeFailures(failure: NodeFailure): RankFailure[] {
-  return failure.failures.map(({ rank, name, message }) => {
+  return failure.failures.map(({ rank, name, message, code }) => {
     const error = new Error(message);
     error.name = name;
+    if (code !== undefined) Object.assign(error, { code });
     return { rank, error };
   });
+}
+
+/** An error's string `code`, as a field to spread into a NodeFailure's entry: nothing when it has none. */
+function codeOf(error: Error): { code?: string } {
+  const { code } = error as { code?: unknown };
+  return typeof code === 'string' ? { code } : {};
 }
 
 /**
@@ -238,6 +246,7 @@ export async function launchProcesses<R = unknown>(
             rank,
             name: error.name,
             message: `${error.message}${onNode}`,
+            ...codeOf(error),
           })),
         }),
     });
@@ -271,7 +280,7 @@ export async function launchProcesses<R = unknown>(
       throw new JobFailedError(describeFailures(ranks.failures, names), ranks.failures);
     if (ended) throw ended;
     if (options.signal?.aborted)
-      throw new Error(
+      throw new LaunchError(
         `job stopped by the launcher (${String(options.signal.reason)}) after this node's ranks were done`,
       );
     return ranks.results as R[];

@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { LaunchError } from './errors.ts';
 
 export function resolveEntry(entry: string | URL, where: string): URL {
   const url =
@@ -19,7 +20,7 @@ export function resolveEntry(entry: string | URL, where: string): URL {
         ? new URL(entry)
         : pathToFileURL(resolve(entry));
   if (url.protocol === 'file:' && !existsSync(fileURLToPath(url))) {
-    throw new Error(`${where}: entry module ${fileURLToPath(url)} does not exist`);
+    throw new LaunchError(`${where}: entry module ${fileURLToPath(url)} does not exist`);
   }
   return url;
 }

@@ -10,6 +10,7 @@ import { generateRendezvousSecret, rendezvousSecretFromEnv, SECRET_ENV } from '.
 import type { RendezvousClient } from '../rendezvous/client.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import type { Device } from '../tensor/dtype.ts';
+import { LaunchError } from './errors.ts';
 import { expandSlurmHosts } from './slurm-hosts.ts';
 
 /** Who started the process, as its environment tells. */
@@ -78,7 +79,7 @@ export function jobSecret(): string | undefined {
 export function networkSecret(job: ProcessJobInfo): string {
   const secret = rendezvousSecretFromEnv() ?? job.secret;
   if (secret === undefined) {
-    throw new Error(
+    throw new LaunchError(
       `initProcess: the job description has no secret and ${SECRET_ENV} is not set: set it on every node`,
     );
   }
@@ -103,7 +104,7 @@ const HOW_TO_START =
 function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number {
   const text = env[name];
   if (text === undefined || text === '') {
-    throw new Error(`initProcess: environment variable ${name} is not set; ${HOW_TO_START}`);
+    throw new LaunchError(`initProcess: environment variable ${name} is not set; ${HOW_TO_START}`);
   }
   const value = Number(text);
   if (!Number.isSafeInteger(value) || value < min || value > max) {

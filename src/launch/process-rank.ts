@@ -7,6 +7,7 @@
  */
 
 import { importModule } from '../runtime/import-module.ts';
+import { LaunchError } from './errors.ts';
 import type { ProcessMessage } from './launch-processes.ts';
 import { errorReport, type RankReport } from './rank-report.ts';
 import type { ClosableContext, ProcessSetupModule } from './rank-setup.ts';
@@ -42,7 +43,7 @@ async function run(): Promise<boolean> {
   const args = await startMessage();
   const { TENSORCOMM_ENTRY: entryUrl, TENSORCOMM_PROCESS_SETUP: setupUrl } = process.env;
   if (!entryUrl || !setupUrl) {
-    throw new Error(
+    throw new LaunchError(
       'process-rank: TENSORCOMM_ENTRY / TENSORCOMM_PROCESS_SETUP are not set; start ranks with launchProcesses',
     );
   }

@@ -212,6 +212,7 @@ function refuseCommonJsEntries(metafile: Metafile, userEntries: readonly string[
   const paths = new Set(userEntries.map((url) => fileURLToPath(url)));
   for (const [input, { format }] of Object.entries(metafile.inputs)) {
     const path = resolve(PACKAGE_DIR, input);
+    // Only the reason unbundled() notes (NODE_DEBUG=tensorcomm): the ranks load the entry as Node does.
     if (paths.has(path) && format === 'cjs') throw new Error(`${path} is CommonJS: loaded unbundled`);
   }
 }

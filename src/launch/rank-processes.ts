@@ -13,6 +13,8 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { describeEarlyExit, type EarlyExit } from '../debug/early-exit.ts';
+import { CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
+import { LaunchError } from './errors.ts';
 import { failRunning, jobTimeoutMessage, type RankFailure } from './job-options.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { unpackTensors } from './tensor-transfer.ts';
@@ -86,15 +88,15 @@ export class RankProcesses {
     this.closed = Promise.all(o.ranks.map((rank, local) => this.start(rank, local))).then(() => {});
   }
 
-  /** Ends every rank still running with `message` (the launcher stopped, or lost the other nodes). */
-  stopRunning(message: string): void {
+  /** Ends every rank still running with `message`: the launcher was stopped (a LaunchError), or the job timed out. */
+  stopRunning(message: string, kind: (text: string) => Error = (text) => new LaunchError(text)): void {
     const before = this.failures.length;
-    failRunning(this.settled, this.failures, message);
+    failRunning(this.settled, this.failures, message, kind);
     this.abort(message, undefined, this.failures.slice(before));
   }
 
   timeOut(timeoutMs: number): void {
-    this.stopRunning(jobTimeoutMessage(timeoutMs, this.settled));
+    this.stopRunning(jobTimeoutMessage(timeoutMs, this.settled), (text) => new CommTimeoutError(text));
   }
 
   /**
@@ -104,7 +106,8 @@ export class RankProcesses {
    */
   stopForOtherNode(message: string, causes: readonly RankFailure[]): void {
     this.failures.unshift(...causes);
-    if (causes.length === 0) failRunning(this.settled, this.failures, message);
+    if (causes.length === 0)
+      failRunning(this.settled, this.failures, message, (text) => new RankFailedError(text, undefined));
     this.abort(message, causes[0]?.rank, undefined);
   }
 
@@ -169,7 +172,7 @@ export class RankProcesses {
           if (failed)
             this.fail(
               rank,
-              new Error(`rank ${rank} (${names[rank]}) ${exitDescription(code, signal, early)}`),
+              new LaunchError(`rank ${rank} (${names[rank]}) ${exitDescription(code, signal, early)}`),
             );
         }
       });

@@ -25,6 +25,7 @@ export function errorReport(error: unknown): RankReport {
 }
 
 export function describeError(error: unknown): ErrorReport {
+  // Only to report a thrown value that is no Error.
   const err = error instanceof Error ? error : new Error(String(error));
   const report: ErrorReport = { name: err.name, message: err.message, stack: err.stack ?? '' };
   const { code } = err as { code?: unknown };
@@ -52,6 +53,10 @@ function assertionOf(error: Error): AssertionDetails | undefined {
   return details;
 }
 
+/**
+ * A rank's error on the launcher's side: a plain Error with the rank's name, message, stack and code
+ * (docs/errors.md, "Across threads and processes"), so `error.name` and `error.code` match there.
+ */
 export function reviveError(report: ErrorReport): Error {
   const error = new Error(report.message);
   error.name = report.name;

@@ -101,6 +101,8 @@ export function registerProcessSetup(moduleUrl: string, module?: ProcessSetupMod
 
 function registeredUrl(kind: 'threads' | 'processes'): string {
   const url = registered[kind];
+  // The package root registers both: only code that imports tensorcomm's modules past it gets here
+  // (rankTest, whose test file may import only tensorcomm/testing, says so in a LaunchError).
   if (!url) throw new Error('tensorcomm: no rank setup registered; import tensorcomm from its package root');
   return url;
 }

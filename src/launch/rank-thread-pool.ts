@@ -10,6 +10,8 @@
  */
 import { EventEmitter } from 'node:events';
 import type { Worker } from 'node:worker_threads';
+import { InvalidStateError } from '../runtime/errors.ts';
+import { LaunchError } from './errors.ts';
 import { checkJobOptions } from './job-options.ts';
 import type { PoolReport, PoolRequest, PoolWorkerData } from './pool-worker.ts';
 import { reviveError } from './rank-report.ts';
@@ -37,7 +39,7 @@ export interface PoolPreparation {
 function withTimeout<T>(promise: Promise<T>, ms: number, what: () => string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what()} took over ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new LaunchError(`${what()} took over ${ms} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
@@ -101,7 +103,7 @@ class PooledThread {
       this.#alive = false;
       if (this.#lent && !this.#lent.reported) this.#lent.emit('exit', code);
       this.#lent = undefined;
-      this.#answer?.(undefined, new Error(`the rank thread exited with code ${code}`));
+      this.#answer?.(undefined, new LaunchError(`the rank thread exited with code ${code}`));
     });
   }
 
@@ -116,6 +118,7 @@ class PooledThread {
         this.#answer = undefined;
         if (report?.kind === kind) resolve();
         else if (report?.kind === 'prepare-failed') reject(reviveError(report.error));
+        // A pooled thread answers a request only as pool-worker.ts says: another answer is a bug in tensorcomm.
         else reject(error ?? new Error(`unexpected ${report?.kind}`));
       };
     });
@@ -193,7 +196,7 @@ export class RankThreadPool {
     options: SpawnThreadsOptions,
     prepare?: PoolPreparation,
   ): Promise<R[]> {
-    if (this.#closed) throw new Error('RankThreadPool: run after close()');
+    if (this.#closed) throw new InvalidStateError('RankThreadPool: run after close()');
     // Before any thread starts: a bad worldSize must not start a thousand of them.
     checkJobOptions(options.worldSize, options, 'RankThreadPool');
     const starting = Math.max(0, options.worldSize - this.idle);
@@ -212,7 +215,7 @@ export class RankThreadPool {
         options,
         (data, bootstrap) => {
           if (bootstrap.typeScript && !this.#bootstrap.typeScript) {
-            throw new Error(
+            throw new LaunchError(
               `RankThreadPool: ${data.entryUrl} needs the TypeScript loader; create the pool with typeScript: true`,
             );
           }

@@ -8,7 +8,9 @@
  * job is ended for it too.
  */
 import { type AbortWord, NO_RANK } from '../runtime/abort-word.ts';
+import { CommTimeoutError } from '../runtime/errors.ts';
 import type { LostHow } from '../runtime/faults/injector.ts';
+import { LaunchError } from './errors.ts';
 import { failRunning, jobTimeoutMessage, type RankFailure } from './job-options.ts';
 import { type RankReport, reviveError } from './rank-report.ts';
 import { unpackTensors } from './tensor-transfer.ts';
@@ -77,7 +79,7 @@ export class RankThreads {
   /** The job ran past `timeoutMs`: the ranks still running fail with that, and the job is aborted. */
   timeOut(timeoutMs: number): void {
     const message = jobTimeoutMessage(timeoutMs, this.#settled);
-    failRunning(this.#settled, this.failures, message);
+    failRunning(this.#settled, this.failures, message, (text) => new CommTimeoutError(text));
     if (this.#o.abort.abort(NO_RANK, message)) this.#o.wake();
     this.#graceTimer ??= setTimeout(() => this.#terminateAll(), this.#o.graceMs);
   }
@@ -162,7 +164,7 @@ export class RankThreads {
           const exited = `rank ${rank} (${this.#o.names[rank]}) exited with code ${code} before returning`;
           // Peers learn of an injected crash as of a real one; only the job does not count it.
           if (this.#lost.get(rank) === 'exit') this.#abortJob(rank, `${exited} (an injected fault)`);
-          else if (!this.#lost.has(rank)) this.#fail(rank, new Error(exited));
+          else if (!this.#lost.has(rank)) this.#fail(rank, new LaunchError(exited));
           this.#endLostOnceOthersDone();
         }
         resolveExit();

@@ -6,6 +6,8 @@
  * ncclCommInitRank, which the caller polls, so the rank's event loop never
  * blocks while the members find each other.
  */
+
+import { CollectiveMismatchError, CommTimeoutError, retold } from '../runtime/errors.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { Backend, CallInfo, GroupView } from '../thread-group/backend.ts';
 import { type CommHandle, NCCL_UNIQUE_ID_BYTES, type NcclLibrary, NcclResult } from './api.ts';
@@ -68,9 +70,10 @@ export class NcclCommunicator {
       (id) => this.#init(id),
       (error: Error) => {
         if (this.#state.kind !== 'exchanging') return;
-        const failure = new Error(
+        // Of the bootstrap's class (a timeout, a failed peer), in words that say what it was for.
+        const failure = retold(
+          error,
           `the NCCL unique id did not reach group rank ${group.rank} from group rank 0: ${error.message}`,
-          { cause: error },
         );
         this.#state = { kind: 'failed', error: failure };
         this.#options.onChange();
@@ -83,7 +86,7 @@ export class NcclCommunicator {
     const { group, useDevice } = this.#options;
     try {
       if (id.dtype !== 'uint8' || id.numel !== NCCL_UNIQUE_ID_BYTES) {
-        throw new Error(
+        throw new CollectiveMismatchError(
           `the NCCL unique id from group rank 0 is ${id.describe()}, not ${NCCL_UNIQUE_ID_BYTES} bytes`,
         );
       }
@@ -168,7 +171,7 @@ function waitFinalized(nccl: NcclLibrary, comm: CommHandle, timeoutMs: number): 
     if (status === NcclResult.success) return;
     if (status !== NcclResult.inProgress) throw ncclResultError('ncclCommFinalize', status);
     if (performance.now() >= deadline) {
-      throw new Error(
+      throw new CommTimeoutError(
         `ncclCommFinalize did not finish within ${timeoutMs} ms (work still queued on the communicator?); it was aborted`,
       );
     }

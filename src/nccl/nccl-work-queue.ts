@@ -10,7 +10,7 @@
  */
 
 import type { CudaRuntime, EventHandle, StreamHandle } from '../cuda/api.ts';
-import { CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
+import { CommTimeoutError, InvalidStateError, RankFailedError, retold } from '../runtime/errors.ts';
 import { runAll } from '../runtime/run-all.ts';
 import type { Backend, CallInfo, GroupView } from '../thread-group/backend.ts';
 import { type CommHandle, type NcclLibrary, NcclResult } from './api.ts';
@@ -106,10 +106,10 @@ export class NcclWorkQueue {
   /** Queues `op` behind the group's earlier GPU calls; resolves once it has completed on the GPU. */
   submit(call: CallInfo, op: string, work: DeviceOp): Promise<void> {
     const label = this.#label(call, op);
-    if (this.#destroyed) return Promise.reject(new Error(`${label}: the group was destroyed`));
+    if (this.#destroyed) return Promise.reject(new InvalidStateError(`${label}: the group was destroyed`));
     if (this.#failure) {
       return Promise.reject(
-        new Error(
+        new InvalidStateError(
           `${label}: the group's NCCL communicator was aborted earlier: ${firstLine(this.#failure)}`,
           {
             cause: this.#failure,
@@ -288,7 +288,7 @@ export class NcclWorkQueue {
     this.#resources = undefined;
     runAll([
       () => {
-        if (pending.length > 0) this.#comm.abort(new Error('the group was destroyed'));
+        if (pending.length > 0) this.#comm.abort(new InvalidStateError('the group was destroyed'));
       },
       () => this.#comm.destroy(timeoutMs),
       () => {
@@ -297,7 +297,7 @@ export class NcclWorkQueue {
       () => resources?.events.destroy(),
       () => {
         for (const p of pending)
-          p.reject(new Error(`${p.label}: the group was destroyed while the call was pending`));
+          p.reject(new InvalidStateError(`${p.label}: the group was destroyed while the call was pending`));
       },
     ]);
   }
@@ -312,11 +312,11 @@ function checkAsyncError(nccl: NcclLibrary, comm: CommHandle): number {
   return status;
 }
 
-/** The error of a call that was pending when another one made the communicator abort. */
+/** The error of a call that was pending when another one made the communicator abort: of the reason's class. */
 function followerError(label: string, reason: Error): Error {
   const message = `${label}: the group's NCCL communicator was aborted: ${firstLine(reason)}`;
   if (reason instanceof CommTimeoutError) return new CommTimeoutError(message);
-  return new Error(message, { cause: reason });
+  return retold(reason, message);
 }
 
 /** The cause without its hang report (the call that failed carries that). */

@@ -20,6 +20,16 @@ export class NetworkStoreFrameError extends TensorcommError {
   override readonly code: string = 'ERR_TC_NETWORK_STORE_FRAME';
 }
 
+/**
+ * A value this rank did not take in: its values no get took yet hold its
+ * `maxBufferedBytes`, or memory for the value could not be allocated. The get
+ * fails with it, and the producer's wait hears of it.
+ */
+export class NetworkStoreBufferError extends TensorcommError {
+  override name = 'NetworkStoreBufferError';
+  override readonly code: string = 'ERR_TC_NETWORK_STORE_BUFFER';
+}
+
 /** An authenticated peer broke the protocol (a malformed frame): its connection is closed, as if it had died. */
 export class NetworkStoreProtocolError extends RankFailedError {
   override name = 'NetworkStoreProtocolError';

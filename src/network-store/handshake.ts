@@ -125,7 +125,8 @@ export function acceptorHandshake(
   let hello: PeerHello | undefined;
   socket.write(new FrameWriter(Frame.hello).u32(MAGIC).u8(VERSION).raw(nonce).finish());
   exchange(socket, decoder, timeoutMs, (type, frame) => {
-    if (type !== Frame.join) throw new Error(`expected a join frame, got frame type ${type}`);
+    if (type !== Frame.join)
+      throw new NetworkStoreHandshakeError(`expected a join frame, got frame type ${type}`);
     checkProtocol(frame, () => 'not a tensorcomm network store peer');
     const jobId = frame.key();
     claimed = frame.u32();
@@ -134,15 +135,19 @@ export function acceptorHandshake(
     const maxValueBytes = readMaxValueBytes(frame);
     const dialerProof = frame.raw(frame.u8());
     frame.end();
-    if (jobId !== local.jobId) throw new Error(`it belongs to job ${JSON.stringify(jobId)}, not this one`);
-    if (target !== local.rank) throw new Error(`it dialed rank ${target}, but this is rank ${local.rank}`);
+    if (jobId !== local.jobId) {
+      throw new NetworkStoreHandshakeError(`it belongs to job ${JSON.stringify(jobId)}, not this one`);
+    }
+    if (target !== local.rank) {
+      throw new NetworkStoreHandshakeError(`it dialed rank ${target}, but this is rank ${local.rank}`);
+    }
     const label = purpose(local.jobId, claimed, local.rank);
     if (!proofMatches(proof(local.secret, 'client', nonce, dialerNonce, label), dialerProof)) {
-      throw new Error('it failed authentication');
+      throw new NetworkStoreHandshakeError('it failed authentication');
     }
     hello = { rank: claimed, maxValueBytes };
     const refusal = admission.admit(hello);
-    if (refusal) throw new Error(refusal);
+    if (refusal) throw new NetworkStoreHandshakeError(refusal);
     const acceptorProof = proof(local.secret, 'server', nonce, dialerNonce, label);
     socket.write(
       new FrameWriter(Frame.welcome)
@@ -207,6 +212,7 @@ function exchange(
         finish(e instanceof NetworkStoreHandshakeError ? e : new NetworkStoreHandshakeError(e.message));
       }
     };
+    // Plain: a dialer tries again (dial.ts), and its store's connect names only the last try, in a timeout.
     const onClose = () => finish(new Error('the connection closed during the handshake'));
     const timer = setTimeout(
       () => finish(new CommTimeoutError(`no handshake within ${timeoutMs} ms`)),
@@ -242,6 +248,8 @@ function checkProtocol(frame: FrameReader, notOurs: () => string): void {
 
 function readMaxValueBytes(frame: FrameReader): number {
   const bytes = frame.f64();
-  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new Error(`maxValueBytes ${bytes} is out of range`);
+  if (!Number.isSafeInteger(bytes) || bytes < 0) {
+    throw new NetworkStoreHandshakeError(`maxValueBytes ${bytes} is out of range`);
+  }
   return bytes;
 }

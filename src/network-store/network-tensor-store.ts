@@ -21,7 +21,7 @@
  */
 import net from 'node:net';
 import { FrameDecoder } from '../rendezvous/protocol.ts';
-import { CommTimeoutError, type RankFailedError } from '../runtime/errors.ts';
+import { CommTimeoutError, InvalidStateError, type RankFailedError } from '../runtime/errors.ts';
 import { hasLibc } from '../runtime/libc.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
@@ -51,7 +51,7 @@ import type {
 } from '../runtime/tensor-store.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { dial, type NetworkPeer } from './dial.ts';
-import { NetworkStoreHandshakeError } from './errors.ts';
+import { NetworkStoreBufferError, NetworkStoreHandshakeError } from './errors.ts';
 import { acceptorHandshake, type LocalIdentity, type PeerHello } from './handshake.ts';
 import { type Arrival, type Budget, Inbox } from './inbox.ts';
 import {
@@ -188,7 +188,7 @@ export class NetworkTensorStore implements TensorStore {
     const where = () => 'NetworkTensorStore.connect';
     this.#assertOpen(where);
     if (this.#peers)
-      throw new Error(`${where()}: rank ${this.rank} connects once; its connections are reused`);
+      throw new InvalidStateError(`${where()}: rank ${this.rank} connects once; its connections are reused`);
     const expected = checkPeers(peers, this.rank, where());
     const timeoutMs = checkTimeout(options.timeoutMs ?? this.#timeoutMs, where);
     this.#peers = expected;
@@ -585,7 +585,7 @@ export class NetworkTensorStore implements TensorStore {
         () => new CommTimeoutError(timeoutText(where, timeoutMs, this.rank, arrivalProgress(link.conn, key))),
       ));
     this.#asked.delete(asked);
-    if ('refusal' in arrival) throw new Error(`${where()}: ${arrival.refusal}`);
+    if ('refusal' in arrival) throw new NetworkStoreBufferError(`${where()}: ${arrival.refusal}`);
     const { buffer } = arrival.tensor.data;
     const reusable =
       buffer instanceof ArrayBuffer &&
@@ -640,7 +640,7 @@ export class NetworkTensorStore implements TensorStore {
   #assertConnected(where: () => string): void {
     this.#assertOpen(where);
     if (!this.#connected) {
-      throw new Error(
+      throw new InvalidStateError(
         `${where()}: rank ${this.rank} is not connected to its peers yet (await connect() first)`,
       );
     }

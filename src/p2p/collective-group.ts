@@ -6,6 +6,8 @@
  * (an Outbox on one end, an Inbox on the other), built on first use over the
  * ThreadGroup the manager caches for the members.
  */
+
+import { InvalidStateError } from '../runtime/errors.ts';
 import { trackCall, Work } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -130,7 +132,8 @@ export class CollectiveGroup {
   /** Every public call: refused once closed, a throw made a rejected Work, the Work in the rank's ledger. */
   #guard<T>(where: string, call: () => Work<T>): Work<T> {
     let work: Work<T>;
-    if (this.#closed) work = Work.rejected(new Error(`${where}: the worker's collective was closed`));
+    if (this.#closed)
+      work = Work.rejected(new InvalidStateError(`${where}: the worker's collective was closed`));
     else {
       try {
         work = call();

@@ -16,6 +16,7 @@
 
 import { extendRankContext, type RankContext } from '../context/rank-context.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
+import { InvalidStateError } from '../runtime/errors.ts';
 import { internalCalls } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
@@ -80,7 +81,8 @@ export class Collective {
    */
   async createCollectiveGroup(workerNames: readonly string[], groupName?: string): Promise<CollectiveGroup> {
     const where = 'createCollectiveGroup';
-    if (this.#closed) throw new Error(`${where}: the collective of worker "${this.workerName}" was closed`);
+    if (this.#closed)
+      throw new InvalidStateError(`${where}: the collective of worker "${this.workerName}" was closed`);
     await this.#ready;
     const workers = this.#checkWorkers(workerNames, where);
     if (groupName !== undefined && (typeof groupName !== 'string' || groupName.length === 0)) {
@@ -90,7 +92,7 @@ export class Collective {
     const cached = this.#groups.get(name);
     if (cached) {
       if (cached.workers.join('\u0000') !== workers.join('\u0000')) {
-        throw new Error(
+        throw new InvalidStateError(
           `${where}: group "${name}" already exists with workers ${cached.workers.join(', ')}, not ${workers.join(', ')}`,
         );
       }
@@ -99,7 +101,9 @@ export class Collective {
     const tagBlock = tagBlockOf(name);
     const clash = this.#blocks.get(tagBlock);
     if (clash !== undefined) {
-      throw new Error(`${where}: group names "${name}" and "${clash}" map to the same streams; rename one`);
+      throw new InvalidStateError(
+        `${where}: group names "${name}" and "${clash}" map to the same streams; rename one`,
+      );
     }
     const ranks = workers.map((w) => this.#host.names.indexOf(w));
     let threadGroup: ThreadGroup | undefined;

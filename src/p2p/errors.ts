@@ -3,6 +3,7 @@ import {
   CollectiveMismatchError,
   CommTimeoutError,
   RankFailedError,
+  retold,
   TensorcommError,
 } from '../runtime/errors.ts';
 
@@ -23,6 +24,16 @@ export class P2PProtocolError extends TensorcommError {
 }
 
 /**
+ * The compression codec of the cluster config failed: its startup probe (a
+ * native module missing, a round trip that changed the bytes), or a chunk
+ * that did not restore to its size (the data is corrupt).
+ */
+export class P2PCompressionError extends TensorcommError {
+  override name = 'P2PCompressionError';
+  override readonly code: string = 'ERR_TC_P2P_COMPRESSION';
+}
+
+/**
  * The error a p2p Work rejects with: the ThreadGroup's error with the call and
  * the peer worker named in front, keeping its class (a dead peer stays a
  * RankFailedError, a timeout a CommTimeoutError). A shape or dtype mismatch on
@@ -30,6 +41,7 @@ export class P2PProtocolError extends TensorcommError {
  */
 export function explain(error: unknown, where: string): Error {
   if (error instanceof P2PHeaderError || error instanceof P2PProtocolError) return error;
+  // A thrown value that is no Error: none of tensorcomm's.
   if (!(error instanceof Error)) return new Error(`${where}: ${String(error)}`);
   const message = `${where}: ${error.message}`;
   if (error instanceof CollectiveMismatchError) {
@@ -41,5 +53,5 @@ export function explain(error: unknown, where: string): Error {
   if (error instanceof RankFailedError) return new RankFailedError(message, error.failedRank);
   if (error instanceof CommTimeoutError) return new CommTimeoutError(message, { cause: error });
   if (error instanceof TypeError || error instanceof RangeError) return error;
-  return new Error(message, { cause: error });
+  return retold(error, message);
 }

@@ -6,6 +6,7 @@
  * creation awaits it.
  */
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
+import { retold } from '../runtime/errors.ts';
 import { probeCodec } from './compression/codecs.ts';
 import { TensorCompressor } from './compression/tensor-compressor.ts';
 import { NetEmulator } from './netem/net-emulator.ts';
@@ -37,7 +38,7 @@ export function loadP2PServices(
   } catch (error) {
     return {
       services,
-      ready: Promise.reject(new Error(`${who}: ${(error as Error).message}`, { cause: error })),
+      ready: Promise.reject(retold(error, `${who}: ${(error as Error).message}`)),
     };
   }
   const ready = services.compressor ? probeCodec(services.compressor.codec, who) : Promise.resolve();

@@ -15,7 +15,7 @@
  * Handing it off retires the local object, so only one holder can get the value.
  */
 import { currentRank } from '../runtime/current-rank.ts';
-import { CommTimeoutError } from '../runtime/errors.ts';
+import { CommTimeoutError, InvalidStateError, RankFailedError } from '../runtime/errors.ts';
 import type { StoreEntry, TensorStore } from '../runtime/tensor-store.ts';
 import { Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -53,7 +53,7 @@ export function limitText(timeoutMs: number | undefined): string {
 /** `store`, or the current rank's store when omitted. */
 export function storeOrCurrent(store: TensorStore | undefined, where: string): TensorStore {
   const found = store ?? currentRank()?.store;
-  if (!found) throw new Error(`${where}: no rank context is current here; pass a TensorStore`);
+  if (!found) throw new InvalidStateError(`${where}: no rank context is current here; pass a TensorStore`);
   return found;
 }
 
@@ -136,8 +136,9 @@ export class TensorFuture {
       if (entry.tag === ERROR_TAG) {
         const message = new TextDecoder().decode(entry.tensor.bytes());
         await this.#store.destFinishGet(this.key);
-        throw new Error(
+        throw new RankFailedError(
           `TensorFuture.get("${this.key}"): producer rank ${entry.producerRank} failed: ${message}`,
+          entry.producerRank,
         );
       }
       const value = entry.tensor.clone();
@@ -149,10 +150,13 @@ export class TensorFuture {
   #usable(what: string): void {
     const where = `TensorFuture.${what}("${this.key}")`;
     if (this.#state === 'delivered')
-      throw new Error(`${where}: the value was already delivered and released`);
+      throw new InvalidStateError(`${where}: the value was already delivered and released`);
     if (this.#state === 'handedOff') {
-      throw new Error(`${where}: this future was handed off with handle(); use the future built from it`);
+      throw new InvalidStateError(
+        `${where}: this future was handed off with handle(); use the future built from it`,
+      );
     }
-    if (this.#state === 'getting') throw new Error(`${where}: a get() of this future is in progress`);
+    if (this.#state === 'getting')
+      throw new InvalidStateError(`${where}: a get() of this future is in progress`);
   }
 }

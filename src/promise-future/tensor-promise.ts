@@ -6,7 +6,7 @@
  * memory in place, so the tensor must stay untouched until then).
  */
 import { currentRank } from '../runtime/current-rank.ts';
-import { CommTimeoutError } from '../runtime/errors.ts';
+import { CommTimeoutError, InvalidStateError } from '../runtime/errors.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { Work } from '../runtime/work.ts';
 import { Tensor } from '../tensor/tensor.ts';
@@ -55,7 +55,7 @@ export class TensorPromise {
 
   async #settle(what: string, value: Tensor, tag: string, options: FutureWaitOptions): Promise<void> {
     if (this.#settled) {
-      throw new Error(
+      throw new InvalidStateError(
         `TensorPromise.${what}("${this.key}"): the promise was already settled (once per promise)`,
       );
     }

@@ -53,3 +53,45 @@ export class InjectedFaultError extends TensorcommError {
   override name = 'InjectedFaultError';
   override readonly code: string = 'ERR_TC_INJECTED_FAULT';
 }
+
+/**
+ * A call that the state of its object, or the place it is made, forbids: a
+ * destroyed group or a closed store, a future already delivered, a promise
+ * already settled, a call that needs a rank made outside one, a rank that is
+ * not a member. The object is not broken: the calling code used it at the
+ * wrong time or place.
+ */
+export class InvalidStateError extends TensorcommError {
+  override name = 'InvalidStateError';
+  override readonly code: string = 'ERR_TC_INVALID_STATE';
+}
+
+/**
+ * What a rank's end found: its main returned without looking at a call it
+ * started, while one was still pending, or after one failed with nobody
+ * observing it (runtime/work.ts's audit); in a rankTest, also a fault of its
+ * `faults` option that never fired. The message names the calls.
+ */
+export class UnfinishedWorkError extends TensorcommError {
+  override name = 'UnfinishedWorkError';
+  override readonly code: string = 'ERR_TC_UNFINISHED_WORK';
+}
+
+/**
+ * `error` told in other words: a new error of the same class, with its code
+ * and own fields (failedRank, missing, errno…), `message` instead of its
+ * message and `error` as its cause. For a layer that puts its own context in
+ * front of a lower layer's failure without changing what kind of failure it
+ * is. A thrown value that is no Error becomes a plain Error.
+ */
+export function retold(error: unknown, message: string): Error {
+  if (!(error instanceof Error)) return new Error(message, { cause: error });
+  const copy = Object.create(Object.getPrototypeOf(error)) as Error;
+  Object.assign(copy, error);
+  Object.defineProperties(copy, {
+    message: { value: message, writable: true, configurable: true },
+    cause: { value: error, writable: true, configurable: true },
+  });
+  Error.captureStackTrace(copy, retold);
+  return copy;
+}

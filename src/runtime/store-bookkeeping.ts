@@ -10,7 +10,7 @@
  * built only for an error, since the checks run on every handshake.
  */
 import { assertCommTensor, isCommTensor } from '../tensor/validate.ts';
-import { CollectiveMismatchError } from './errors.ts';
+import { CollectiveMismatchError, InvalidStateError, RankFailedError } from './errors.ts';
 import { checkOptionKeys } from './option-keys.ts';
 import { encodeKey, MAX_DIMS } from './store-limits.ts';
 import type { StoreFinishOptions, StoreSetOptions, StoreWaitOptions } from './tensor-store.ts';
@@ -108,31 +108,31 @@ export function checkFinish(options: StoreFinishOptions, where: Where): void {
 }
 
 /** srcSet of a key whose last value this rank set is not finished yet. */
-export function alreadySetError(where: Where): Error {
-  return new Error(`${where()}: key is already set by this rank and not yet finished`);
+export function alreadySetError(where: Where): InvalidStateError {
+  return new InvalidStateError(`${where()}: key is already set by this rank and not yet finished`);
 }
 
 /** srcSet of a key another value (of any rank) holds, in a store whose keys all ranks share. */
-export function heldKeyError(where: Where, producerRank?: number): Error {
+export function heldKeyError(where: Where, producerRank?: number): InvalidStateError {
   const by = producerRank === undefined ? '' : ` (set by rank ${producerRank})`;
-  return new Error(
+  return new InvalidStateError(
     `${where()}: key is still held by an earlier value${by} whose consumers have not finished`,
   );
 }
 
 /** srcWaitUntilGetFinished of a key this rank has no value of. */
-export function notSetError(where: Where, rank: number): Error {
-  return new Error(`${where()}: rank ${rank} has not set this key`);
+export function notSetError(where: Where, rank: number): InvalidStateError {
+  return new InvalidStateError(`${where()}: rank ${rank} has not set this key`);
 }
 
 /** destFinishGet of a key this rank holds no get of. */
-export function noGetError(where: Where, rank: number): Error {
-  return new Error(`${where()}: rank ${rank} has no unfinished destGet of this key`);
+export function noGetError(where: Where, rank: number): InvalidStateError {
+  return new InvalidStateError(`${where()}: rank ${rank} has no unfinished destGet of this key`);
 }
 
 /** Any call on a closed store, and every wait pending when it closed. `kind`: 'memory', 'file', 'network'. */
-export function closedError(where: Where, kind: string, rank: number): Error {
-  return new Error(`${where()}: the ${kind} store of rank ${rank} is closed`);
+export function closedError(where: Where, kind: string, rank: number): InvalidStateError {
+  return new InvalidStateError(`${where()}: the ${kind} store of rank ${rank} is closed`);
 }
 
 /** The words of every store's timeout: the call, how long, where, and what is known (`detail`). */
@@ -160,14 +160,17 @@ export interface ConsumerFailure {
 
 /**
  * The error a producer's wait throws for a consumer's failure: its text as
- * reported; a disagreement between ranks stays a CollectiveMismatchError
- * (`mismatchError` makes a subclass of it, for callers that name the peer).
+ * reported, as a RankFailedError (blaming `consumer`, the consumer's global
+ * rank, where the store knows it); a disagreement between ranks stays a
+ * CollectiveMismatchError (`mismatchError` makes a subclass of it, for callers
+ * that name the peer).
  */
 export function failureError(
   failure: ConsumerFailure,
   mismatchError: (text: string) => CollectiveMismatchError = (text) => new CollectiveMismatchError(text),
-): Error {
-  return failure.mismatch ? mismatchError(failure.error) : new Error(failure.error);
+  consumer?: number,
+): CollectiveMismatchError | RankFailedError {
+  return failure.mismatch ? mismatchError(failure.error) : new RankFailedError(failure.error, consumer);
 }
 
 /**

@@ -13,6 +13,7 @@ export async function within<T>(
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       giveUp?.();
+      // Its one caller (rank-bundle.ts) notes the failure and loads the ranks unbundled: nobody else sees it.
       reject(new Error(`${what} took over ${ms / 1000} s`));
     }, ms);
   });

@@ -12,6 +12,7 @@
  * looked at does not depend on whether it already completed, so the verdict
  * is the same on every run, however fast the call was.
  */
+import { UnfinishedWorkError } from './errors.ts';
 
 /** Failed Works nobody observed, kept for the audit; past this many only their count is. */
 const MAX_UNOBSERVED_FAILURES = 64;
@@ -138,7 +139,7 @@ function capture(resolve: Resolve<never>, reject: Reject): void {
 let ledgerAccess: {
   track(work: Work<unknown>, describe: () => string): Work<unknown>;
   open(): void;
-  close(): Promise<Error | undefined>;
+  close(): Promise<UnfinishedWorkError | undefined>;
 };
 
 /**
@@ -160,7 +161,7 @@ export function openLedger(): void {
  * calls nobody looked at, else those still pending, else the failed ones
  * nobody observed; undefined when the rank saw every call through.
  */
-export function closeLedger(): Promise<Error | undefined> {
+export function closeLedger(): Promise<UnfinishedWorkError | undefined> {
   return ledgerAccess.close();
 }
 
@@ -450,7 +451,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
    * so a then() that throws is judged the same whether its call was done
    * before main returned or not; detached calls still pending are waited for.
    */
-  static async #closeLedger(): Promise<Error | undefined> {
+  static async #closeLedger(): Promise<UnfinishedWorkError | undefined> {
     const closing = ledger;
     if (!closing) return undefined;
     await new Promise(setImmediate);
@@ -473,7 +474,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
       );
     }
     if (count > 0) {
-      return new Error(
+      return new UnfinishedWorkError(
         `the rank's main returned without looking at ${count} call(s) it started: ${listed(lines)}; ` +
           'await each Work (or chain on it, wait() for it, poll it with done()), ' +
           'or call detach() on one it fires and forgets on purpose',
@@ -481,7 +482,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     }
     const pending = owed.filter((w) => !w.#settled);
     if (pending.length > 0) {
-      return new Error(
+      return new UnfinishedWorkError(
         `the rank's main returned while ${pending.length} call(s) it started were still pending: ` +
           `${listed(pending.map((w) => w.#describe!()))}; await every Work (or its wait()) before returning`,
       );
@@ -491,7 +492,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     if (unseen.length > 0 || beyond > 0) {
       const lines = unseen.map((w) => `${w.#describe!()} failed with ${errorText(w.#error)}`);
       if (beyond > 0) lines.push(`and ${beyond} more`);
-      return new Error(
+      return new UnfinishedWorkError(
         `${unseen.length + beyond} call(s) failed and nobody observed it: ${listed(lines)}; ` +
           'await each Work, or handle its failure with .catch()',
       );
@@ -507,6 +508,7 @@ function listed(items: readonly string[]): string {
 }
 
 function errorText(error: unknown): string {
+  // Only to print a thrown value that is no Error.
   const e = error instanceof Error ? error : new Error(String(error));
   return `${e.name}: ${e.message.split('\n')[0]}`;
 }

@@ -38,6 +38,8 @@ export function registerDeviceBackend(backend: DeviceBackend): void {
 /** The registered backend, or an error naming the call and the device that needed it. */
 export function deviceBackend(device: Device, where: string): DeviceBackend {
   if (registered === undefined) {
+    // Plain Error (this layer lies below TensorcommError's): the package root registers the backend,
+    // so only code that imports tensorcomm's modules past it gets here.
     throw new Error(
       `${where}: device '${device}' needs the GPU backend (CUDA tensors), which is not available: it is not ` +
         `loaded in this program; import 'tensorcomm' (which registers it) or src/cuda/device-backend.ts, or use 'cpu'`,

@@ -31,6 +31,10 @@ function framesOf(stack: string | undefined): string {
     .join('\n');
 }
 
+/**
+ * The rank's error under `rank N: …`, keeping what the launcher kept of it: its class's name and its
+ * code (a plain Error, as every rank error on the launcher's side is: rank-report.ts).
+ */
 function rankError(rank: number, original: Error, message: string): Error {
   // Stopped because another rank failed: that rank's error says what happened.
   const echo = original.name === 'RankFailedError';
@@ -42,6 +46,8 @@ function rankError(rank: number, original: Error, message: string): Error {
   const head = `${error.name}: ${error.message}`;
   error.stack = echo ? head : `${head}\n${framesOf(original.stack)}`;
   const fields = error as unknown as Record<string, unknown>;
+  const { code } = original as { code?: unknown };
+  if (typeof code === 'string') fields.code = code;
   for (const key of ASSERTION_FIELDS)
     if (key in original) fields[key] = (original as unknown as Record<string, unknown>)[key];
   return error;

@@ -4,6 +4,7 @@
  * thread with 'vitest' pointed at the stand-in, and runs it on this rank.
  */
 import type { RankContext } from '../context/rank-context.ts';
+import { UnfinishedWorkError } from '../runtime/errors.ts';
 import { rankFaults } from '../runtime/faults/injector.ts';
 import { findRankTest, loadTestFile, type RankTestId } from './registry.ts';
 import { redirectVitest } from './vitest-redirect.ts';
@@ -21,7 +22,7 @@ export default async function main(ctx: RankContext, id: RankTestId): Promise<vo
   // A fault that never fired tests nothing: the test would pass for the wrong reason.
   const unfired = rankFaults()?.unfired() ?? [];
   if (unfired.length > 0) {
-    throw new Error(
+    throw new UnfinishedWorkError(
       `${unfired.join('; ')} never fired: rank ${ctx.rank} made fewer such calls before its body returned`,
     );
   }

@@ -9,11 +9,13 @@
 import { pathToFileURL } from 'node:url';
 import { afterAll, TestRunner, test } from 'vitest';
 import { registeredOpNames } from '../debug/call-record.ts';
+import { LaunchError } from '../launch/errors.ts';
 import { DEFAULT_GRACE_MS } from '../launch/job-options.ts';
 import { testFileBundle } from '../launch/rank-bundle.ts';
 import { rankSetupUrl } from '../launch/rank-setup.ts';
 import { RankThreadPool } from '../launch/rank-thread-pool.ts';
 import type { SpawnThreadsOptions } from '../launch/spawn-threads.ts';
+import { InvalidStateError } from '../runtime/errors.ts';
 import { checkChaos, checkFaults } from '../runtime/faults/options.ts';
 import { rankTestFailure } from './failure.ts';
 import { addRankTest, collectingRankTests, type RankTestBody, type RankTestId } from './registry.ts';
@@ -102,7 +104,7 @@ function testFile(name: string): string {
     // Outside vitest's collection there is no suite to ask: answered below, as for no file.
   }
   if (file === undefined) {
-    throw new Error(
+    throw new InvalidStateError(
       `rankTest ${JSON.stringify(name)}: call it at the top level of a vitest test file or in a describe block`,
     );
   }
@@ -142,7 +144,7 @@ async function runRankTest(id: RankTestId, options: RankTestOptions & { timeoutM
   try {
     rankSetupUrl();
   } catch {
-    throw new Error(
+    throw new LaunchError(
       `rankTest ${JSON.stringify(id.name)}: the test file must import tensorcomm itself (a value, e.g. ` +
         "`import { Tensor } from 'tensorcomm'`, not only types): its package root registers what rank threads load",
     );

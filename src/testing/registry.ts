@@ -7,6 +7,8 @@
  * and a test found by (name, occurrence) is the one vitest runs.
  */
 import type { RankContext } from '../context/rank-context.ts';
+import { LaunchError } from '../launch/errors.ts';
+import { InvalidStateError } from '../runtime/errors.ts';
 import { importModule } from '../runtime/import-module.ts';
 
 export type RankTestBody = (ctx: RankContext) => unknown;
@@ -49,7 +51,7 @@ export function addRankTest(name: string, worldSize: unknown, body: RankTestBody
 
 /** A describe block: its factory runs once the file's top level has run, as in vitest. */
 export function addSuite(factory: (() => unknown) | undefined): void {
-  if (!loading) throw new Error('describe() in a rank thread outside the import of a test file');
+  if (!loading) throw new InvalidStateError('describe() in a rank thread outside the import of a test file');
   loading.suite.children.push({ factory, children: [] });
 }
 
@@ -102,13 +104,13 @@ export async function findRankTest(id: RankTestId): Promise<RankTestBody> {
     'the top level of the file or in describe blocks, the same way on every import (not in hooks, tests or code that depends on the thread)';
   if (!found) {
     const count = tests.get(id.name)?.length ?? 0;
-    throw new Error(
+    throw new LaunchError(
       `rankTest ${JSON.stringify(id.name)}: the rank thread's import of ${id.file} registers ${count} rank test(s) of this name, ` +
         `not the ${id.occurrence + 1} vitest counted; ${differently}`,
     );
   }
   if (found.worldSize !== id.worldSize) {
-    throw new Error(
+    throw new LaunchError(
       `rankTest ${JSON.stringify(id.name)}: worldSize is ${id.worldSize} in vitest's thread but ${String(found.worldSize)} in the rank thread; ${differently}`,
     );
   }

@@ -249,7 +249,11 @@ export abstract class Backend {
   abstract destroy(): void;
 }
 
-/** What an op a backend lacks throws: "NcclBackend does not support sendViews". */
+/**
+ * What an op a backend lacks throws: "NcclBackend does not support sendViews". ThreadGroup asks a
+ * backend only for what it says it carries (lendsViews, runsBatches, a ticket from sendEarly): only a
+ * bug in tensorcomm gets here.
+ */
 function unsupported(backend: Backend, op: string): Error {
   return new Error(`${backend.backendName} does not support ${op}`);
 }

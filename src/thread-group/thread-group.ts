@@ -10,6 +10,7 @@
 import { callName } from '../debug/call-record.ts';
 import { rankMonitor } from '../debug/monitor.ts';
 import { runErrand } from '../runtime/errands.ts';
+import { InvalidStateError } from '../runtime/errors.ts';
 import { rankFaults } from '../runtime/faults/injector.ts';
 import { trackCall, Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -217,11 +218,12 @@ export class ThreadGroup {
   /** A call refused before it was numbered: the group was destroyed, this rank is no member, or its timeout is not positive. */
   #refused<T>(op: OpName, timeoutMs: number): Work<T> {
     const where = this.#where(op);
-    if (this.#destroyed) return this.#rejected(where, new Error(`${where}: the group was destroyed`));
+    if (this.#destroyed)
+      return this.#rejected(where, new InvalidStateError(`${where}: the group was destroyed`));
     if (!this.#backend || !this.isMember) {
       return this.#rejected(
         where,
-        new Error(
+        new InvalidStateError(
           `${where}: rank ${this.#info.globalRank} is not a member (members: ${this.ranks.join(', ')})`,
         ),
       );

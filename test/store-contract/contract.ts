@@ -8,7 +8,12 @@
  * and the suite holds each to its side.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { CollectiveMismatchError, CommTimeoutError } from '../../src/runtime/errors.ts';
+import {
+  CollectiveMismatchError,
+  CommTimeoutError,
+  InvalidStateError,
+  RankFailedError,
+} from '../../src/runtime/errors.ts';
 import { Tensor } from '../../src/tensor/tensor.ts';
 import { handOver, type RankedStore } from '../fixtures/hand-over.ts';
 import { expectEveryDtype } from '../fixtures/store-jobs.ts';
@@ -146,6 +151,7 @@ export function describeTensorStoreContract(
       await c2.destFinishGet('e', { error: 'rank 2: out of memory' });
       const local = await rejection(p.srcWaitUntilGetFinished('e'));
       expect(local).not.toBeInstanceOf(CollectiveMismatchError);
+      expect(local).toBeInstanceOf(RankFailedError);
       expect(local.message).toBe('rank 2: out of memory');
       expect((await handOver(p, c1, 'e', t)).toArray()).toEqual([1]);
     });
@@ -324,19 +330,19 @@ export function describeTensorStoreContract(
       for (const to of [[1], [2]]) {
         await expectError(
           p.srcSet('a', t, 1, { to }),
-          Error,
+          InvalidStateError,
           /^srcSet\("a"\): key is already set by this rank and not yet finished$/,
         );
       }
       const none = /^destFinishGet\("a"\): rank 1 has no unfinished destGet of this key$/;
       const unset = /^srcWaitUntilGetFinished\("b"\): rank 0 has not set this key$/;
-      await expectError(c.destFinishGet('a'), Error, none);
-      await expectError(p.srcWaitUntilGetFinished('b'), Error, unset);
+      await expectError(c.destFinishGet('a'), InvalidStateError, none);
+      await expectError(p.srcWaitUntilGetFinished('b'), InvalidStateError, unset);
       await c.destGet('a', { from: 0 });
       await c.destFinishGet('a');
       await p.srcWaitUntilGetFinished('a');
-      await expectError(c.destFinishGet('a'), Error, none);
-      await expectError(p.srcWaitUntilGetFinished('a'), Error, /rank 0 has not set this key$/);
+      await expectError(c.destFinishGet('a'), InvalidStateError, none);
+      await expectError(p.srcWaitUntilGetFinished('a'), InvalidStateError, /rank 0 has not set this key$/);
     });
 
     it(
@@ -349,7 +355,7 @@ export function describeTensorStoreContract(
         if (traits.sharedKeys) {
           await expectError(
             other.srcSet('k', Tensor.full([1], 2, 'int32'), 1, { to: [1] }),
-            Error,
+            InvalidStateError,
             /^srcSet\("k"\): key is still held by an earlier value \(set by rank 0\) whose consumers have not finished$/,
           );
           await c.destGet('k', { from: 0 });
@@ -389,19 +395,21 @@ export function describeTensorStoreContract(
       await sleep(20);
       p.close();
       c.close();
+      expect(await pendingGet).toBeInstanceOf(InvalidStateError);
       expect((await pendingGet).message).toMatch(/^destGet\("never"\): the \w+ store of rank 1 is closed$/);
+      expect(await pendingWait).toBeInstanceOf(InvalidStateError);
       expect((await pendingWait).message).toMatch(
         /^srcWaitUntilGetFinished\("held"\): the \w+ store of rank 0 is closed$/,
       );
       expect(performance.now() - started).toBeLessThan(LATE_MS);
       await expectError(
         p.srcSet('later', Tensor.ones([1]), 1, { to: [1] }),
-        Error,
+        InvalidStateError,
         /^srcSet\("later"\): the \w+ store of rank 0 is closed$/,
       );
       await expectError(
         c.destGet('later', { from: 0 }),
-        Error,
+        InvalidStateError,
         /^destGet\("later"\): the \w+ store of rank 1 is closed$/,
       );
     });

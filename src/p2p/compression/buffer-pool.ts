@@ -7,6 +7,8 @@
  * buffers from the largest size down to make room. It never waits: when
  * nothing fits, it answers undefined and the caller sends raw.
  */
+import { InvalidStateError } from '../../runtime/errors.ts';
+
 export interface PooledBuffer {
   readonly buffer: SharedArrayBuffer;
   /** Back to the idle lists, for reuse. */
@@ -85,7 +87,7 @@ export class TensorBufferPool {
     this.#activeBytes += size;
     let done = false;
     const settle = (keep: boolean) => {
-      if (done) throw new Error('TensorBufferPool: a buffer was given back twice');
+      if (done) throw new InvalidStateError('TensorBufferPool: a buffer was given back twice');
       done = true;
       this.#activeBytes -= size;
       if (keep) this.#cache(buffer);

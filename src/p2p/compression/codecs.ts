@@ -7,6 +7,7 @@
 
 import { createRequire } from 'node:module';
 import type { CompressionCodec, TensorCompressionConfig } from '../../runtime/config/cluster-config.ts';
+import { P2PCompressionError } from '../errors.ts';
 import { InflightLimit } from './inflight-limit.ts';
 
 /**
@@ -117,6 +118,7 @@ export function createCodec(config: TensorCompressionConfig): TensorCodec {
 export async function probeCodec(codec: TensorCodec, who: string): Promise<void> {
   const sample = new Uint8Array(256).map((_, i) => (i % 7 === 0 ? i : 0));
   try {
+    // These two are only words for the probe's error below.
     if (codec.reserve(1) === 0) throw new Error('no free slot');
     let packed: Uint8Array;
     try {
@@ -129,8 +131,9 @@ export async function probeCodec(codec: TensorCodec, who: string): Promise<void>
       throw new Error('the round trip changed the bytes');
     }
   } catch (error) {
-    throw new Error(`${who}: codec ${codec.name} failed its startup probe: ${(error as Error).message}`, {
-      cause: error,
-    });
+    throw new P2PCompressionError(
+      `${who}: codec ${codec.name} failed its startup probe: ${(error as Error).message}`,
+      { cause: error },
+    );
   }
 }

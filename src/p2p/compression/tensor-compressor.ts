@@ -7,7 +7,7 @@
  */
 import type { TensorCompressionConfig } from '../../runtime/config/cluster-config.ts';
 import { Tensor } from '../../tensor/tensor.ts';
-import { P2PProtocolError } from '../errors.ts';
+import { P2PCompressionError, P2PProtocolError } from '../errors.ts';
 import { chunkCount, chunkOf } from '../header.ts';
 import { type PooledBuffer, TensorBufferPool } from './buffer-pool.ts';
 import { createCodec, type TensorCodec } from './codecs.ts';
@@ -180,7 +180,7 @@ export class TensorCompressor {
     }
     const restored = await this.codec.decompress(wire.bytes(), timeoutMs, who);
     if (restored.length !== raw.length) {
-      throw new Error(
+      throw new P2PCompressionError(
         `${where}: ${this.codec.name} restored ${restored.length} bytes, not ${raw.length}; the data is corrupt`,
       );
     }

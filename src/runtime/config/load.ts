@@ -25,14 +25,18 @@ export function loadClusterConfig(pathOrObject: string | URL | object): ClusterC
     try {
       text = readFileSync(pathOrObject, 'utf8');
     } catch (error) {
-      throw new Error(`loadClusterConfig: cannot read ${String(pathOrObject)}: ${(error as Error).message}`);
+      throw new ClusterConfigError('(root)', 'cannot be read', {
+        message: `loadClusterConfig: cannot read ${String(pathOrObject)}: ${(error as Error).message}`,
+        cause: error,
+      });
     }
     try {
       document = parseYaml(text);
     } catch (error) {
-      throw new Error(
-        `loadClusterConfig: ${String(pathOrObject)} is not YAML or JSON: ${(error as Error).message}`,
-      );
+      throw new ClusterConfigError('(root)', 'is not YAML or JSON', {
+        message: `loadClusterConfig: ${String(pathOrObject)} is not YAML or JSON: ${(error as Error).message}`,
+        cause: error,
+      });
     }
   }
   if (typeof document !== 'object' || document === null || Array.isArray(document)) {

@@ -23,8 +23,9 @@ export class ClusterConfigError extends TensorcommError {
   /** The offending key's full path, e.g. `cluster.collective.tensor_compression.level`. */
   readonly key: string;
 
-  constructor(key: string, problem: string) {
-    super(`cluster config: ${key} ${problem}`);
+  /** `options.message`: the message in full, for a problem of the whole file (key `(root)`) that says it better. */
+  constructor(key: string, problem: string, options?: ErrorOptions & { message?: string }) {
+    super(options?.message ?? `cluster config: ${key} ${problem}`, options);
     this.key = key;
   }
 }

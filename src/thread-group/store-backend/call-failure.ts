@@ -57,9 +57,17 @@ export function layoutMismatchError(
   );
 }
 
-/** Group rank `producer` failed this call locally and said why. */
-export function abandonedError(group: GroupView, call: CallInfo, producer: number, why: string): Error {
-  return new Error(`${callWhere(call, group)}: group rank ${producer} failed this call: ${why}`);
+/** Group rank `producer` failed this call locally and said why: its own error is the root cause, this one its echo. */
+export function abandonedError(
+  group: GroupView,
+  call: CallInfo,
+  producer: number,
+  why: string,
+): RankFailedError {
+  return new RankFailedError(
+    `${callWhere(call, group)}: group rank ${producer} failed this call: ${why}`,
+    group.ranks[producer],
+  );
 }
 
 /** The call timed out doing `what` (e.g. `waiting for group rank 1 (global rank 1)`), with the hang report. */

@@ -383,6 +383,7 @@ export class CallRegion {
         return mismatchError(this.#group, call, call.signature, p, this.#text(record));
       }
     }
+    // The outcome word says a record holds the failure: only a bug in tensorcomm leaves none.
     return new Error(`${call.signature}: the group region holds no failure for call #${call.seq}`);
   }
 

@@ -93,6 +93,7 @@ export class Exchange {
    */
   among(groupRanks: readonly number[], tag: string): Exchange {
     const rank = groupRanks.indexOf(this.rank);
+    // An algorithm's step picks the ranks: only a bug in tensorcomm leaves this rank out.
     if (rank < 0)
       throw new Error(`Exchange.among: group rank ${this.rank} is not among ${groupRanks.join(', ')}`);
     const view: GroupView = {

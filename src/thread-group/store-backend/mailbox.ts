@@ -345,7 +345,7 @@ export class Mailbox {
     const text = decodeText(this.#bytes.subarray(textAt, textAt + this.#words[at + ACK.textLength]));
     const peer = this.#group.ranks[dst];
     const failure = { error: text, mismatch: state === ACK_STATE.mismatch };
-    return Promise.reject(failureError(failure, (message) => new CallMismatchError(message, peer)));
+    return Promise.reject(failureError(failure, (message) => new CallMismatchError(message, peer), peer));
   }
 
   /** Receive side: leaves the verdict on a message with ticket `ack` in the acknowledgement slot its sender waits on. */
@@ -655,6 +655,7 @@ export class Mailbox {
       const body = ring.peek();
       if (body === undefined) return false;
       if (typeof body === 'number') {
+        // The ring is tensorcomm's own memory, which no user code reaches: only a bug breaks a record.
         throw new Error(
           `mailbox from ${ranksText(this.#group, [src])}: a record of ${body} bytes cannot be one (memory overwritten)`,
         );

@@ -89,7 +89,7 @@ async function arrive(x: Exchange): Promise<void> {
     const message = `${x.where()}: rank ${x.globalRank(x.rank)} arrived, but group rank ${ROOT} reports: ${bytes.subarray(1).toString('utf8')}`;
     if (bytes[0] === KIND.notPassed) throw new CommTimeoutError(message);
     if (bytes[0] === KIND.mismatch) throw new CallMismatchError(message, x.globalRank(ROOT));
-    throw new Error(message);
+    throw new RankFailedError(message, x.globalRank(ROOT));
   }
   await x.consumed(0);
 }

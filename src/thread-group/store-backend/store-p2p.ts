@@ -337,6 +337,7 @@ export class StoreP2P {
       // The message this receive was for leaves the mailbox. An inline one's send waits for this
       // receive's verdict, which is this rank's error; only a stored one is answered through the store.
       const bounded = { ...call, timeoutMs: Math.min(call.timeoutMs, TELL_TIMEOUT_MS) };
+      // Only its message travels: the sender is told it in its verdict.
       const told = new Error(`rank ${this.#group.ranks[me]}: ${error.message}`);
       const stored = await settled(() =>
         mailbox.receive(bounded, src, tag, message, (record) => {
