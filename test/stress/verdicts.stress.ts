@@ -42,8 +42,8 @@ describe(`stress round ${round}: one verdict for each mistake, whatever the timi
           const message = await failure(fixture.run('forgotten', chaotic(seed), { late, chain }));
           expect(message).toMatch(
             chain
-              ? /rank 1 \(rank-1\): Error: the rank's main returned without looking at 1 call\(s\) it started: the then\(\) chained on allReduce/
-              : /rank 1 \(rank-1\): Error: the rank's main returned without looking at 1 call\(s\) it started: allReduce/,
+              ? /rank 1 \(rank-1\): UnfinishedWorkError: the rank's main returned without looking at 1 call\(s\) it started: the then\(\) chained on allReduce/
+              : /rank 1 \(rank-1\): UnfinishedWorkError: the rank's main returned without looking at 1 call\(s\) it started: allReduce/,
           );
         }
         expect(await fixture.run('forgotten', chaotic(seed), { late, detach: true })).toMatchObject([2, {}]);
