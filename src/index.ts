@@ -122,6 +122,7 @@ export {
   UnfinishedWorkError,
 } from './runtime/errors.ts';
 export type { ChaosOptions, FaultKind, FaultSpec } from './runtime/faults/options.ts';
+export type { NetworkBytes, NetworkStats } from './runtime/network-stats.ts';
 export type {
   StoreEntry,
   StoreFinishOptions,

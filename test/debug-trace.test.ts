@@ -56,6 +56,11 @@ function checkTrace(trace: ChromeTrace, worldSize: number): void {
   expect(summary.get('barrier')).toMatchObject({ count: 2 * worldSize, bytes: 0, busbw: 0 });
   expect(summary.get('send')).toMatchObject({ count: 1, bytes: 64 });
   expect(summary.get('allReduce')!.busbw).toBeGreaterThan(0);
+  // Every rank's network bytes, beside the summary: none on one machine (shared memory is not the network).
+  const noNetwork = { sentBytes: 0, receivedBytes: 0, peers: {} };
+  expect(trace.otherData.network).toEqual(
+    Object.fromEntries(Array.from({ length: worldSize }, (_, r) => [r, noNetwork])),
+  );
 }
 
 describe('traces', () => {

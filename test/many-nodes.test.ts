@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NetworkStats } from '../src/index.ts';
 import { cleanEnv, runCollecting } from './fixtures/child-run.ts';
 import { freePort } from './fixtures/free-port.ts';
 import {
@@ -73,6 +74,18 @@ function launcherArgv(node: number, master: readonly string[], nodes = 2, perNod
   ];
 }
 
+/** A trace's network summary for two nodes of ranks 0, 1 | 2, 3: each rank's bytes to and from the other node's ranks only. */
+function expectNetworkOfTwoNodes(network: Record<number, NetworkStats>): void {
+  for (const r of [0, 1, 2, 3]) {
+    const { peers } = network[r] ?? { peers: {} };
+    expect(Object.keys(peers).map(Number), `rank ${r}'s network peers`).toEqual(r < 2 ? [2, 3] : [0, 1]);
+    for (const bytes of Object.values(peers)) {
+      expect(bytes.sentBytes).toBeGreaterThan(0);
+      expect(bytes.receivedBytes).toBeGreaterThan(0);
+    }
+  }
+}
+
 /** Every rank of the job printed its line, with every layer it checks. */
 function expectEveryLayer(out: string, ranks: readonly number[], worldSize: number): void {
   const lines = out.split('\n').filter((line) => / passed: /.test(line));
@@ -108,11 +121,13 @@ describe.skipIf(!canMakeNodes)('ranks started by another engine on two nodes', {
     ).finally(() => rmSync(traces, { recursive: true, force: true }));
     for (const run of runs) expect(exitCodes(run), run.out).toEqual([0, 0]);
     const traceOf = (out: string) => /^trace: (.*)$/m.exec(out)?.[1] ?? '';
-    const { traceEvents } = JSON.parse(traceOf(runs[0].out)) as {
+    const { traceEvents, otherData } = JSON.parse(traceOf(runs[0].out)) as {
       traceEvents: Array<{ ph: string; tid: number }>;
+      otherData: { network: Record<number, NetworkStats> };
     };
     const ranksTraced = new Set(traceEvents.filter((e) => e.ph === 'X').map((e) => e.tid));
     expect([...ranksTraced].sort()).toEqual([0, 1, 2, 3]);
+    expectNetworkOfTwoNodes(otherData.network);
     // Node 0 holds the trace alone; node 1 handed its ranks' parts over and kept nothing.
     expect(/^files: (.*)$/m.exec(runs[0].out)?.[1], runs[0].out).toBe('job.json');
     expect(/^files: (.*)$/m.exec(runs[1].out)?.[1], runs[1].out).toBe('');
@@ -152,6 +167,19 @@ describe.skipIf(!canMakeNodes)('ranks started by another engine on two nodes', {
       // The collective timeout is 30 s: the loss was noticed, not waited out.
       expect(Number(line![1])).toBeLessThan(10);
     }
+  });
+
+  it("group.nodeOf gives the job's node indexes; networkStats counts alike at both ends, a send as its payload plus headers", async () => {
+    const runs = await twoNodes(['node', ...(await nodeScript('test/fixtures/node-stats.ts'))]);
+    for (const run of runs) expect(exitCodes(run), run.out).toEqual([0, 0]);
+    const out = runs.map((r) => r.out).join('\n');
+    const passed = out.split('\n').filter((line) => / node stats passed /.test(line));
+    expect(passed.map((line) => line.split(' node stats')[0]).sort(), out).toEqual([
+      'rank 0',
+      'rank 1',
+      'rank 2',
+      'rank 3',
+    ]);
   });
 });
 
@@ -240,11 +268,13 @@ describe.skipIf(!canMakeNodes)('two tensorcomm run launchers as two nodes', { ti
     ).finally(() => rmSync(traces, { recursive: true, force: true }));
     const traceOf = (out: string) => /^trace: (.*)$/m.exec(out)?.[1] ?? '';
     // Node 0 wrote the job's trace, with every rank's calls; node 1 handed its part over and kept none.
-    const { traceEvents } = JSON.parse(traceOf(runs[0].out)) as {
+    const { traceEvents, otherData } = JSON.parse(traceOf(runs[0].out)) as {
       traceEvents: Array<{ ph: string; tid: number }>;
+      otherData: { network: Record<number, NetworkStats> };
     };
     const ranksTraced = new Set(traceEvents.filter((e) => e.ph === 'X').map((e) => e.tid));
     expect([...ranksTraced].sort()).toEqual([0, 1, 2, 3]);
+    expectNetworkOfTwoNodes(otherData.network);
     expect(traceOf(runs[1].out)).toBe('');
     for (const [node, run] of runs.entries()) {
       expect(exitCodes(run), run.out).toEqual([0]);

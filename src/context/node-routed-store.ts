@@ -8,6 +8,8 @@
  * both stores, the network store offering it to whoever asks (`pull`); the
  * first to finish it wins and the other is withdrawn.
  */
+
+import { type NetworkStats, noNetworkStats } from '../runtime/network-stats.ts';
 import {
   alreadySetError,
   checkFinish,
@@ -53,6 +55,11 @@ export class NodeRoutedStore implements TensorStore {
 
   nodeOf(rank: number): string {
     return this.#nodeOf[rank];
+  }
+
+  /** The network's bytes are the far store's: the node's own store moves none. */
+  networkStats(): NetworkStats {
+    return this.#far.networkStats?.() ?? noNetworkStats();
   }
 
   #onThisNode(rank: number): boolean {

@@ -19,6 +19,7 @@ import { setCurrentRank } from '../runtime/current-rank.ts';
 import { errandsDone } from '../runtime/errands.ts';
 import { InvalidStateError } from '../runtime/errors.ts';
 import { FaultInjector, setRankFaults } from '../runtime/faults/injector.ts';
+import { type NetworkStats, noNetworkStats } from '../runtime/network-stats.ts';
 import { runAll } from '../runtime/run-all.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { tuneRankTiering } from '../runtime/v8-tiering.ts';
@@ -27,6 +28,7 @@ import { closeLedger, openLedger } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
 import { adoptKernelModule, kernelModule } from '../tensor/simd-kernels.ts';
 import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
+import { nodeIndexes } from '../thread-group/group-nodes.ts';
 import { regionBytes } from '../thread-group/store-backend/call-region.ts';
 import { mailboxBytes } from '../thread-group/store-backend/mailbox.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
@@ -59,6 +61,13 @@ export interface RankContext extends RankIdentity {
    * torch); this rank's, or null for a rank in no list. Lists must not overlap.
    */
   splitGroup(splitRanks: number[][], options?: SplitGroupOptions): Promise<ThreadGroup | null>;
+  /**
+   * The bytes this rank sent and received over the network (the TCP
+   * connections to ranks of other nodes, not shared memory) since
+   * initProcess, frame headers included, in all and per peer global rank.
+   * Zeros and no peers for a rank that never used the network (thread ranks).
+   */
+  networkStats(): NetworkStats;
   /** Ends this rank's part: peers still waiting on it fail at once, naming `failure` when given. */
   close(failure?: unknown): Promise<void>;
 }
@@ -215,6 +224,9 @@ export async function buildRankContext(
   const created = new Map<string, number>();
   /** Live groups on NCCL, in creation order: the same on every member, so close destroys them alike. */
   const ncclGroups = new Set<ThreadGroup>();
+  // Worked out once: a store spanning nodes knows every rank's node; any other has them all on one.
+  const nodeOf = store.nodeOf?.bind(store);
+  const nodeIndex = nodeOf && nodeIndexes(Array.from({ length: worldSize }, (_, r) => nodeOf(r)));
 
   function makeGroup(kind: string, members: readonly number[], name: string, timeoutMs: number): ThreadGroup {
     const memberList = members.join('.');
@@ -225,7 +237,17 @@ export async function buildRankContext(
     const groupRank = members.indexOf(rank);
     // The start-up barrier waits for ranks still starting, which it need not look at every 100 ms.
     const peerCheckMs = kind === 's' ? STARTUP_PEER_CHECK_MS : undefined;
-    const info = { id, name, ranks: members, rank: groupRank, globalRank: rank, timeoutMs, peerCheckMs };
+    const nodes = nodeIndex && members.map((r) => nodeIndex[r]);
+    const info = {
+      id,
+      name,
+      ranks: members,
+      rank: groupRank,
+      globalRank: rank,
+      timeoutMs,
+      peerCheckMs,
+      nodes,
+    };
     const view = { id, name, rank: groupRank, size: members.length, ranks: members };
     // The startup barrier is about the store's listeners: no communicator for it.
     const backend =
@@ -289,6 +311,9 @@ export async function buildRankContext(
       const name = splitOptions.name ?? `group[${members.join(',')}]`;
       return makeGroup('g', members, name, splitOptions.timeoutMs ?? options.collectiveTimeoutMs);
     },
+    networkStats() {
+      return store.networkStats?.() ?? noNetworkStats();
+    },
     async close(failure?: unknown) {
       // A rank that returned without looking at a call, with one pending, or let one fail unseen, fails
       // here, and its peers are told.
@@ -320,6 +345,9 @@ export async function buildRankContext(
     },
   } as RankContext;
   closers.set(ctx, built);
+  // The rank's trace part carries its network bytes (the trace's network summary).
+  const monitor = rankMonitor();
+  if (monitor) monitor.networkStats = () => ctx.networkStats();
   for (const extension of extensions) installExtension(ctx, extension);
   current = ctx;
   setCurrentRank({ rank, store });

@@ -10,7 +10,14 @@
  * machine.
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { readTraceParts, type TraceShare, tracePartPath, writeTrace } from '../debug/trace.ts';
+import {
+  partShare,
+  readTraceParts,
+  type TracePart,
+  type TraceShare,
+  tracePartPath,
+  writeTrace,
+} from '../debug/trace.ts';
 import type { RendezvousClient } from '../rendezvous/client.ts';
 
 const keyOf = (rank: number) => `tensorcomm/trace/${rank}`;
@@ -42,7 +49,9 @@ export async function writeJobTrace(
   const shares: TraceShare[] = [readTraceParts(trace, [0])];
   for (let rank = 1; rank < worldSize; rank++) {
     if (!(await client.check([keyOf(rank)]))) continue;
-    shares.push(JSON.parse(new TextDecoder().decode(await client.get(keyOf(rank)))) as TraceShare);
+    // Handed over as the rank wrote it: a part, its network bytes not yet keyed by its rank.
+    const part = JSON.parse(new TextDecoder().decode(await client.get(keyOf(rank)))) as TracePart;
+    shares.push(partShare(rank, part));
     await client.delete(keyOf(rank));
   }
   writeTrace(trace, shares, worldSize);

@@ -7,6 +7,7 @@
  * every rank now?
  */
 
+import type { NetworkStats } from '../runtime/network-stats.ts';
 import { removeItem } from '../runtime/remove-item.ts';
 import { type CallEntry, type CallRecord, epochMs, epochNowMs, nowUs, opCode } from './call-record.ts';
 import { formatSite, SiteBudget } from './call-site.ts';
@@ -48,6 +49,11 @@ export class RankMonitor {
   #traceDropped = 0;
   #snapshotAt = 0;
   #exit: string | undefined;
+  /**
+   * The rank's network bytes, for its trace part (the trace's per-rank network summary); set by its
+   * context, which knows the store.
+   */
+  networkStats: (() => NetworkStats) | undefined;
 
   constructor(
     readonly rank: number,
@@ -314,7 +320,8 @@ export class RankMonitor {
     this.publish();
     this.board.setState(this.rank, RankState.exited);
     if (this.options.trace && this.#trace) {
-      writeTracePart(this.options.trace, this.rank, this.#trace.map(toEntry), this.#traceDropped);
+      const entries = this.#trace.map(toEntry);
+      writeTracePart(this.options.trace, this.rank, entries, this.#traceDropped, this.networkStats?.());
     }
   }
 }

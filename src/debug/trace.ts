@@ -2,7 +2,9 @@
  * Traces: every communication call of every rank with start, end, bytes and
  * peers, written as a Chrome trace / Perfetto JSON file (one track per rank:
  * open it in ui.perfetto.dev or chrome://tracing), with a per-op summary
- * (count, bytes, total time, busbw) in its `otherData`.
+ * (count, bytes, total time, busbw) in its `otherData`, and beside it each
+ * rank's network bytes at its end, per peer (`network`: what ctx.networkStats()
+ * said), so a trace shows which ranks' traffic crossed between nodes.
  *
  * Each rank writes its calls to `<trace>.rank<r>.part` when it closes; the
  * launcher merges the parts into `<trace>` once every rank has exited and
@@ -10,6 +12,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import type { NetworkStats } from '../runtime/network-stats.ts';
 import { busFactor } from './bus-factor.ts';
 import type { CallEntry } from './call-record.ts';
 
@@ -37,7 +40,14 @@ export interface TraceSummaryRow {
 export interface ChromeTrace {
   traceEvents: ChromeTraceEvent[];
   displayTimeUnit: 'ms';
-  otherData: { tool: 'tensorcomm'; worldSize: number; droppedEvents: number; summary: TraceSummaryRow[] };
+  otherData: {
+    tool: 'tensorcomm';
+    worldSize: number;
+    droppedEvents: number;
+    summary: TraceSummaryRow[];
+    /** Each rank's network bytes when it closed, by global rank (ranks that wrote no part are missing). */
+    network: Record<number, NetworkStats>;
+  };
 }
 
 /** The file a job's trace goes to: `trace` itself when it ends in .json, else a new file in that directory. */
@@ -51,15 +61,37 @@ export function tracePartPath(trace: string, rank: number): string {
   return `${trace}.rank${rank}.part`;
 }
 
-export function writeTracePart(trace: string, rank: number, entries: CallEntry[], dropped: number): void {
+/** What one rank leaves for the trace: its calls, how many it dropped, and its network bytes. */
+export interface TracePart {
+  entries: CallEntry[];
+  dropped: number;
+  network?: NetworkStats;
+}
+
+export function writeTracePart(
+  trace: string,
+  rank: number,
+  entries: CallEntry[],
+  dropped: number,
+  network?: NetworkStats,
+): void {
   mkdirSync(dirname(trace), { recursive: true });
-  writeFileSync(tracePartPath(trace, rank), JSON.stringify({ rank, dropped, entries }));
+  const part: TracePart = { entries, dropped, network };
+  writeFileSync(tracePartPath(trace, rank), JSON.stringify({ rank, ...part }));
 }
 
 /** Some ranks' calls, as their parts held them: what one node of a job contributes to its trace. */
 export interface TraceShare {
   entries: CallEntry[];
   dropped: number;
+  /** The ranks' network bytes, by global rank. */
+  network?: Record<number, NetworkStats>;
+}
+
+/** One rank's part as a share of the trace: its network bytes keyed by its rank. */
+export function partShare(rank: number, part: TracePart): TraceShare {
+  const { entries, dropped, network } = part;
+  return network ? { entries, dropped, network: { [rank]: network } } : { entries, dropped };
 }
 
 /** The parts of `ranks` found beside `trace`, removed from disk. A rank that died before closing wrote none. */
@@ -68,9 +100,10 @@ export function readTraceParts(trace: string, ranks: Iterable<number>): TraceSha
   for (const rank of ranks) {
     const part = tracePartPath(trace, rank);
     if (!existsSync(part)) continue;
-    const parsed = JSON.parse(readFileSync(part, 'utf8')) as TraceShare;
+    const parsed = partShare(rank, JSON.parse(readFileSync(part, 'utf8')) as TracePart);
     share.entries.push(...parsed.entries);
     share.dropped += parsed.dropped;
+    if (parsed.network) share.network = { ...share.network, ...parsed.network };
     rmSync(part, { force: true });
   }
   return share;
@@ -80,7 +113,8 @@ export function readTraceParts(trace: string, ranks: Iterable<number>): TraceSha
 export function writeTrace(trace: string, shares: readonly TraceShare[], worldSize: number): ChromeTrace {
   const entries = shares.flatMap((s) => s.entries);
   const dropped = shares.reduce((sum, s) => sum + s.dropped, 0);
-  const chrome = toChromeTrace(entries, worldSize, dropped);
+  const network = Object.assign({}, ...shares.map((s) => s.network ?? {})) as Record<number, NetworkStats>;
+  const chrome = toChromeTrace(entries, worldSize, dropped, network);
   mkdirSync(dirname(trace), { recursive: true });
   writeFileSync(trace, JSON.stringify(chrome));
   return chrome;
@@ -100,7 +134,12 @@ export function mergeTraceParts(trace: string, worldSize: number): ChromeTrace {
   );
 }
 
-export function toChromeTrace(entries: readonly CallEntry[], worldSize: number, dropped = 0): ChromeTrace {
+export function toChromeTrace(
+  entries: readonly CallEntry[],
+  worldSize: number,
+  dropped = 0,
+  network: Record<number, NetworkStats> = {},
+): ChromeTrace {
   const tracks: ChromeTraceEvent[] = Array.from({ length: worldSize }, (_, rank) => ({
     name: 'thread_name',
     ph: 'M',
@@ -130,7 +169,13 @@ export function toChromeTrace(entries: readonly CallEntry[], worldSize: number, 
   return {
     traceEvents: [...tracks, ...calls],
     displayTimeUnit: 'ms',
-    otherData: { tool: 'tensorcomm', worldSize, droppedEvents: dropped, summary: summarizeCalls(entries) },
+    otherData: {
+      tool: 'tensorcomm',
+      worldSize,
+      droppedEvents: dropped,
+      summary: summarizeCalls(entries),
+      network,
+    },
   };
 }
 

@@ -23,6 +23,7 @@ import net from 'node:net';
 import { FrameDecoder } from '../rendezvous/protocol.ts';
 import { CommTimeoutError, InvalidStateError, type RankFailedError } from '../runtime/errors.ts';
 import { hasLibc } from '../runtime/libc.ts';
+import { type NetworkBytes, type NetworkStats, networkStatsOf } from '../runtime/network-stats.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
 import {
@@ -126,6 +127,8 @@ export class NetworkTensorStore implements TensorStore {
   readonly #spin: SpinPolicy;
   readonly #budget: Budget;
   readonly #links = new Map<number, Link>();
+  /** Bytes each peer's connection carried, kept after the connection ends (networkStats). */
+  readonly #traffic = new Map<number, NetworkBytes>();
   /** Connections that reached the server, while they are open. */
   readonly #accepted = new Set<net.Socket>();
   readonly #wakers = new Wakers();
@@ -286,10 +289,24 @@ export class NetworkTensorStore implements TensorStore {
 
   #adopt(socket: net.Socket, decoder: FrameDecoder, peer: PeerHello, address: string): void {
     if (this.#closed) return void socket.destroy();
-    const conn = new PeerConnection(socket, decoder, peer, this.#local, address, this.#events);
+    let traffic = this.#traffic.get(peer.rank);
+    if (!traffic) {
+      traffic = { sentBytes: 0, receivedBytes: 0 };
+      this.#traffic.set(peer.rank, traffic);
+    }
+    const conn = new PeerConnection(socket, decoder, peer, this.#local, address, this.#events, traffic);
     this.#links.set(peer.rank, { conn, inbox: new Inbox(this.#budget) });
     conn.start();
     this.#wakers.wake(CONNECT_TOPIC);
+  }
+
+  /**
+   * The bytes this rank sent to and received from each peer since its
+   * connection's handshake, frames whole (headers included), and their sums;
+   * the handshakes' own few hundred bytes are not counted.
+   */
+  networkStats(): NetworkStats {
+    return networkStatsOf(this.#traffic);
   }
 
   /**

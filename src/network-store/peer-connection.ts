@@ -11,6 +11,7 @@ import net from 'node:net';
 import type { FrameDecoder } from '../rendezvous/protocol.ts';
 import { RankFailedError } from '../runtime/errors.ts';
 import { libc, MSG_DONTWAIT } from '../runtime/libc.ts';
+import type { NetworkBytes } from '../runtime/network-stats.ts';
 import type { StoreFinishOptions } from '../runtime/tensor-store.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { NetworkStoreProtocolError } from './errors.ts';
@@ -87,6 +88,8 @@ export class PeerConnection {
   #eventLoopReadsInto: Uint8Array | undefined;
   #failure: RankFailedError | undefined;
   #socketError = '';
+  /** What went each way since the handshake, frames whole (ctx.networkStats()); the store keeps it per peer. */
+  readonly #traffic: NetworkBytes;
 
   constructor(
     socket: net.Socket,
@@ -95,6 +98,7 @@ export class PeerConnection {
     local: PeerHello,
     address: string,
     events: PeerEvents,
+    traffic: NetworkBytes,
   ) {
     this.rank = peer.rank;
     this.maxValueBytes = peer.maxValueBytes;
@@ -104,6 +108,9 @@ export class PeerConnection {
     this.#socket = socket;
     this.#decoder = decoder;
     this.#events = events;
+    this.#traffic = traffic;
+    // What the peer sent right after its handshake, read with it.
+    traffic.receivedBytes += decoder.pending;
   }
 
   /**
@@ -127,7 +134,11 @@ export class PeerConnection {
         ),
       );
     socket.on('close', lost);
-    if (socket === handshaken) socket.on('data', (chunk: Buffer) => this.#receive(chunk));
+    if (socket === handshaken)
+      socket.on('data', (chunk: Buffer) => {
+        this.#traffic.receivedBytes += chunk.byteLength;
+        this.#receive(chunk);
+      });
     this.#receive(Buffer.alloc(0));
     // It may have closed between the handshake and now, before 'close' had a listener.
     if (socket.destroyed) lost();
@@ -152,6 +163,7 @@ export class PeerConnection {
       return undefined;
     }
     for (let chunk = old.read() as Buffer | null; chunk !== null; chunk = old.read() as Buffer | null) {
+      this.#traffic.receivedBytes += chunk.byteLength;
       this.#decoder.push(chunk);
     }
     internal._handle = null;
@@ -184,6 +196,7 @@ export class PeerConnection {
   }
 
   #read(nread: number, buffer: Uint8Array): void {
+    if (nread > 0) this.#traffic.receivedBytes += nread;
     if (nread <= 0 || this.#failure) return;
     const p = this.#payload;
     if (buffer !== this.#stage && p?.into) {
@@ -264,13 +277,13 @@ export class PeerConnection {
     const before = this.#takeDeferred();
     if (tensor.nbytes <= COPY_MAX_BYTES) {
       const parts = tensor.nbytes === 0 ? [header] : [header, tensor.bytes()];
-      socket.write(before ? Buffer.concat([before, ...parts]) : Buffer.concat(parts), sent);
+      this.#put(before ? Buffer.concat([before, ...parts]) : Buffer.concat(parts), sent);
       return;
     }
     socket.cork();
-    if (before) socket.write(before);
-    socket.write(header);
-    socket.write(tensor.bytes(), sent);
+    if (before) this.#put(before);
+    this.#put(header);
+    this.#put(tensor.bytes(), sent);
     socket.uncork();
   }
 
@@ -295,7 +308,7 @@ export class PeerConnection {
     setImmediate(() => {
       this.#flushing = false;
       const frames = this.#takeDeferred();
-      if (frames && !this.#failure) this.#socket.write(frames);
+      if (frames && !this.#failure) this.#put(frames);
     });
   }
 
@@ -314,7 +327,13 @@ export class PeerConnection {
   /** Writes `frame` after the deferred finishes, so frames keep the order they were sent in. */
   #write(frame: Buffer): void {
     const before = this.#takeDeferred();
-    this.#socket.write(before ? Buffer.concat([before, frame]) : frame);
+    this.#put(before ? Buffer.concat([before, frame]) : frame);
+  }
+
+  /** Writes bytes to the peer, counted as sent (every write after the handshake goes through here). */
+  #put(bytes: Uint8Array, written?: () => void): void {
+    this.#traffic.sentBytes += bytes.byteLength;
+    this.#socket.write(bytes, written);
   }
 
   /** The deferred finishes as one buffer, forgotten here; undefined when there are none. */
@@ -333,7 +352,7 @@ export class PeerConnection {
   close(farewellMessage?: string): void {
     // Finishes still deferred go first: a producer may wait for them (a write to a socket with room is immediate).
     const deferred = this.#takeDeferred();
-    if (deferred && !this.#failure) this.#socket.write(deferred);
+    if (deferred && !this.#failure) this.#put(deferred);
     this.#failure ??= new RankFailedError(
       `rank ${this.#localRank} closed its connection to rank ${this.rank}`,
       undefined,

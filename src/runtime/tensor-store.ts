@@ -10,6 +10,7 @@
  */
 import type { Tensor } from '../tensor/tensor.ts';
 import type { AbortWord } from './abort-word.ts';
+import type { NetworkStats } from './network-stats.ts';
 
 export interface StoreWaitOptions {
   /** How long to wait (default: the store's); 0 looks once, so a get of a value not yet set claims nothing. */
@@ -99,6 +100,8 @@ export interface TensorStore {
    * reduces within each node first).
    */
   nodeOf?(rank: number): string;
+  /** Optional, for stores that use the network: the bytes this rank's connections carried (ctx.networkStats()). */
+  networkStats?(): NetworkStats;
   /**
    * Optional, where every rank maps the same memory (MemoryTensorStore): the
    * zero-filled bytes shared by every caller of `key` (at least `bytes` of

@@ -49,6 +49,7 @@ import {
 } from './call-signatures.ts';
 import { CallTracker } from './call-tracker.ts';
 import { withFaults } from './fault-hook.ts';
+import { membersByNode } from './group-nodes.ts';
 import { objectToTensor, tensorToObject } from './object-bytes.ts';
 import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
 import { RecentSignature, type Signed } from './recent-signatures.ts';
@@ -95,6 +96,8 @@ export interface GroupInfo {
   timeoutMs: number;
   /** How often its calls' slow waits look at their peers (CallDebug.peerCheckMs); PEER_CHECK_MS by default. */
   peerCheckMs?: number;
+  /** Each member's node index (group-nodes.ts), by group rank; absent where every member is on node 0. */
+  nodes?: readonly number[];
 }
 
 export class ThreadGroup {
@@ -138,6 +141,27 @@ export class ThreadGroup {
   }
   get isMember(): boolean {
     return this.#info.rank >= 0;
+  }
+
+  /**
+   * The node group rank `groupRank` runs on: its index among the job's nodes
+   * (0-based, in order of the nodes' lowest global ranks), the same index in
+   * every group. Ranks share a node when the same `tensorcomm run` started
+   * them, or when they report the same node id (TENSORCOMM_NODE_ID, else
+   * SLURM_NODEID, else the host name); thread ranks are all on node 0.
+   */
+  nodeOf(groupRank: number): number {
+    checkGroupRank(this, groupRank, 'rank', 'nodeOf');
+    return this.#info.nodes?.[groupRank] ?? 0;
+  }
+
+  /**
+   * The members of each node the group spans, as group ranks (ascending), the
+   * nodes in the order of their nodeOf index. Only nodes holding members are
+   * listed, so the i-th list is node i only where the group spans every node.
+   */
+  nodes(): number[][] {
+    return membersByNode(this.#info.nodes ?? this.#info.ranks.map(() => 0));
   }
   get destroyed(): boolean {
     return this.#destroyed;
