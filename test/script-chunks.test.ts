@@ -17,7 +17,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import * as esbuild from 'esbuild';
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawnThreads } from '../src/index.ts';
+import { launchProcesses, spawnThreads } from '../src/index.ts';
 import { writeScriptChunks } from '../src/launch/script-chunks.ts';
 import { entryBundle, PACKAGE_ROOT, rootImporter } from './fixtures/root-importer.ts';
 
@@ -112,6 +112,17 @@ console.log(JSON.stringify(ranks.map((rank) => rank.loaded)));
     expect(Object.values(first[0]).length).toBeGreaterThan(0);
     for (const rank of await run()) {
       expect(rank).toEqual(Object.fromEntries(Object.keys(first[0]).map((chunk) => [chunk, true])));
+    }
+  });
+
+  it('process ranks write the code caches of their node, and a later process job loads every chunk from them (the tiering flag set before the first chunk compiles)', async () => {
+    const file = cacheReporter('process-caches.mjs');
+    const job = () => launchProcesses<{ loaded: Loaded[] }>(file, { nproc: 2, output: () => {} });
+    const first = await job();
+    const chunks = first[0].loaded.map(({ chunk }) => chunk.split('/').pop());
+    expect(chunks.length).toBeGreaterThan(0);
+    for (const rank of await job()) {
+      expect(byCache(rank.loaded)).toEqual(Object.fromEntries(chunks.map((chunk) => [chunk, true])));
     }
   });
 

@@ -7,6 +7,7 @@
  */
 
 import { importModule } from '../runtime/import-module.ts';
+import { saveCodeCaches } from './code-caches.ts';
 import { LaunchError } from './errors.ts';
 import type { ProcessMessage } from './launch-processes.ts';
 import { errorReport, type RankReport } from './rank-report.ts';
@@ -62,6 +63,8 @@ async function run(): Promise<boolean> {
     throw error;
   }
   await ctx?.close();
+  // One process per node is enough (its bundle is the node's), once a job has run, as for thread ranks.
+  if (ctx !== undefined && process.env.LOCAL_RANK === '0') saveCodeCaches();
   await report({ kind: 'result', value: packTensors(value) });
   return ctx !== undefined;
 }

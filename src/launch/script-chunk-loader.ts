@@ -19,6 +19,7 @@ import { Script } from 'node:vm';
 import { threadId } from 'node:worker_threads';
 import { debugLog } from '../runtime/debug-log.ts';
 import { IMPORTER, type Importer } from '../runtime/import-module.ts';
+import { tuneRankTiering } from '../runtime/v8-tiering.ts';
 import { CODE_CACHES, type CodeCaches } from './code-caches.ts';
 
 /** The module wrapper: a chunk's text becomes the body of this function, strict as the module it was. */
@@ -164,6 +165,9 @@ function runScript(
   module: ChunkModule,
   require: (specifier: string) => unknown,
 ): void {
+  // V8 takes a code cache only under the flags it was made with: the rank's tiering flag is set before the
+  // first chunk compiles, in a process rank as in the launcher of thread ranks, so both take one cache.
+  tuneRankTiering();
   const cachedData = readCache(files.cache);
   const script = new Script(`${WRAPPER_HEAD}${readFileSync(files.script, 'utf8')}${WRAPPER_TAIL}`, {
     // Stack frames name the file whose lines they give: the script, not its stand-in.

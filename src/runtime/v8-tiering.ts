@@ -9,6 +9,7 @@
  * the machine at hand). The flag is the process's: its other code tiers up
  * sooner too. A flag the user set on the command line or in NODE_OPTIONS stays.
  * A launcher sets it before its first rank thread starts (spawn-threads.ts),
+ * and a process rank before its first chunk compiles (script-chunk-loader.ts),
  * since V8 takes a code cache only under the flags it was made with: set by
  * the ranks themselves, after their chunks had loaded, it made every later
  * process reject the bundle's caches and compile the library from source.
