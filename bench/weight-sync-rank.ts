@@ -95,7 +95,8 @@ function holds(got: Array<[string, Tensor]>, spec: ModelSpec, seed: number): boo
   });
 }
 
-function filledWith(bytes: Uint8Array, value: number): boolean {
+/** Whether every byte of `bytes` is `value` (compared a MiB at a time). */
+export function filledWith(bytes: Uint8Array, value: number): boolean {
   const chunk = Buffer.alloc(Math.min(bytes.length, 1 << 20), value);
   for (let at = 0; at < bytes.length; at += chunk.length) {
     const part = bytes.subarray(at, at + chunk.length);

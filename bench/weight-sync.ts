@@ -5,6 +5,10 @@
  * broadcasts each tensor on its own to the rollouts).
  *
  *   npx tsx bench/weight-sync.ts [--quick] [--json <file>]
+ *   npx tsx bench/weight-sync.ts --nodes [--quick] [--json <file>]
+ *
+ * --nodes: across two nodes over loopback instead, 1 trainer to 1, 2 and 3
+ * rollouts on the other node beside a plain TCP copy (weight-sync-nodes.ts).
  *
  * GB/s = model bytes / time per sync (1 GB = 1e9 B): the rate at which every
  * rollout gets the whole model.
@@ -13,6 +17,7 @@ import { availableParallelism } from 'node:os';
 import { launchProcesses, spawnThreads } from '../src/index.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';
 import { fixed, formatTable } from './table.ts';
+import { runWeightSyncNodesBench } from './weight-sync-nodes.ts';
 import {
   type ModelSpec,
   modelLayout,
@@ -104,5 +109,11 @@ function tabulate(results: RankResult[], bytes: number, log: Log): WeightSyncRow
 }
 
 export const main = benchMain('bench/weight-sync', runWeightSyncBench);
+const nodesMain = benchMain('bench/weight-sync --nodes', runWeightSyncNodesBench);
 
-if (isMainModule(import.meta.url)) await main();
+if (isMainModule(import.meta.url)) {
+  const argv = process.argv.slice(2);
+  // --nodes is this script's own flag: the shared ones are parsed as every bench parses them.
+  if (argv.includes('--nodes')) await nodesMain(argv.filter((a) => a !== '--nodes'));
+  else await main(argv);
+}

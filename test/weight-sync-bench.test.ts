@@ -1,6 +1,7 @@
 /** Smoke test of the weight-sync bench (--quick): it runs, every mode delivers exact weights in threads and in processes, the tables are whole. No timing is asserted. */
 import { describe, expect, it } from 'vitest';
 import { runWeightSyncBench } from '../bench/weight-sync.ts';
+import { NODES_MODES, runWeightSyncNodesBench } from '../bench/weight-sync-nodes.ts';
 import { SYNC_MODES } from '../bench/weight-sync-rank.ts';
 
 describe('weight-sync bench', () => {
@@ -20,5 +21,20 @@ describe('weight-sync bench', () => {
     expect(headers).toHaveLength(2);
     for (const header of headers)
       expect(header.slice(1).trim().split(/\s+/)).toEqual(['mode', 'time(ms)', 'GB/s', 'vs-naive', 'exact']);
+  }, 120_000);
+
+  it('--nodes: a row per mode (the TCP copy, 1 to 3 rollouts on the other node), all exact, with its goals', async () => {
+    const lines: string[] = [];
+    const report = await runWeightSyncNodesBench({ quick: true, log: (line) => lines.push(line) });
+    expect(report.rows.map((r) => r.mode)).toEqual(NODES_MODES);
+    for (const row of report.rows) {
+      expect(row.exact, row.mode).toBe(true);
+      expect(row.ms).toBeGreaterThan(0);
+    }
+    expect(report.rows.find((r) => r.mode === 'engine R=1')!.vsOne).toBe(1);
+    expect(report.rows.find((r) => r.mode === 'tcp copy')!.vsTcp).toBe(1);
+    expect(lines.at(-1)).toMatch(
+      /^# goals: R=3 \/ R=1 = [\d.]+ \(<= 1.3\), R=3 \/ tcp copy = [\d.]+ \(<= 1.2\)/,
+    );
   }, 120_000);
 });

@@ -11,6 +11,7 @@ import {
 } from '../src/weight-sync/header.ts';
 import { type PlannedBucket, planBuckets } from '../src/weight-sync/plan.ts';
 import { tagsFrom } from '../src/weight-sync/protocol.ts';
+import { planRoutes } from '../src/weight-sync/routes.ts';
 import { BucketSender } from '../src/weight-sync/sender.ts';
 import { decodeStreamEnd, encodeStreamEnd, isStreamEnd } from '../src/weight-sync/stream-end.ts';
 import { TEST_BUCKET_BYTES, testModel } from './fixtures/weight-sync-model.ts';
@@ -231,6 +232,7 @@ const stubSender = (group: ThreadGroup, lend: boolean) =>
     tags: tagsFrom(0),
     lend,
     maxTensorBytes: HEADER_LIMITS.maxTensorBytes,
+    routes: planRoutes([0], [1], () => 0),
   });
 
 describe('bucket sender', () => {
@@ -294,5 +296,34 @@ describe('bucket sender', () => {
     ]);
     while (released.length > 0) released.shift()?.();
     await sent;
+  });
+});
+
+describe('routes across nodes', () => {
+  // Nodes: 0 holds sender 0 and receiver 1; 1 holds sender 2 and receivers 3, 4; 2 holds receivers 5, 6, 7.
+  const node = [0, 0, 1, 1, 1, 2, 2, 2];
+  const routes = planRoutes([0, 2], [7, 5, 6, 3, 4, 1], (r) => node[r]);
+
+  it("sends to its own node's receivers and one relay per other node: the node's lowest receiving rank", () => {
+    expect(routes.targetsOf(0)).toEqual([5, 3, 1]);
+    expect(routes.targetsOf(2)).toEqual([5, 3, 4, 1]);
+  });
+
+  it("has each other receiver take a sender's buckets from its node's relay, unless on the sender's node", () => {
+    expect([1, 3, 4, 5, 6, 7].map((r) => routes.sourceOf(0, r))).toEqual([0, 0, 3, 0, 5, 5]);
+    // Receiver 1 is node 0's relay (and its only receiver): it takes sender 2's buckets from the network.
+    expect([1, 3, 4, 5, 6, 7].map((r) => routes.sourceOf(2, r))).toEqual([2, 2, 2, 2, 5, 5]);
+    expect(routes.followersOf(5, 0)).toEqual([7, 6]);
+    expect(routes.followersOf(3, 0)).toEqual([4]);
+    // Node 1 holds sender 2: its receivers take 2's buckets straight from it, and 3 relays none of them.
+    expect(routes.followersOf(3, 2)).toEqual([]);
+    expect(routes.followersOf(1, 2)).toEqual([]);
+    expect(routes.followersOf(6, 0)).toEqual([]);
+  });
+
+  it('is direct everywhere on one node', () => {
+    const one = planRoutes([0, 1], [2, 3, 4], () => 0);
+    expect(one.targetsOf(0)).toEqual([2, 3, 4]);
+    expect(one.followersOf(2, 0)).toEqual([]);
   });
 });

@@ -4,6 +4,7 @@ import { describeValue } from '../tensor/validate.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
 import { HEADER_LIMITS, PAYLOAD_ALIGN } from './header.ts';
 import { DEFAULT_TAG, type Tags, tagsFrom } from './protocol.ts';
+import { planRoutes, type Routes } from './routes.ts';
 
 export interface WeightSyncOptions {
   /** Group ranks that hold the weights and send them (each iterates the same stream). */
@@ -43,6 +44,8 @@ export interface WeightSyncConfig {
   /** Senders lend their tensors as views (the option, where the group can). */
   lend: boolean;
   maxTensorBytes: number;
+  /** Who sends each bucket to whom: direct on one node, through a relay per receiving node across nodes. */
+  routes: Routes;
 }
 
 export const MAX_BUCKET_BYTES = 2 ** 31;
@@ -130,5 +133,6 @@ export function resolveOptions(group: unknown, options: unknown): WeightSyncConf
     tags: tagsFrom(tag),
     lend: (o.lend ?? true) && group.lendsViews,
     maxTensorBytes,
+    routes: planRoutes(senders, receivers, (r) => group.nodeOf(r)),
   };
 }

@@ -19,17 +19,25 @@
  * they are copied into memory of the caller's own and given back at once.
  * Each bucket is taken when the caller gets to it; what is in flight is then
  * bounded by the senders, two buckets each.
+ *
+ * Across nodes (routes.ts) a receiver takes a sender's buckets from its
+ * node's relay unless it is on the sender's node or is that relay. The relay
+ * hands each bucket on (relay.ts) as soon as it has landed, and reuses or
+ * gives back its memory only once every follower has it; a caller of its own
+ * that does not borrow (and may change its tensors) gets it only then too.
  */
 import { CollectiveMismatchError } from '../runtime/errors.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ChunkAssembler } from './assembler.ts';
+import type { BucketContent } from './deliver.ts';
 import { chainDigest, DIGEST_SEED, hex } from './digest.ts';
 import { WeightSyncError, WeightSyncHeaderError } from './errors.ts';
 import { type BucketHeader, decodeBucketHeader, startedTensors } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
 import { LINGER_TIMEOUTS, letGo, messageOf, quiet } from './protocol.ts';
 import { type ReceivedRecord, recvRecord } from './record.ts';
+import { Relay } from './relay.ts';
 import { decodeStreamEnd, isStreamEnd, type StreamEnd } from './stream-end.ts';
 
 export class BucketReceiver {
@@ -73,6 +81,11 @@ class ReceiveSession {
   readonly #released: Array<() => void> = [];
   readonly #releasedPromises: Promise<void>[] = [];
   readonly #assembler = new ChunkAssembler();
+  /** Relaying: each bucket's header as received, until it is handed on with the payload. */
+  readonly #rawHeaders = new Map<number, Uint8Array>();
+  /** Relaying: resolves once bucket i was handed on to this rank's followers. */
+  readonly #forwarded: Promise<void>[] = [];
+  readonly #relay: Relay;
   #digest = DIGEST_SEED;
   #buckets = 0;
   #tensors = 0;
@@ -89,6 +102,7 @@ class ReceiveSession {
     this.#config = config;
     this.#reused = reused;
     this.#where = where;
+    this.#relay = new Relay(group, config, where);
   }
 
   async *run(): AsyncGenerator<[string, Tensor]> {
@@ -135,6 +149,10 @@ class ReceiveSession {
     const header = await this.#payload(index);
     if (header === undefined)
       throw new WeightSyncError(`bucket ${index} was read past the end of the stream`);
+    // A relay's caller may change tensors of its own, so it gets them once its followers have them. Borrowed
+    // views are only read: the caller has them at once, and their memory is reused or lent back only once
+    // the followers have them too (#release); a forward's failure surfaces a bucket later.
+    await this.#forwarded[this.#reused ? index - 1 : index];
     return header;
   }
 
@@ -197,32 +215,59 @@ class ReceiveSession {
     this.#landed.delete(index);
     const loan = this.#loans.get(index);
     this.#loans.delete(index);
-    // A failed release is the sender's failure too: it reaches this receiver through the stream's next step.
-    if (loan) letGo(loan());
     // Made here if nobody waits for it yet, so that its resolver exists.
     void this.#releasedAt(index);
-    this.#released[index]();
+    const free = () => {
+      // A failed release is the sender's failure too: it reaches this receiver through the stream's next step.
+      if (loan) letGo(loan());
+      this.#released[index]();
+    };
+    // Relaying: the bucket is free once the followers have it too (a failed forward surfaces in #next).
+    const handedOn = this.#forwarded[index];
+    if (handedOn) handedOn.then(free, free);
+    else free();
   }
 
   #sender(index: number): number {
     return this.#config.senders[index % this.#config.senders.length];
   }
 
+  /** Where this rank takes sender `s`'s messages from: `s`, or its node's relay. */
+  #source(s: number): number {
+    return this.#config.routes.sourceOf(s, this.#group.rank);
+  }
+
+  /** A receive from a relay that fails names the relay: its failure is why. `what`: 'bucket 3', 'the stream end'. */
+  #fromRelay<T>(what: string, sender: number, receive: Promise<T>): Promise<T> {
+    const source = this.#source(sender);
+    if (source === sender) return receive;
+    return receive.catch((error: unknown) => {
+      throw new WeightSyncError(
+        `${this.#where}: ${what} of sender ${sender}, through relay ${source}: ${messageOf(error)}`,
+        { cause: error },
+      );
+    });
+  }
+
   async #takeHeader(index: number): Promise<BucketHeader> {
     const { tags, timeoutMs, lend } = this.#config;
     const sender = this.#sender(index);
-    const received = await recvRecord(this.#group, lend, sender, { tag: tags.header, timeoutMs }).catch(
-      (error: unknown) => {
-        // The one mismatch a record can meet: a message of the other kind, lent where packed was due or back.
-        if (!(error instanceof CollectiveMismatchError)) throw error;
-        throw new WeightSyncError(
-          `${this.#where}: bucket ${index} from sender ${sender} did not come ${lend ? 'lent' : 'packed'}, ` +
-            `as this receiver's engine expects: the ranks were given different lend options (${error.message})`,
-        );
-      },
-    );
+    const source = this.#source(sender);
+    const receiving = recvRecord(this.#group, lend, source, { tag: tags.header, timeoutMs });
+    const received = await this.#fromRelay(`bucket ${index}`, sender, receiving).catch((error: unknown) => {
+      // The one mismatch a record can meet: a message of the other kind, lent where packed was due or back.
+      if (!(error instanceof CollectiveMismatchError)) throw error;
+      throw new WeightSyncError(
+        `${this.#where}: bucket ${index} from sender ${sender} did not come ${lend ? 'lent' : 'packed'}, ` +
+          `as this receiver's engine expects: the ranks were given different lend options (${error.message})`,
+      );
+    });
     try {
       const header = this.#checkHeader(index, sender, received.record);
+      if (this.#config.routes.followersOf(this.#group.rank, sender).length > 0) {
+        // Copied: a lent record is the sender's memory, given back before the bucket goes on.
+        this.#rawHeaders.set(index, (received.record as Uint8Array).slice());
+      }
       if (lend) this.#lentViews.set(index, received);
       else await received.release();
       return header;
@@ -278,6 +323,9 @@ class ReceiveSession {
 
   /** A sender's stream end came where its next bucket header was due: it failed, or its stream is shorter. */
   #endedEarly(index: number, sender: number, end: StreamEnd): Error {
+    // A relay hands on only stream ends that did not fail: a failed one is the relay's own, and names it.
+    if (end.failed && this.#source(sender) !== sender)
+      return new WeightSyncError(`${this.#where}: ${end.error}`);
     if (end.failed) return this.#senderFailed(sender, end.error);
     const previous = this.#sender(index - 1);
     return new WeightSyncError(
@@ -308,12 +356,14 @@ class ReceiveSession {
         // Borrowing: the sender's own tensors, until the caller moves past this bucket.
         this.#landed.set(index, chunks);
         this.#loans.set(index, loan.release);
+        this.#handOn(header, { views: chunks.map(bytesTensor) });
         return header;
       }
       const own = new Uint8Array(new SharedArrayBuffer(payloadBytes));
       for (const [i, e] of header.entries.entries()) own.set(chunks[i], e.offset);
       this.#landed.set(index, chunksOf(header, own));
       await loan.release();
+      this.#handOn(header, { views: chunksOf(header, own).map(bytesTensor) });
       return header;
     }
     if (payloadBytes === 0) {
@@ -321,23 +371,40 @@ class ReceiveSession {
         index,
         header.entries.map(() => new Uint8Array(0)),
       );
+      this.#handOn(header, { payload: new Uint8Array(0) });
       return header;
     }
     const { tags, timeoutMs } = this.#config;
     const options = { tag: tags.payload, timeoutMs };
     const buffer = this.#reused?.(index % 2) ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
     const target = Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [payloadBytes], 'uint8');
+    const source = this.#source(sender);
     if (!this.#reused) {
-      await this.#group.recv(target, sender, options);
+      await this.#fromRelay(`bucket ${index}`, sender, this.#group.recv(target, source, options));
       this.#landed.set(index, chunksOf(header, buffer));
+      this.#handOn(header, { payload: buffer });
       return header;
     }
     // Borrowing: the sender's bucket itself where the group can lend it (no copy), else `target`. The
     // sender reuses that bucket only after every receiver released it, when its caller moved past it.
-    const borrowed = await this.#group.recvBorrowed(target, sender, options);
+    const borrowed = await this.#fromRelay(
+      `bucket ${index}`,
+      sender,
+      this.#group.recvBorrowed(target, source, options),
+    );
     this.#landed.set(index, chunksOf(header, borrowed.tensor.bytes()));
     this.#loans.set(index, borrowed.release);
+    this.#handOn(header, { payload: borrowed.tensor.bytes().subarray(0, payloadBytes) });
     return header;
+  }
+
+  /** Relaying this bucket's sender: hands the bucket on as it landed here (relay.ts). */
+  #handOn(header: BucketHeader, content: BucketContent): void {
+    const followers = this.#config.routes.followersOf(this.#group.rank, this.#sender(header.index));
+    if (followers.length === 0) return;
+    const raw = this.#rawHeaders.get(header.index)!;
+    this.#rawHeaders.delete(header.index);
+    this.#forwarded[header.index] = this.#relay.forward(header.index, followers, raw, content);
   }
 
   /** A lent bucket must hold one view per entry, each of the entry's size; a mismatch is the sender's fault. */
@@ -361,14 +428,24 @@ class ReceiveSession {
   /** Reads every sender's stream end, compares it with what arrived, and tells every sender the outcome. */
   async #agree(): Promise<void> {
     const { senders, tags, timeoutMs, lend } = this.#config;
+    // Relaying: the stream ends go on behind every bucket (and a failed forward fails the sync).
+    await Promise.all(this.#forwarded);
     const ends = await Promise.all(
       senders.map(async (s) => ({
         s,
-        received: await recvRecord(this.#group, lend, s, { tag: tags.header, timeoutMs }),
+        received: await this.#fromRelay(
+          'the stream end',
+          s,
+          recvRecord(this.#group, lend, this.#source(s), { tag: tags.header, timeoutMs }),
+        ),
       })),
     );
     try {
       for (const { s, received } of ends) this.#checkEnd(s, received.record);
+      for (const { s, received } of ends) {
+        const followers = this.#config.routes.followersOf(this.#group.rank, s);
+        if (followers.length > 0) this.#relay.forwardEnd(followers, (received.record as Uint8Array).slice());
+      }
     } finally {
       for (const { received } of ends) letGo(received.release());
     }
@@ -423,13 +500,19 @@ class ReceiveSession {
       // that cannot match (p2p size mismatch fails both ends) breaks that send at once; the sender then
       // reads the outcome above. Where no send comes, the receive just times out.
       const nothing = Tensor.empty([0], 'uint8');
-      for (const s of senders) {
+      for (const source of new Set(senders.map((s) => this.#source(s)))) {
         for (const tag of [tags.header, tags.payload])
-          letGo(this.#group.recv(nothing, s, { tag, timeoutMs }));
+          letGo(this.#group.recv(nothing, source, { tag, timeoutMs }));
       }
     }
+    this.#relay.fail(error);
     return error;
   }
+}
+
+/** A lent bucket's entry as the views a relay hands on. */
+function bytesTensor(bytes: Uint8Array): Tensor {
+  return Tensor.fromBuffer(bytes.buffer, bytes.byteOffset, [bytes.byteLength], 'uint8');
 }
 
 /** Each entry's bytes in a packed payload. */

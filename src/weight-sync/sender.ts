@@ -9,9 +9,12 @@
  * behind its header in one message, and still at most two of its buckets are
  * in flight. Its header stream ends with a stream end:
  * what it planned, or the error its weights iterator (or packing) threw.
+ * Across nodes it sends only to the receivers on its node and to one relay
+ * per other node (routes.ts); every receiver still answers it.
  */
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
+import { type BucketContent, deliverBucket, type PayloadTurn } from './deliver.ts';
 import { DIGEST_SEED, stampDigest } from './digest.ts';
 import { WeightSyncError } from './errors.ts';
 import { encodeBucketHeader, startedTensors } from './header.ts';
@@ -29,12 +32,15 @@ export class BucketSender {
   readonly #config: WeightSyncConfig;
   /** This rank's place among the senders: it sends buckets place, place + S, place + 2S, … */
   readonly #place: number;
+  /** The receivers this sender sends to: across nodes, the others take its buckets from a relay (routes.ts). */
+  readonly #targets: readonly number[];
   #buffers: Uint8Array[] | undefined;
 
   constructor(group: ThreadGroup, config: WeightSyncConfig) {
     this.#group = group;
     this.#config = config;
     this.#place = config.senders.indexOf(group.rank);
+    this.#targets = config.routes.targetsOf(group.rank);
   }
 
   async send(weights: WeightStream, where: string): Promise<void> {
@@ -92,23 +98,17 @@ export class BucketSender {
     }
   }
 
-  /** Closes this sender's header stream to every receiver. Not awaited: a receiver that already failed never takes it. */
+  /** Closes this sender's header stream to the receivers it sends to (relays hand it on). Not awaited: a receiver that already failed never takes it. */
   #endStream(end: StreamEnd): void {
-    const { receivers, tags, timeoutMs, lend } = this.#config;
+    const { tags, timeoutMs, lend } = this.#config;
     const record = encodeStreamEnd(end);
     // A failure report must still be there when a receiver reaches it, after the buckets before it.
     const linger = end.failed ? LINGER_TIMEOUTS * timeoutMs : timeoutMs;
-    for (const r of receivers)
+    for (const r of this.#targets)
       letGo(sendRecord(this.#group, lend, record, [], r, { tag: tags.header, timeoutMs: linger }));
   }
 
-  /**
-   * Lent: the header and a view per entry, as one message to every receiver.
-   * Packed: the header to every receiver, then, once all took it, the used
-   * part of the buffer. A receiver pairs payloads with buckets by their order
-   * on the stream, so a payload goes out only after this sender's previous
-   * bucket's did, even when every receiver took this header first.
-   */
+  /** Bucket `bucket` to the receivers this sender sends to (deliver.ts). */
   async #transfer(
     bucket: PlannedBucket,
     header: Uint8Array,
@@ -116,26 +116,11 @@ export class BucketSender {
     turn: PayloadTurn,
     where: string,
   ): Promise<void> {
-    const { receivers, tags, timeoutMs, lend } = this.#config;
+    const content: BucketContent = buffer
+      ? { payload: buffer.subarray(0, bucket.payloadBytes) }
+      : { views: bucket.chunks.map(chunkView) };
     try {
-      if (lend) {
-        const views = bucket.chunks.map(chunkView);
-        const options = { tag: tags.header, timeoutMs };
-        await Promise.all(receivers.map((r) => sendRecord(this.#group, lend, header, views, r, options)));
-        return;
-      }
-      const headers = receivers.map((r) =>
-        this.#group.sendObject(header, r, { tag: tags.header, timeoutMs }),
-      );
-      // The payload waits until every receiver took the header, which it takes only once it has room
-      // for the payload (phase).
-      await Promise.all(headers);
-      await turn.after;
-      if (bucket.payloadBytes === 0) return;
-      const payload = Tensor.fromBuffer(buffer!.buffer, buffer!.byteOffset, [bucket.payloadBytes], 'uint8');
-      const sends = receivers.map((r) => this.#group.send(payload, r, { tag: tags.payload, timeoutMs }));
-      turn.issued();
-      await Promise.all(sends);
+      await deliverBucket(this.#group, this.#config, this.#targets, header, content, turn);
     } catch (error) {
       throw new WeightSyncError(`${where}: bucket ${bucket.index}: ${messageOf(error)}`, { cause: error });
     } finally {
@@ -177,12 +162,6 @@ export class BucketSender {
     const problem = outcomes.find((o) => o !== undefined);
     if (problem !== undefined) throw new WeightSyncError(`${where}: ${problem}`);
   }
-}
-
-/** Orders a sender's payload sends by bucket: `after` resolves once the previous bucket's went out. */
-interface PayloadTurn {
-  after: Promise<void>;
-  issued: () => void;
 }
 
 /** The bytes of a chunk, on the tensor's own memory. */

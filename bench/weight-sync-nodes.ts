@@ -1,0 +1,124 @@
+/**
+ * bench/weight-sync.ts --nodes: weight sync across two "nodes" over loopback
+ * TCP (processes with distinct node ids: ranks of different nodes use the
+ * network store, ranks of one node its shared memory). A trainer alone on
+ * node 0 syncs the model to 1, 2 and 3 rollouts on node 1, beside a plain TCP
+ * copy of the same bytes between the nodes, in the same run
+ * (weight-sync-nodes-rank.ts).
+ *
+ * Goals (issue 43): 3 rollouts ≤ 1.3× the time of 1, and ≤ 1.2× the TCP copy:
+ * the relay on node 1 takes the model from the network once and hands it on.
+ */
+import { fileURLToPath } from 'node:url';
+import { runCollecting } from '../test/fixtures/child-run.ts';
+import { freePort } from '../test/fixtures/free-port.ts';
+import type { Log } from './cli.ts';
+import { fixed, formatTable } from './table.ts';
+
+export interface NodesArgs {
+  /** Model bytes, in tensors of 8 MiB (weight-sync-nodes-rank.ts). */
+  bytes: number;
+  bucketBytes: number;
+  reps: number;
+}
+
+export type NodesMode = 'tcp copy' | 'engine R=1' | 'engine R=2' | 'engine R=3';
+export const NODES_MODES: readonly NodesMode[] = ['tcp copy', 'engine R=1', 'engine R=2', 'engine R=3'];
+
+export interface NodesSample {
+  mode: NodesMode;
+  ms: number;
+  /** Every rollout of the mode holds the trainer's model afterwards. */
+  exact: boolean;
+}
+
+const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+const MiB = 1 << 20;
+const FULL: NodesArgs = { bytes: 1024 * MiB, bucketBytes: 64 * MiB, reps: 5 };
+const QUICK: NodesArgs = { bytes: 64 * MiB, bucketBytes: 8 * MiB, reps: 2 };
+/** Global ranks by node: the trainer alone on node 0, the rollouts on node 1. */
+const LAYOUT = [[0], [1, 2, 3]];
+
+export interface NodesRow extends NodesSample {
+  gbps: number;
+  /** Time over the time to 1 rollout. */
+  vsOne: number;
+  /** Time over the plain TCP copy's. */
+  vsTcp: number;
+}
+
+export interface WeightSyncNodesReport {
+  quick: boolean;
+  bytes: number;
+  bucketBytes: number;
+  rows: NodesRow[];
+  goals: { threeOverOne: number; threeOverTcp: number; met: boolean };
+}
+
+async function rankZeroSamples(args: NodesArgs): Promise<{ bytes: number; samples: NodesSample[] }> {
+  const port = String(await freePort());
+  const runs = LAYOUT.flatMap((ranks, node) =>
+    ranks.map(async (rank, local) => {
+      const { code, out } = await runCollecting(
+        process.execPath,
+        ['--import', 'tsx', 'bench/weight-sync-nodes-rank.ts'],
+        {
+          cwd: REPO_ROOT,
+          env: {
+            ...process.env,
+            RANK: String(rank),
+            WORLD_SIZE: '4',
+            LOCAL_RANK: String(local),
+            LOCAL_WORLD_SIZE: String(ranks.length),
+            MASTER_ADDR: '127.0.0.1',
+            MASTER_PORT: port,
+            TENSORCOMM_NODE_ID: `bench-node-${node}`,
+            WEIGHT_SYNC_NODES_ARGS: JSON.stringify(args),
+          },
+        },
+      );
+      if (code !== 0) throw new Error(`rank ${rank} exited with ${code}: ${out.trim()}`);
+      return out;
+    }),
+  );
+  const outputs = await Promise.all(runs);
+  const line = /^weight-sync-nodes (.*)$/m.exec(outputs[0]);
+  if (!line) throw new Error(`rank 0 printed no figures: ${outputs[0]}`);
+  return JSON.parse(line[1]);
+}
+
+export async function runWeightSyncNodesBench(
+  options: { quick?: boolean; log?: Log } = {},
+): Promise<WeightSyncNodesReport> {
+  const quick = options.quick ?? false;
+  const log = options.log ?? console.log;
+  const args = quick ? QUICK : FULL;
+  const { bytes, samples } = await rankZeroSamples(args);
+  const ms = (mode: NodesMode) => samples.find((s) => s.mode === mode)!.ms;
+  const rows = samples.map((s) => ({
+    ...s,
+    gbps: bytes / s.ms / 1e6,
+    vsOne: s.ms / ms('engine R=1'),
+    vsTcp: s.ms / ms('tcp copy'),
+  }));
+  log(
+    `# weight sync across 2 nodes over loopback: 1 trainer on node 0 -> R rollouts on node 1, ${(bytes / MiB).toFixed(0)} MiB in buckets of ${args.bucketBytes / MiB} MiB; median of ${args.reps} interleaved rounds after a warm-up round`,
+  );
+  log("# tcp copy = the same bytes over one plain socket from node 0 to node 1, into the receiver's tensors");
+  const columns = [
+    { title: 'mode', width: 12, cell: (r: NodesRow) => r.mode },
+    { title: 'time(ms)', width: 11, cell: (r: NodesRow) => fixed(r.ms, 1) },
+    { title: 'GB/s', width: 8, cell: (r: NodesRow) => fixed(r.gbps) },
+    { title: 'vs-R=1', width: 8, cell: (r: NodesRow) => `${fixed(r.vsOne)}x` },
+    { title: 'vs-tcp', width: 8, cell: (r: NodesRow) => `${fixed(r.vsTcp)}x` },
+    { title: 'exact', width: 7, cell: (r: NodesRow) => (r.exact ? 'yes' : 'NO') },
+  ];
+  for (const line of formatTable(columns, rows)) log(line);
+  const threeOverOne = ms('engine R=3') / ms('engine R=1');
+  const threeOverTcp = ms('engine R=3') / ms('tcp copy');
+  const met = threeOverOne <= 1.3 && threeOverTcp <= 1.2;
+  log(
+    `# goals: R=3 / R=1 = ${fixed(threeOverOne)} (<= 1.3), R=3 / tcp copy = ${fixed(threeOverTcp)} (<= 1.2): ${met ? 'met' : 'NOT met'}`,
+  );
+  return { quick, bytes, bucketBytes: args.bucketBytes, rows, goals: { threeOverOne, threeOverTcp, met } };
+}

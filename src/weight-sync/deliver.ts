@@ -1,0 +1,49 @@
+/**
+ * Hands one bucket to a set of receivers: what a sender does for the
+ * receivers it sends to, and what a relay does for its node's other
+ * receivers. Lent: the header and a view per entry, as one message to each.
+ * Packed: the header to each, then, once all took it, the payload. A
+ * receiver pairs payloads with buckets by their order on the stream, so a
+ * payload goes out only after its source's previous bucket's did (`turn`),
+ * even when every receiver took this header first.
+ */
+import { Tensor } from '../tensor/tensor.ts';
+import type { ThreadGroup } from '../thread-group/thread-group.ts';
+import type { WeightSyncConfig } from './options.ts';
+import { sendRecord } from './record.ts';
+
+/** Orders a source's payload sends by bucket: `after` resolves once the previous bucket's went out. */
+export interface PayloadTurn {
+  after: Promise<void>;
+  issued: () => void;
+}
+
+/** A bucket's bytes: lent, one view per entry; packed, the payload (its used part). */
+export type BucketContent = { views: readonly Tensor[] } | { payload: Uint8Array };
+
+export async function deliverBucket(
+  group: ThreadGroup,
+  config: WeightSyncConfig,
+  targets: readonly number[],
+  header: Uint8Array,
+  content: BucketContent,
+  turn: PayloadTurn,
+): Promise<void> {
+  const { tags, timeoutMs, lend } = config;
+  if ('views' in content) {
+    const options = { tag: tags.header, timeoutMs };
+    await Promise.all(targets.map((r) => sendRecord(group, lend, header, content.views, r, options)));
+    return;
+  }
+  const headers = targets.map((r) => group.sendObject(header, r, { tag: tags.header, timeoutMs }));
+  // The payload waits until every receiver took the header, which it takes only once it has room
+  // for the payload (phase).
+  await Promise.all(headers);
+  await turn.after;
+  const bytes = content.payload;
+  if (bytes.byteLength === 0) return;
+  const payload = Tensor.fromBuffer(bytes.buffer, bytes.byteOffset, [bytes.byteLength], 'uint8');
+  const sends = targets.map((r) => group.send(payload, r, { tag: tags.payload, timeoutMs }));
+  turn.issued();
+  await Promise.all(sends);
+}
