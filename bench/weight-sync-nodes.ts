@@ -12,6 +12,7 @@
 import { fileURLToPath } from 'node:url';
 import { runCollecting } from '../test/fixtures/child-run.ts';
 import { freePort } from '../test/fixtures/free-port.ts';
+import { torchrunVars } from '../test/fixtures/torchrun-env.ts';
 import type { Log } from './cli.ts';
 import { fixed, formatTable } from './table.ts';
 
@@ -66,13 +67,7 @@ async function rankZeroSamples(args: NodesArgs): Promise<{ bytes: number; sample
           cwd: REPO_ROOT,
           env: {
             ...process.env,
-            RANK: String(rank),
-            WORLD_SIZE: '4',
-            LOCAL_RANK: String(local),
-            LOCAL_WORLD_SIZE: String(ranks.length),
-            MASTER_ADDR: '127.0.0.1',
-            MASTER_PORT: port,
-            TENSORCOMM_NODE_ID: `bench-node-${node}`,
+            ...torchrunVars(LAYOUT, node, local, port, 'bench-node'),
             WEIGHT_SYNC_NODES_ARGS: JSON.stringify(args),
           },
         },

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { freePort } from './fixtures/free-port.ts';
 import { canMakeNodes, exitCodes, runOnNode } from './fixtures/node-namespace.ts';
 import { nodeScript } from './fixtures/node-script.ts';
+import { torchrunVars } from './fixtures/torchrun-env.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -23,17 +24,9 @@ describe.skipIf(!canMakeNodes)('weight sync on two nodes', { timeout: 120_000 },
     const runs = await Promise.all(
       LAYOUT.map((ranks, node) =>
         runOnNode(
-          ranks.map((rank, local) => ({
+          ranks.map((_, local) => ({
             argv,
-            env: {
-              RANK: String(rank),
-              WORLD_SIZE: '4',
-              LOCAL_RANK: String(local),
-              LOCAL_WORLD_SIZE: String(ranks.length),
-              MASTER_ADDR: '127.0.0.1',
-              MASTER_PORT: port,
-              TENSORCOMM_NODE_ID: `node-${node}`,
-            },
+            env: torchrunVars(LAYOUT, node, local, port),
           })),
           ROOT,
         ),

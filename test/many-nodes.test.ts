@@ -22,6 +22,7 @@ import {
   runOnNode,
 } from './fixtures/node-namespace.ts';
 import { nodeScript } from './fixtures/node-script.ts';
+import { torchrunVars } from './fixtures/torchrun-env.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const RANK_SCRIPT = ['node', ...(await nodeScript('test/fixtures/many-nodes.ts'))];
@@ -186,15 +187,16 @@ describe.skipIf(!canMakeNodes)('ranks started by another engine on two nodes', {
 type EngineEnv = (node: number, local: number, port: string) => Record<string, string>;
 
 /** torchrun's variables, with the node named by TENSORCOMM_NODE_ID. */
-const torchrunEnv: EngineEnv = (node, local, port) => ({
-  RANK: String(2 * node + local),
-  WORLD_SIZE: '4',
-  LOCAL_RANK: String(local),
-  LOCAL_WORLD_SIZE: '2',
-  MASTER_ADDR: '127.0.0.1',
-  MASTER_PORT: port,
-  TENSORCOMM_NODE_ID: `node-${node}`,
-});
+const torchrunEnv: EngineEnv = (node, local, port) =>
+  torchrunVars(
+    [
+      [0, 1],
+      [2, 3],
+    ],
+    node,
+    local,
+    port,
+  );
 
 /** What srun sets on two nodes of two tasks; the master is the job's first host. */
 const slurmEnv: EngineEnv = (node, local, port) => ({
