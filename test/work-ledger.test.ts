@@ -133,6 +133,13 @@ describe("a rank's ledger of its calls", () => {
     );
   });
 
+  it('tracks calls again once a full ledger has room: the calls that filled it were looked at', async () => {
+    openLedger();
+    await Promise.all(Array.from({ length: 5_000 }, (_, i) => call(Promise.resolve(i), `allReduce #${i}`)));
+    call(Promise.resolve(0), 'forgotten');
+    expect((await closeLedger())?.message).toMatch(/without looking at 1 call\(s\) it started: forgotten;/);
+  });
+
   it('counts the looks at a Work shared by calls that completed with the same result', async () => {
     const result = { tensor: 'same' };
     openLedger();

@@ -37,7 +37,8 @@ class SweptList<T> {
 
   /** False when the list is full of entries still wanted: `item` is left out. */
   add(item: T): boolean {
-    if (this.items.length >= this.#sweepAt) {
+    // A full list is swept before each refusal: entries looked at since may have made room.
+    if (this.items.length >= Math.min(this.#sweepAt, MAX_OWED)) {
       this.items = this.items.filter((i) => {
         if (this.keep(i)) return true;
         this.dropped(i);
