@@ -96,7 +96,10 @@ async function build(): Promise<CudaDoubleBuild> {
   const ncclSources = sourcesIn('nccl');
   const headers = [...filesIn('include'), ...filesIn('runtime', '.h'), ...filesIn('nccl', '.h')];
   const inputs = [...runtimeSources, ...ncclSources, ...headers, join(KERNELS_DIR, 'reduce-ops.h')];
-  const dir = join(CACHE_DIR, await fingerprint(inputs, flags));
+  // The double's progress thread lives until the process exits: a library unloaded under it (koffi
+  // unloads libraries as their handles are collected, even at exit) would kill the process by SIGSEGV.
+  const shared = ['-shared', '-pthread', '-Wl,--no-undefined', '-Wl,-z,nodelete'];
+  const dir = join(CACHE_DIR, await fingerprint(inputs, [...flags, ...shared]));
   const result = { dir, cudart: join(dir, CUDART_FILE), nccl: join(dir, NCCL_FILE) };
   if (existsSync(result.nccl)) return result;
   mkdirSync(CACHE_DIR, { recursive: true });
@@ -106,7 +109,6 @@ async function build(): Promise<CudaDoubleBuild> {
     const compiled = await compileAll([...runtimeSources, ...ncclSources], flags, objects);
     const runtimeObjects = compiled.slice(0, runtimeSources.length);
     const ncclObjects = compiled.slice(runtimeSources.length);
-    const shared = ['-shared', '-pthread', '-Wl,--no-undefined'];
     await run(
       COMPILER,
       [...shared, ...runtimeObjects, `-Wl,-soname,${CUDART_FILE}`, '-o', join(scratch, CUDART_FILE)],
