@@ -151,7 +151,8 @@ describe('bundled rank threads', () => {
     const file = rootImporter(
       scratch,
       'non-ascii.mjs',
-      "// rank → sum, ≤ 2 ranks 🙂\nexport default async function main() { return [Tensor.full([1], 1).toArray(), 'π≈3']; }",
+      // A regular expression literal keeps its characters through esbuild: its escapes must mean the same.
+      "// rank → sum, ≤ 2 ranks 🙂\nexport default async function main() { return [Tensor.full([1], 1).toArray(), 'π≈3', /^≥ 🙂$/u.test('≥ 🙂'), /≤/.test('<')]; }",
     );
     const built = await entryBundle(file);
     const dir = dirname(fileURLToPath(built!.setupUrl));
@@ -164,8 +165,8 @@ describe('bundled rank threads', () => {
     expect(readdirSync(dir).filter((name) => name.endsWith('.map'))).toEqual(['entry.mjs.map']);
     for (const name of chunks) expect(readFileSync(join(dir, name), 'utf8')).toMatch(/^[\0-\x7f]*$/);
     expect(await spawnThreads(file, { worldSize: 2 })).toEqual([
-      [[1], 'π≈3'],
-      [[1], 'π≈3'],
+      [[1], 'π≈3', true, false],
+      [[1], 'π≈3', true, false],
     ]);
   });
 

@@ -187,18 +187,24 @@ function dropOwnSourceMaps(dir: string): Set<string> {
 /**
  * Makes each chunk in `dir` pure ASCII: esbuild escapes every other
  * character of strings, templates and names (charset ascii), but keeps
- * comments as written, and a single '→' in one makes V8 hold the chunk's
- * source in two bytes a character, doubling its memory in every rank
- * thread. Each such UTF-16 unit becomes one '?',
- * so columns, and the source maps, stay right.
+ * comments and regular expression literals as written, and a single '→' in
+ * one makes V8 hold the chunk's source in two bytes a character, doubling
+ * its memory in every rank thread. Each such UTF-16 unit becomes its `\uXXXX`
+ * escape, which means the same character in a regular expression (a test's
+ * `toThrow(/≥ 0/)`) and is harmless in a comment; columns after it on its
+ * line shift, which only a stack trace pointing past it shows.
  */
-function asciiComments(dir: string): void {
+function asciiOnly(dir: string): void {
   for (const file of readdirSync(dir)) {
     if (!file.endsWith('.mjs')) continue;
     const path = join(dir, file);
     const text = readFileSync(path, 'utf8');
-    if (/[^\0-\x7f]/.test(text)) writeFileSync(path, text.replace(/[^\0-\x7f]/g, '?'));
+    if (/[^\0-\x7f]/.test(text)) writeFileSync(path, text.replace(/[^\0-\x7f]/g, unicodeEscape));
   }
+}
+
+function unicodeEscape(unit: string): string {
+  return `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`;
 }
 
 /**
@@ -288,7 +294,7 @@ async function build(
     refuseCommonJsEntries(metafile, userEntries);
     const ownChunks = dropOwnSourceMaps(building);
     if (scriptChunks) writeFileSync(join(building, KERNELS_FILE), kernelBytes());
-    asciiComments(building);
+    asciiOnly(building);
     const loaderInputs = scriptChunks
       ? await writeScriptChunks(esbuild, building, PACKAGE_DIR, metafile, ownChunks)
       : [];
