@@ -76,6 +76,26 @@ export type { CompressionStats } from './p2p/compression/tensor-compressor.ts';
 export { P2PCompressionError, P2PHeaderError, P2PProtocolError } from './p2p/errors.ts';
 export type { NetReport, NetTransfer } from './p2p/netem/net-emulator.ts';
 export type { TransferOptions } from './p2p/outbox.ts';
+export { TopologyError } from './predict/errors.ts';
+export {
+  type CollectivePrediction,
+  type PredictAlgorithm,
+  type PredictCollectiveInput,
+  type PredictOp,
+  type PredictProtocol,
+  predictCollective,
+} from './predict/predict-collective.ts';
+export type { PredictedCall, PredictedRank, PredictReport } from './predict/report.ts';
+export { loadTopology, type Topology, type TopologyInput } from './predict/topology.ts';
+export type {
+  GpuPlacement,
+  InterNodeLink,
+  IntraNodeLink,
+  ResolvedTopologySpec,
+  TopologyPresetName,
+  TopologyPresetRef,
+  TopologySpec,
+} from './predict/topology-spec.ts';
 export {
   type FutureWaitOptions,
   TensorFuture,

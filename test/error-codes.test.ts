@@ -21,6 +21,7 @@ import {
   NetworkStoreProtocolError,
 } from '../src/network-store/errors.ts';
 import { P2PCompressionError, P2PHeaderError, P2PProtocolError } from '../src/p2p/errors.ts';
+import { TopologyError } from '../src/predict/errors.ts';
 import {
   RendezvousAuthError,
   RendezvousError,
@@ -57,6 +58,7 @@ const SAMPLES: readonly Error[] = [
   new LaunchError('entry module /nowhere.ts does not exist'),
   new InjectedFaultError('injected'),
   new ClusterConfigError('cluster.collective', 'is unknown'),
+  new TopologyError('topology.gpusPerNode', 'expected a positive integer, got -1'),
   new FileStoreError('mapping a file failed (errno 12)'),
   new FileStoreCorruptError('corrupt'),
   new ShmSpaceError('/dev/shm', 2, 1, 'srcSet'),

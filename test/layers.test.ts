@@ -30,6 +30,7 @@ const LAYERS = [
   'network-store',
   'promise-future',
   'rendezvous',
+  'predict',
   'debug',
   'runtime',
   'runtime/config',

@@ -6,9 +6,11 @@
  */
 import { parseArgs } from 'node:util';
 import { launchProcesses } from '../launch/launch-processes.ts';
+import { readPredictReport } from '../predict/report-checks.ts';
 import { loadClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
 import { type Device, parseDevice } from '../tensor/dtype.ts';
+import { showLines } from './predict.ts';
 
 const USAGE = `usage: tensorcomm run --nproc-per-node P [options] script.js [script args]
        on every node of a job of several, with the same --nnodes, --master-addr and --master-port:
@@ -29,6 +31,10 @@ options:
   --names a,b,...           worker names for p2p, one per rank of the whole job (default rank-0, rank-1, ...)
   --devices LIST            each rank's device on this node: one per rank (cpu,cuda:0,...), one for all
                             (cuda:0: ranks share GPU 0), or 'each' (local rank i on cuda:i) (default cpu)
+  --predict TOPOLOGY        predict the job's time on TOPOLOGY (a preset: h100-nvlink, h200-nvlink,
+                            a100-nvlink, h100-ib; or a .yaml/.json file); results stay exact
+  --predict-report FILE     where the prediction's report goes (default predict.json); the table is printed
+  --predict-trace FILE      also write the predicted timeline as a Perfetto trace
 
 torchrun's underscore spellings work too (--nproc_per_node, --node_rank, --master_addr, --master_port).`;
 
@@ -46,6 +52,9 @@ const OPTIONS = {
   config: { type: 'string' },
   names: { type: 'string' },
   devices: { type: 'string' },
+  predict: { type: 'string' },
+  'predict-report': { type: 'string' },
+  'predict-trace': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -153,6 +162,21 @@ function nodeOptions(values: Values) {
   };
 }
 
+/** --predict and its files; the files without --predict are a mistake, not ignored. */
+function predictOption(values: Values) {
+  const topology = values.predict;
+  if (topology === undefined) {
+    const stray = (['predict-report', 'predict-trace'] as const).find((flag) => values[flag] !== undefined);
+    if (stray) throw new UsageError(`--${stray} needs --predict TOPOLOGY`);
+    return undefined;
+  }
+  return {
+    topology,
+    report: values['predict-report'] ?? 'predict.json',
+    trace: values['predict-trace'],
+  };
+}
+
 export async function runCommand(argv: string[]): Promise<number> {
   const { own, script, rest } = splitAtScript(argv);
   let launch: Parameters<typeof launchProcesses>[1];
@@ -172,6 +196,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       names: values.names?.split(','),
       config: values.config === undefined ? undefined : loadClusterConfig(values.config),
       scriptArgs: rest,
+      predict: predictOption(values),
     };
   } catch (error) {
     console.error(`tensorcomm run: ${(error as Error).message}\n\n${USAGE}`);
@@ -183,6 +208,11 @@ export async function runCommand(argv: string[]): Promise<number> {
   process.on('SIGINT', stop).on('SIGTERM', stop);
   try {
     await launchProcesses(script, { ...launch, signal: controller.signal });
+    // Node 0's rank 0 wrote the report; other nodes have nothing to show.
+    const report = launch.predict?.report;
+    if (report !== undefined && (launch.nodeRank ?? 0) === 0) {
+      for (const line of showLines(report, readPredictReport(report))) console.log(line);
+    }
     return 0;
   } catch (error) {
     const message = error instanceof JobFailedError ? error.message : String(error);

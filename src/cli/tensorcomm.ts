@@ -5,6 +5,7 @@
  */
 import { benchCommand } from './bench.ts';
 import { cacheCommand } from './cache.ts';
+import { predictCommand } from './predict.ts';
 import { runCommand } from './run-command.ts';
 import { traceCommand } from './trace.ts';
 
@@ -14,6 +15,7 @@ const SUBCOMMANDS: Record<string, { run: Subcommand; summary: string }> = {
   run: { run: runCommand, summary: 'run a script as N processes (torchrun-style environment)' },
   bench: { run: benchCommand, summary: 'collective benchmark table (nccl-tests layout), JSON and SVG' },
   trace: { run: traceCommand, summary: 'per-op summary of a trace file (TENSORCOMM_TRACE)' },
+  predict: { run: predictCommand, summary: 'predicted time: show a report, diff two' },
   cache: {
     run: cacheCommand,
     summary: 'where rank-thread bundles are cached, their size; --clear empties it',

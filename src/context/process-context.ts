@@ -268,6 +268,7 @@ function buildContext(
     worldSize: env.worldSize,
     collectiveTimeoutMs: job.collectiveTimeoutMs,
     config: job.config === undefined ? undefined : checkClusterConfig(job.config),
+    predict: job.predict,
   };
   // A long kernel (fill_ over gigabytes) holds the event loop that would notice the abort: it asks between chunks.
   registerInterruptCheck(() => {

@@ -13,6 +13,8 @@ import type { JobOptions, RankEvents, RankIdentity } from '../launch/rank-setup.
 import { type MemoryStoreShared, MemoryTensorStore } from '../memory-store/memory-tensor-store.ts';
 import { DEFAULT_ARENA_BYTES, REGION_ALIGN } from '../memory-store/region-arena.ts';
 import { NcclBackend } from '../nccl/nccl-backend.ts';
+import { type PredictClock, RankClock, setRankClock } from '../predict/rank-clock.ts';
+import { loadTopology } from '../predict/topology.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { setCurrentRank } from '../runtime/current-rank.ts';
@@ -31,9 +33,11 @@ import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
 import { nodeIndexes } from '../thread-group/group-nodes.ts';
 import { regionBytes } from '../thread-group/store-backend/call-region.ts';
 import { mailboxBytes } from '../thread-group/store-backend/mailbox.ts';
+import { StoreBackend } from '../thread-group/store-backend/store-backend.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ThreadGroupManager } from '../thread-group/thread-group-manager.ts';
 import { chooseBackend } from './backend-choice.ts';
+import { writePrediction } from './prediction-report.ts';
 import { splitMembers, subgroupBlocks } from './subgroups.ts';
 
 export interface RankContext extends RankIdentity {
@@ -68,6 +72,11 @@ export interface RankContext extends RankIdentity {
    * Zeros and no peers for a rank that never used the network (thread ranks).
    */
   networkStats(): NetworkStats;
+  /**
+   * In a job that predicts (spawnThreads' `predict`, ...): this rank's
+   * virtual clock, moved on by `compute(us)`; undefined otherwise.
+   */
+  predict?: PredictClock;
   /** Ends this rank's part: peers still waiting on it fail at once, naming `failure` when given. */
   close(failure?: unknown): Promise<void>;
 }
@@ -227,6 +236,8 @@ export async function buildRankContext(
   // Worked out once: a store spanning nodes knows every rank's node; any other has them all on one.
   const nodeOf = store.nodeOf?.bind(store);
   const nodeIndex = nodeOf && nodeIndexes(Array.from({ length: worldSize }, (_, r) => nodeOf(r)));
+  const clock = options.predict && new RankClock(rank, loadTopology(options.predict.topology));
+  setRankClock(clock);
 
   function makeGroup(kind: string, members: readonly number[], name: string, timeoutMs: number): ThreadGroup {
     const memberList = members.join('.');
@@ -238,6 +249,12 @@ export async function buildRankContext(
     // The start-up barrier waits for ranks still starting, which it need not look at every 100 ms.
     const peerCheckMs = kind === 's' ? STARTUP_PEER_CHECK_MS : undefined;
     const nodes = nodeIndex && members.map((r) => nodeIndex[r]);
+    const view = { id, name, rank: groupRank, size: members.length, ranks: members };
+    // The twin where members exchange virtual clocks: the store's, whatever serves the group itself.
+    const predictExchange =
+      clock && groupRank >= 0 && kind !== 's'
+        ? new StoreBackend(store, { ...view, id: `${id}~predict` }, { sharedRegion: false })
+        : undefined;
     const info = {
       id,
       name,
@@ -247,8 +264,8 @@ export async function buildRankContext(
       timeoutMs,
       peerCheckMs,
       nodes,
+      predictExchange,
     };
-    const view = { id, name, rank: groupRank, size: members.length, ranks: members };
     // The startup barrier is about the store's listeners: no communicator for it.
     const backend =
       groupRank >= 0
@@ -290,6 +307,7 @@ export async function buildRankContext(
     manager,
     store,
     config: options.config,
+    predict: clock,
     async newGroup(ranks, groupOptions = {}) {
       const members = checkMembers(ranks, worldSize, 'newGroup');
       const name = groupOptions.name ?? `group[${members.join(',')}]`;
@@ -321,11 +339,16 @@ export async function buildRankContext(
       await errandsDone();
       const mistake = failure === undefined ? audit : undefined;
       failure ??= mistake;
+      // What follows is the rank's leaving, not its program: no call of it is predicted.
+      clock?.stop();
+      if (clock && options.predict && failure === undefined)
+        await writePrediction(world, clock, options.predict);
       // Services built on the groups close first, newest first.
       for (const close of built.reverse()) await close();
       // Peers still waiting for this rank fail now, naming it, instead of at their timeout.
       rankMonitor()?.close(failure);
       setRankMonitor(undefined);
+      setRankClock(undefined);
       setCurrentRank(undefined);
       current = undefined;
       try {

@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { readEarlyExit } from '../debug/early-exit.ts';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
 import { readTraceParts, type TraceShare, writeTrace } from '../debug/trace.ts';
+import { checkPredictOptions, type PredictOptions } from '../predict/predict-options.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
@@ -66,6 +67,8 @@ export interface LaunchOptions extends JobShapeOptions {
   debug?: DebugOptions;
   /** Aborting it stops the job as if a rank had failed (the CLI wires SIGINT/SIGTERM here). */
   signal?: AbortSignal;
+  /** Predict the job's time on a topology (see SpawnThreadsOptions.predict); node 0's launcher's counts. */
+  predict?: PredictOptions;
 }
 
 const LAUNCH_KEYS = {
@@ -83,6 +86,7 @@ const LAUNCH_KEYS = {
   masterPort: true,
   debug: true,
   signal: true,
+  predict: true,
 } as const satisfies Record<keyof LaunchOptions, true>;
 
 /** One wait (and one key list) per node bounds how many a job may have. */
@@ -157,6 +161,7 @@ export async function launchProcesses<R = unknown>(
   const packedArgs = packTensors(options.args);
   const config = options.config === undefined ? undefined : checkClusterConfig(options.config);
   const debug = resolveJobDebug(options.debug, where);
+  const predict = checkPredictOptions(options.predict, worldSize, where);
   const setupUrl = processSetupUrl();
   const setup = await loadProcessSetup();
   const bootstrap = new URL(
@@ -199,6 +204,7 @@ export async function launchProcesses<R = unknown>(
         collectiveTimeoutMs: checked.collectiveTimeoutMs,
         config,
         debug,
+        predict,
       };
       await publishJob(nodes.client, job);
     } else {

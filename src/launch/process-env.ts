@@ -6,6 +6,7 @@
  */
 import { hostname } from 'node:os';
 import type { ResolvedDebugOptions } from '../debug/options.ts';
+import type { ResolvedPredictOptions } from '../predict/predict-options.ts';
 import { generateRendezvousSecret, rendezvousSecretFromEnv, SECRET_ENV } from '../rendezvous/auth.ts';
 import type { RendezvousClient } from '../rendezvous/client.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
@@ -55,6 +56,8 @@ export interface ProcessJobInfo {
   config?: ClusterConfig;
   /** The launcher's resolved debugging options, so options given in code reach every rank. */
   debug?: ResolvedDebugOptions;
+  /** Predict mode, resolved by node 0's launcher (topology spec, absolute output paths). */
+  predict?: ResolvedPredictOptions;
 }
 
 /**

@@ -7,6 +7,7 @@
  */
 
 import type { ResolvedDebugOptions } from '../debug/options.ts';
+import type { ResolvedPredictOptions } from '../predict/predict-options.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import type { LostHow } from '../runtime/faults/injector.ts';
@@ -35,6 +36,8 @@ export interface JobOptions {
   /** Injected failures and seeded delays (validated by the launcher); see runtime/faults/. */
   faults?: FaultSpec[];
   chaos?: ChaosOptions;
+  /** Predict mode: the topology and output files every rank's virtual clock works to (predict/). */
+  predict?: ResolvedPredictOptions;
 }
 
 /** What a rank thread tells its launcher beyond its outcome. */

@@ -11,6 +11,7 @@ import { type ResourceLimits, Worker } from 'node:worker_threads';
 import { registeredOpNames } from '../debug/call-record.ts';
 import { type DebugOptions, resolveJobDebug } from '../debug/options.ts';
 import { mergeTraceParts } from '../debug/trace.ts';
+import { checkPredictOptions, type PredictOptions } from '../predict/predict-options.ts';
 import { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
@@ -59,6 +60,11 @@ export interface SpawnThreadsOptions extends JobShapeOptions {
    * the check.
    */
   rankThreadBytes?: number;
+  /**
+   * Predict the job's time on a topology (docs/guides/prediction.md): results stay exact, every rank keeps
+   * a virtual clock (`ctx.predict`), and the report and trace say what each call would take there.
+   */
+  predict?: PredictOptions;
 }
 
 const SPAWN_THREADS_KEYS = {
@@ -70,6 +76,7 @@ const SPAWN_THREADS_KEYS = {
   faults: true,
   chaos: true,
   rankThreadBytes: true,
+  predict: true,
 } as const satisfies Record<keyof SpawnThreadsOptions, true>;
 
 export interface RankWorkerData {
@@ -196,6 +203,7 @@ export async function runRankThreads<R = unknown>(
     // The setup module loaded the op table: its names are what a fault's `op` may say.
     faults: checkFaults(options.faults, { worldSize, ops: registeredOpNames() }, 'spawnThreads'),
     chaos: checkChaos(options.chaos, 'spawnThreads'),
+    predict: checkPredictOptions(options.predict, worldSize, 'spawnThreads'),
   };
   const { bootstrap, setupUrl: rankSetup, entryModule } = await locate(entryUrl, setupUrl);
   const shared = setup.createJobShared(job);

@@ -141,6 +141,7 @@ let ledgerAccess: {
   track(work: Work<unknown>, describe: () => string): Work<unknown>;
   open(): void;
   close(): Promise<UnfinishedWorkError | undefined>;
+  whenWaitedOn(work: Work<unknown>, waited: () => void): void;
 };
 
 /**
@@ -150,6 +151,16 @@ let ledgerAccess: {
  */
 export function trackCall<W extends Work<unknown>>(work: W, describe: () => string): W {
   return ledgerAccess.track(work, describe) as W;
+}
+
+/**
+ * Runs `waited` once, the first time the rank's code waits on `work`: an
+ * await, then/catch/finally, Promise.resolve or wait() (not a done() or
+ * failed() poll, nor detach()). Predict mode (predict/) advances the rank's
+ * virtual clock to the call's predicted end there, where the program waits.
+ */
+export function whenWaitedOn(work: Work<unknown>, waited: () => void): void {
+  ledgerAccess.whenWaitedOn(work, waited);
 }
 
 /** Starts this thread's ledger (a rank's context does, once). */
@@ -186,7 +197,10 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     // biome-ignore lint/complexity/noThisInStatic: the class's name is not bound yet where a static block is lowered (tsx, esbuild)
     Object.defineProperty(this.prototype, 'constructor', {
       get(this: Work<unknown>) {
-        if (!ownBookkeeping) this.#observe();
+        if (!ownBookkeeping) {
+          this.#observe();
+          this.#waitedOn();
+        }
         return Promise;
       },
       configurable: true,
@@ -195,6 +209,9 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
       track: (work, describe) => Work.#track(work, describe),
       open: () => Work.#openLedger(),
       close: () => Work.#closeLedger(),
+      whenWaitedOn: (work, waited) => {
+        work.#onWait = waited;
+      },
     };
   }
 
@@ -210,6 +227,8 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   #describe: (() => string) | undefined;
   /** A shared settled Work's hand-outs in the current ledger (counted, not listed: see Handouts). */
   #handouts: Handouts | undefined;
+  /** See whenWaitedOn. */
+  #onWait: (() => void) | undefined;
 
   constructor(source: PromiseLike<T> | Executor<T>) {
     super(typeof source === 'function' ? source : capture);
@@ -305,6 +324,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
    */
   #chained<R>(promise: Promise<R>, handled: boolean, how: string): Work<R> {
     this.#observe();
+    this.#waitedOn();
     const next = new Work(promise);
     const describe = this.#describe;
     if (describe === undefined || !ledger) return next;
@@ -356,6 +376,13 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     }
   }
 
+  #waitedOn(): void {
+    const waited = this.#onWait;
+    if (waited === undefined) return;
+    this.#onWait = undefined;
+    waited();
+  }
+
   #look(): void {
     this.#looked = true;
     const h = this.#handouts;
@@ -376,6 +403,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
 
   wait(): Promise<T> {
     this.#observe();
+    this.#waitedOn();
     return this;
   }
 

@@ -43,6 +43,7 @@ const KNOWN_OPTIONS = [
   'faults',
   'chaos',
   'rankThreadBytes',
+  'predict',
 ] as const satisfies ReadonlyArray<keyof RankTestOptions>;
 
 const EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';

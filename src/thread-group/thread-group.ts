@@ -9,6 +9,7 @@
  */
 import { callName } from '../debug/call-record.ts';
 import { rankMonitor } from '../debug/monitor.ts';
+import { rankClock } from '../predict/rank-clock.ts';
 import { runErrand } from '../runtime/errands.ts';
 import { InvalidStateError } from '../runtime/errors.ts';
 import { rankFaults } from '../runtime/faults/injector.ts';
@@ -47,11 +48,12 @@ import {
   sharesOf,
   tagText,
 } from './call-signatures.ts';
-import { CallTracker } from './call-tracker.ts';
+import { CallTracker, type TrackedCall } from './call-tracker.ts';
 import { withFaults } from './fault-hook.ts';
 import { membersByNode } from './group-nodes.ts';
 import { objectToTensor, tensorToObject } from './object-bytes.ts';
 import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
+import { GroupPrediction } from './predicted-calls.ts';
 import { RecentSignature, type Signed } from './recent-signatures.ts';
 import { type CollectiveReduceOp, checkReduction, type Reduction, reductionName } from './reduction.ts';
 import { settledWithin, UnfinishedCalls } from './unfinished-calls.ts';
@@ -98,6 +100,8 @@ export interface GroupInfo {
   peerCheckMs?: number;
   /** Each member's node index (group-nodes.ts), by group rank; absent where every member is on node 0. */
   nodes?: readonly number[];
+  /** In predict mode: the backend of the group's twin, where members exchange their virtual clocks. */
+  predictExchange?: Backend;
 }
 
 export class ThreadGroup {
@@ -106,6 +110,8 @@ export class ThreadGroup {
   /** Where the rank's debugging monitor tracks calls (not outside a rank context, nor where it is off). */
   readonly #tracker: CallTracker | undefined;
   readonly #checks: boolean;
+  /** In predict mode (a member of a job that predicts): the calls' predicted times. */
+  readonly #prediction: GroupPrediction | undefined;
   #seq = 0;
   #destroyed = false;
   readonly #unfinished = new UnfinishedCalls();
@@ -125,6 +131,9 @@ export class ThreadGroup {
     const monitor = backend ? rankMonitor() : undefined;
     this.#checks = monitor?.options.checks ?? true;
     this.#tracker = monitor?.tracksCalls ? new CallTracker(monitor, info) : undefined;
+    const clock = rankClock();
+    this.#prediction =
+      clock && info.predictExchange ? new GroupPrediction(clock, info.predictExchange, info) : undefined;
   }
 
   get rank(): number {
@@ -222,6 +231,9 @@ export class ThreadGroup {
     const describe = debug
       ? () => debug.describe(this.#callName(signed, seq))
       : () => this.#callName(signed, seq);
+    if (this.#prediction?.active) {
+      return trackCall(this.#predicted(spec, seq, signed, options, outcome, debug), describe);
+    }
     if (!(outcome instanceof Promise)) {
       debug?.endedAtOnce();
       return trackCall(Work.resolved(outcome), describe);
@@ -233,6 +245,30 @@ export class ThreadGroup {
     // without looking at the Work: whether the caller observes it is the caller's business.
     if (!spec.p2p) this.#unfinished.add(outcome);
     return trackCall(new Work(debug ? debug.watch(outcome) : outcome), describe);
+  }
+
+  /** A call in predict mode: tracked as any other, its Work carrying its predicted times (predicted-calls.ts). */
+  #predicted<T>(
+    spec: OpSpec,
+    seq: number,
+    signed: Signed,
+    roles: RawRoles | undefined,
+    outcome: T | Promise<T>,
+    debug: TrackedCall | undefined,
+  ): Work<T> {
+    const prediction = this.#prediction as GroupPrediction;
+    let watched = outcome;
+    if (outcome instanceof Promise) {
+      debug?.running();
+      if (debug) watched = debug.watch(outcome);
+      if (!spec.p2p) this.#unfinished.add(outcome);
+    } else debug?.endedAtOnce();
+    if (!spec.p2p) return prediction.collective(spec.name, seq, signed.bytes, watched);
+    const tag = (roles?.tag as number | undefined) ?? 0;
+    if (spec.peerRole === 'dst') {
+      return prediction.send(spec.name, roles?.dst as number, tag, signed.bytes, watched);
+    }
+    return prediction.recv(spec.name, roles?.src as number | undefined, tag, watched);
   }
 
   #callName(signed: Signed, seq: number): string {
@@ -590,6 +626,8 @@ export class ThreadGroup {
       dst >= this.size ||
       dst === rank ||
       !isCommTensor(tensor) ||
+      // A predicted send carries its sender's clock beside it, sent as the call is made.
+      this.#prediction?.active ||
       rankFaults() !== undefined
     ) {
       return 0;
@@ -895,6 +933,7 @@ export class ThreadGroup {
     if (this.#destroyed) return;
     this.#destroyed = true;
     this.#backend?.destroy();
+    this.#info.predictExchange?.destroy();
   }
 }
 

@@ -1,0 +1,114 @@
+/**
+ * A rank's virtual clock in predict mode. It moves only where the program
+ * says: declared compute (`ctx.predict.compute(us)`) and waits on calls whose
+ * predicted end lies ahead of it. Real time never enters, so the same program
+ * on the same topology gives the same numbers on any machine under any load.
+ *
+ * A call is issued at the rank's clock; its start (the latest member's issue,
+ * after the group's previous collective) and end come from the exchange the
+ * group makes (thread-group/predicted-calls.ts); the rank's clock catches up
+ * with the end only where the program waits on the call, so a call's time
+ * overlaps whatever the rank declares between issuing and awaiting it.
+ */
+import type { PredictedCall, PredictedRank } from './report.ts';
+import type { Topology } from './topology.ts';
+
+/** What a rank's code sees as `ctx.predict`. */
+export interface PredictClock {
+  /** This rank computes for `us` microseconds: its clock moves on by that much. */
+  compute(us: number): void;
+  /** This rank's clock: microseconds of virtual time since the job started. */
+  now(): number;
+}
+
+/** A call's predicted place in time, once its group's exchange told its start. */
+export interface CallTiming {
+  startUs: number;
+  endUs: number;
+}
+
+export class RankClock implements PredictClock {
+  readonly rank: number;
+  /** What the calls are predicted on. */
+  readonly topology: Topology;
+  #now = 0;
+  #computeUs = 0;
+  #commUs = 0;
+  #exposedUs = 0;
+  #waitUs = 0;
+  readonly #calls: PredictedCall[] = [];
+  /** No more calls are predicted: the rank's main returned (its close's own messages are not the program's). */
+  #stopped = false;
+
+  constructor(rank: number, topology: Topology) {
+    this.rank = rank;
+    this.topology = topology;
+  }
+
+  compute(us: number): void {
+    if (typeof us !== 'number' || !Number.isFinite(us) || us < 0) {
+      throw new RangeError(`ctx.predict.compute: us must be a finite number ≥ 0, got ${String(us)}`);
+    }
+    this.#now += us;
+    this.#computeUs += us;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  stop(): void {
+    this.#stopped = true;
+  }
+
+  /** Records a call with its predicted times; its time counts as communication whether or not it is exposed. */
+  record(call: Omit<PredictedCall, 'rank'>): void {
+    this.#commUs += call.endUs - call.startUs;
+    this.#calls.push({ rank: this.rank, ...call });
+  }
+
+  /**
+   * The program waits on a call issued at `issuedUs`: its clock catches up with
+   * the call's end. Of the time it waits, the part before the call started is
+   * waiting for the members that came later (stragglers), the rest is exposed
+   * communication.
+   */
+  waitFor({ startUs, endUs }: CallTiming): void {
+    const from = this.#now;
+    if (endUs <= from) return;
+    const waited = Math.max(0, Math.min(startUs, endUs) - from);
+    this.#waitUs += waited;
+    this.#exposedUs += endUs - from - waited;
+    this.#now = endUs;
+  }
+
+  totals(): PredictedRank {
+    return {
+      rank: this.rank,
+      endUs: this.#now,
+      computeUs: this.#computeUs,
+      commUs: this.#commUs,
+      exposedCommUs: this.#exposedUs,
+      waitUs: this.#waitUs,
+    };
+  }
+
+  calls(): readonly PredictedCall[] {
+    return this.#calls;
+  }
+}
+
+let current: RankClock | undefined;
+
+/** The clock of the rank this thread runs, when its job predicts (set by its context). */
+export function rankClock(): RankClock | undefined {
+  return current;
+}
+
+export function setRankClock(clock: RankClock | undefined): void {
+  current = clock;
+}
