@@ -27,6 +27,13 @@ export interface CallTiming {
   endUs: number;
 }
 
+/**
+ * Calls a rank's report lists at most (a long job's totals stay exact; the
+ * calls past this are counted, not kept, so a job's calls cannot grow the
+ * rank's memory without bound).
+ */
+export const MAX_REPORTED_CALLS = 100_000;
+
 export class RankClock implements PredictClock {
   readonly rank: number;
   /** What the calls are predicted on. */
@@ -37,12 +44,15 @@ export class RankClock implements PredictClock {
   #exposedUs = 0;
   #waitUs = 0;
   readonly #calls: PredictedCall[] = [];
+  readonly #maxCalls: number;
+  #droppedCalls = 0;
   /** No more calls are predicted: the rank's main returned (its close's own messages are not the program's). */
   #stopped = false;
 
-  constructor(rank: number, topology: Topology) {
+  constructor(rank: number, topology: Topology, maxCalls = MAX_REPORTED_CALLS) {
     this.rank = rank;
     this.topology = topology;
+    this.#maxCalls = maxCalls;
   }
 
   compute(us: number): void {
@@ -68,7 +78,8 @@ export class RankClock implements PredictClock {
   /** Records a call with its predicted times; its time counts as communication whether or not it is exposed. */
   record(call: Omit<PredictedCall, 'rank'>): void {
     this.#commUs += call.endUs - call.startUs;
-    this.#calls.push({ rank: this.rank, ...call });
+    if (this.#calls.length < this.#maxCalls) this.#calls.push({ rank: this.rank, ...call });
+    else this.#droppedCalls++;
   }
 
   /**
@@ -94,6 +105,7 @@ export class RankClock implements PredictClock {
       commUs: this.#commUs,
       exposedCommUs: this.#exposedUs,
       waitUs: this.#waitUs,
+      ...(this.#droppedCalls > 0 && { droppedCalls: this.#droppedCalls }),
     };
   }
 

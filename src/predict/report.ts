@@ -17,6 +17,8 @@ export interface PredictedRank {
   exposedCommUs: number;
   /** Time its clock waited for stragglers: from its arrival at a call to the call's start. */
   waitUs: number;
+  /** Calls past the report's limit per rank (MAX_REPORTED_CALLS): in the totals, not listed. */
+  droppedCalls?: number;
 }
 
 /** One call as one rank made it. */
