@@ -34,14 +34,26 @@ async function predicted<K extends keyof typeof scenarios>(
   args: object = {},
   extra: object = {},
 ) {
-  const report = join(dir, `report-${files++}.json`);
+  const report = join(dir, `report-${files}.json`);
+  const trace = join(dir, `trace-${files++}.json`);
   const ranks = await fixture.run(
     scenario,
     (entry, a) =>
-      spawnThreads(entry, { worldSize, args: a, predict: { topology: 'h100-nvlink', report }, ...extra }),
+      spawnThreads(entry, {
+        worldSize,
+        args: a,
+        predict: { topology: 'h100-nvlink', report, trace },
+        ...extra,
+      }),
     args,
   );
-  return { ranks, report: JSON.parse(readFileSync(report, 'utf8')) as PredictReport };
+  return {
+    ranks,
+    report: JSON.parse(readFileSync(report, 'utf8')) as PredictReport,
+    trace: JSON.parse(readFileSync(trace, 'utf8')) as {
+      traceEvents: { ph: string; tid: number; ts: number }[];
+    },
+  };
 }
 
 const allReduceUs = (bytes: number, ranks: number) =>
@@ -49,7 +61,7 @@ const allReduceUs = (bytes: number, ranks: number) =>
 
 describe('predict mode', () => {
   it('a collective starts when its last member arrives: a straggler shows as its peers’ wait', async () => {
-    const { ranks, report } = await predicted('straggler', 4);
+    const { ranks, report, trace } = await predicted('straggler', 4);
     const us = allReduceUs(4096, 4);
     expect(us).toBeGreaterThan(0);
     for (const r of ranks) {
@@ -71,6 +83,14 @@ describe('predict mode', () => {
       expect(call.endUs).toBeCloseTo(300 + us, 6);
       expect(call.busbwGBps).toBeGreaterThan(0);
     }
+    // The trace: a slice per call, on its rank's track, at its predicted start.
+    const slices = trace.traceEvents.filter((e) => e.ph === 'X');
+    expect(slices.map((e) => [e.tid, e.ts]).sort()).toEqual([
+      [0, 300],
+      [1, 300],
+      [2, 300],
+      [3, 300],
+    ]);
   });
 
   it('an async allReduce behind longer compute exposes nothing', async () => {
