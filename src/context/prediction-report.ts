@@ -21,7 +21,9 @@ export async function writePrediction(
 ): Promise<void> {
   if (options.report === undefined && options.trace === undefined) return;
   const part: RankPart = { totals: clock.totals(), calls: clock.calls() };
-  const parts = (await world.gatherObject(part, { dst: 0 })) as RankPart[] | undefined;
+  // A gather that fails does so because a peer failed or left: that failure is the job's, this rank's
+  // part of it (no report) is no second one.
+  const parts = (await world.gatherObject(part, { dst: 0 }).catch(() => undefined)) as RankPart[] | undefined;
   if (parts === undefined) return;
   writePredictionFiles(
     parts.map((p) => p.totals),

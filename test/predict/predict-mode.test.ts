@@ -148,6 +148,20 @@ describe('predict mode', () => {
     });
   });
 
+  it('a rank that fails fails the job with its own error first, and no report is written', async () => {
+    const report = join(dir, 'failed.json');
+    const started = Date.now();
+    const error = await fixture
+      .run('failing', (entry, args) =>
+        spawnThreads(entry, { worldSize: 3, args, predict: { topology: 'h100-nvlink', report } }),
+      )
+      .catch((e: unknown) => e as Error);
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toMatch(/^1 rank\(s\) failed: 2\n.*rank 2 fails on purpose/);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(() => readFileSync(report)).toThrow(/ENOENT/);
+  });
+
   it('leaves ctx.predict undefined in a job that does not predict', async () => {
     const ranks = await fixture.run('plain', (entry, args) => spawnThreads(entry, { worldSize: 2, args }));
     expect(ranks).toEqual([{ predict: 'undefined' }, { predict: 'undefined' }]);
