@@ -17,6 +17,17 @@ async function example(main: string, env: Record<string, string>): Promise<strin
   return stdout;
 }
 
+/** A line per topology PREDICT named, after the checks: the job's predicted time there, with its calls. */
+function expectPredictedRuns(out: string, call: string): void {
+  for (const topology of ['h100-nvlink', 'a100-nvlink']) {
+    const line = out.split('\n').find((l) => l.startsWith(`predicted on ${topology}: `));
+    expect(line, `no predicted run on ${topology} in:\n${out}`).toMatch(
+      /: \d+\.\d us \(rank \d: compute \d+\.\d us, communication \d+\.\d us of which \d+\.\d exposed/,
+    );
+    expect(line).toContain(call);
+  }
+}
+
 describe('parallelism examples', () => {
   it('tensor-parallel MLP matches the single-rank run, with an uneven hidden split', async () => {
     const out = await example('examples/tensor-parallel-mlp/main.ts', {
@@ -26,6 +37,7 @@ describe('parallelism examples', () => {
       HIDDEN: '10',
       OUTPUT: '3',
       STEPS: '3',
+      PREDICT: 'h100-nvlink,a100-nvlink',
     });
     expect(out).toContain(
       'tensor-parallel MLP: 4 ranks, batch 4, 6 -> 10 -> 3, hidden units per rank [3, 3, 3, 1], 3 SGD steps (lr 0.1)',
@@ -39,6 +51,7 @@ describe('parallelism examples', () => {
     ]) {
       expect(out).toContain(`checked: ${what} (max diff`);
     }
+    expectPredictedRuns(out, 'allReduce ring/LL');
     expect(out).toMatch(/\nOK\n$/);
   });
 
@@ -47,6 +60,7 @@ describe('parallelism examples', () => {
       WORLD_SIZE: '4',
       SEQ: '12',
       DIM: '4',
+      PREDICT: 'h100-nvlink,a100-nvlink',
     });
     expect(out).toContain('ring attention: 4 ranks, sequence 12 (3 positions per rank), head dim 4');
     expect(out).toContain(
@@ -55,6 +69,7 @@ describe('parallelism examples', () => {
     expect(out).toContain(
       'checked: causal attention, K/V blocks attended per rank [1, 2, 3, 4], output [12,4]',
     );
+    expectPredictedRuns(out, 'send p2p/');
     expect(out).toMatch(/\nOK\n$/);
   });
 });

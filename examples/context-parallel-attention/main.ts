@@ -5,8 +5,11 @@
  * with a causal mask. Sizes come from the environment:
  *
  *   WORLD_SIZE=4 SEQ=64 DIM=16 node --import tsx examples/context-parallel-attention/main.ts
+ *
+ * PREDICT=h100-nvlink,a100-nvlink adds a predicted run on each topology.
  */
 import { spawnThreads } from 'tensorcomm';
+import { predictedRuns } from '../predicted-runs.ts';
 import { qkv, referenceAttention } from './attention.ts';
 import type { AttentionArgs, RingResult } from './rank.ts';
 
@@ -27,14 +30,13 @@ const TOLERANCE = 1e-5;
 console.log(
   `ring attention: ${worldSize} ranks, sequence ${seq} (${seq / worldSize} positions per rank), head dim ${dim}`,
 );
-const results = await spawnThreads<Record<'full' | 'causal', RingResult>>(
-  new URL('./rank.ts', import.meta.url),
-  {
-    worldSize,
-    args: { seq, dim } satisfies AttentionArgs,
-    timeoutMs: 120_000,
-  },
-);
+const entry = new URL('./rank.ts', import.meta.url);
+const args: AttentionArgs = { seq, dim };
+const results = await spawnThreads<Record<'full' | 'causal', RingResult>>(entry, {
+  worldSize,
+  args,
+  timeoutMs: 120_000,
+});
 const { q, k, v } = qkv(seq, dim);
 let ok = true;
 for (const mode of ['full', 'causal'] as const) {
@@ -52,5 +54,6 @@ for (const mode of ['full', 'causal'] as const) {
       `single-rank softmax attention (max diff ${diff.toExponential(1)})`,
   );
 }
+await predictedRuns(entry, { worldSize, args });
 console.log(ok ? 'OK' : 'FAILED');
 if (!ok) process.exitCode = 1;

@@ -4,6 +4,7 @@
  * receiving the previous rank's while it computes on the one it has.
  */
 import { DeviceMesh, DTensor, distributeTensor, type RankContext, Shard, Tensor } from 'tensorcomm';
+import { GPU_FLOPS_PER_US } from '../predicted-runs.ts';
 import { OnlineSoftmax, qkv } from './attention.ts';
 
 export interface AttentionArgs {
@@ -28,9 +29,12 @@ export default async function main(
   const shard = async (v: Float32Array) =>
     (await distributeTensor(Tensor.fromArray(v, [seq, dim]), mesh, [Shard(0)])).toLocal();
   const [q, k, v] = [await shard(values.q), await shard(values.k), await shard(values.v)];
+  // A block's scores Q·Kᵀ and its weighted sum P·V: 2 × 2·rows²·dim operations.
+  const rows = seq / ctx.worldSize;
+  const attendBlock = () => ctx.predict?.compute((4 * rows * rows * dim) / GPU_FLOPS_PER_US);
   return {
-    full: await ringAttention(mesh, q, k, v, false),
-    causal: await ringAttention(mesh, q, k, v, true),
+    full: await ringAttention(mesh, q, k, v, false, attendBlock),
+    causal: await ringAttention(mesh, q, k, v, true, attendBlock),
   };
 }
 
@@ -41,6 +45,8 @@ async function ringAttention(
   k: Tensor,
   v: Tensor,
   causal: boolean,
+  /** Declares a block's compute in a predicted run (it overlaps the block passing on). */
+  attendBlock: () => void,
 ): Promise<RingResult> {
   const ring = mesh.group(0);
   const [size, rank] = [ring.size, ring.rank];
@@ -63,6 +69,7 @@ async function ringAttention(
     if (!causal || owner <= rank) {
       const [kBlock, vBlock] = kv.chunk(2).map((t) => t.data as Float32Array);
       state.attend(kBlock, vBlock, rows, rank * rows, owner * rows, causal);
+      attendBlock();
       blocks++;
     }
     // The peer reads `kv` in place until its receive completes; only then may it be overwritten.

@@ -7,9 +7,12 @@
  *   WORLD_SIZE=4 BATCH=8 INPUT=16 HIDDEN=32 OUTPUT=8 STEPS=5 LR=0.1 \
  *     node --import tsx examples/tensor-parallel-mlp/main.ts
  *
+ * PREDICT=h100-nvlink,a100-nvlink adds a predicted run on each topology.
+ *
  * HIDDEN need not divide by WORLD_SIZE: shards follow torch.chunk.
  */
 import { spawnThreads } from 'tensorcomm';
+import { predictedRuns } from '../predicted-runs.ts';
 import { initialParams, type Sizes, sgdStep, syntheticBatch } from './mlp.ts';
 import type { RankResult, TrainArgs } from './rank.ts';
 
@@ -29,11 +32,8 @@ const args: TrainArgs = {
 };
 const TOLERANCE = 1e-4;
 
-const results = await spawnThreads<RankResult>(new URL('./rank.ts', import.meta.url), {
-  worldSize,
-  args,
-  timeoutMs: 120_000,
-});
+const entry = new URL('./rank.ts', import.meta.url);
+const results = await spawnThreads<RankResult>(entry, { worldSize, args, timeoutMs: 120_000 });
 
 // The single-rank model: the whole hidden layer, and nothing to reduce.
 const reference = initialParams(args);
@@ -80,5 +80,6 @@ check(
   `input gradient dX [${n},${input}] of the last step against the single-rank run`,
   maxDiff(first.dx, referenceDx),
 );
+await predictedRuns(entry, { worldSize, args });
 console.log(ok ? 'OK' : 'FAILED');
 if (!ok) process.exitCode = 1;

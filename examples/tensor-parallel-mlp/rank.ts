@@ -15,6 +15,7 @@ import {
   Shard,
   Tensor,
 } from 'tensorcomm';
+import { GPU_FLOPS_PER_US } from '../predicted-runs.ts';
 import { initialParams, type Sizes, sgdStep, syntheticBatch } from './mlp.ts';
 
 export interface TrainArgs extends Sizes {
@@ -57,7 +58,10 @@ export default async function main(ctx: RankContext, args: TrainArgs): Promise<R
 
   const losses: number[] = [];
   let dx: Float32Array = new Float32Array(0);
+  // A step's matmuls on this rank's hidden units: forward x·W1 and a·W2, backward twice each.
+  const stepFlops = 6 * args.batch * hidden * (i + o);
   for (let step = 0; step < args.steps; step++) {
+    ctx.predict?.compute(stepFlops / GPU_FLOPS_PER_US);
     const result = await sgdStep(params, batch, { ...args, hidden }, allReduce);
     losses.push(result.loss);
     dx = result.dx;
