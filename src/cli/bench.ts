@@ -34,7 +34,7 @@ options:
   --svg <file>           also write a chart of busbw against message size
   -h, --help             this text`;
 
-function bytes(text: string, flag: string): number {
+export function bytes(text: string, flag: string): number {
   const match = /^(\d+)([KMG]?)$/i.exec(text.trim());
   if (!match) throw new RangeError(`--${flag}: expected a byte count like 4, 64K or 1M, got "${text}"`);
   const scale = { '': 1, K: 1 << 10, M: 1 << 20, G: 1 << 30 }[match[2].toUpperCase() as '' | 'K' | 'M' | 'G'];

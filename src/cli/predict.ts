@@ -1,7 +1,8 @@
 /**
  * `tensorcomm predict <command>`: the reports a predicted job writes
  * (`predict.report`), read back. `show` prints one in nccl-tests' layout,
- * `diff` compares two call by call. Each command is an entry of
+ * `diff` compares two call by call; `calibrate` writes a topology of this
+ * machine (predict-calibrate.ts). Each command is an entry of
  * PREDICT_COMMANDS, so the usage text and the dispatch follow from the table.
  */
 import type { PredictedCall, PredictReport } from '../predict/report.ts';
@@ -15,6 +16,7 @@ import {
   predictedRankRows,
 } from '../predict/report-table.ts';
 import { type Column, fixed, formatTable } from './bench/table.ts';
+import { CALIBRATE_HELP, calibrateCommand, parseCalibrateArgs } from './predict-calibrate.ts';
 
 type Log = (line: string) => void;
 
@@ -22,6 +24,8 @@ interface PredictSubcommand {
   /** Its arguments, for the usage line. */
   args: string;
   summary: string;
+  /** What `<command> --help` adds below the summary (options). */
+  help?: string;
   /** Arguments after the command's name, --help already answered; an exception is a failure (exit 1). */
   run: (argv: string[], log: Log) => number | Promise<number>;
 }
@@ -44,16 +48,36 @@ const PREDICT_COMMANDS: Record<string, PredictSubcommand> = {
         log,
       ),
   },
+  calibrate: {
+    args: '[options]',
+    summary: "time this machine's ranks and write a topology of alpha-beta links",
+    help: CALIBRATE_HELP,
+    run: (argv, log) => {
+      const options = checkedUsage('calibrate', () => parseCalibrateArgs(argv));
+      return options === undefined ? 2 : calibrateCommand(options, log);
+    },
+  },
 };
 
 function commandUsage(name: string): string {
-  const { args, summary } = PREDICT_COMMANDS[name];
-  return `usage: tensorcomm predict ${name} ${args}\n\n${summary}`;
+  const { args, summary, help } = PREDICT_COMMANDS[name];
+  return `usage: tensorcomm predict ${name} ${args}\n\n${summary}${help ? `\n\n${help}` : ''}`;
+}
+
+/** The command's options, or undefined once a bad one has been reported with the usage (exit 2). */
+function checkedUsage<T>(name: string, parse: () => T): T | undefined {
+  try {
+    return parse();
+  } catch (error) {
+    console.error(`tensorcomm predict ${name}: ${(error as Error).message}\n\n${commandUsage(name)}`);
+    return undefined;
+  }
 }
 
 export const PREDICT_USAGE = `usage: tensorcomm predict <command> [arguments]
 
-Reads the report a predicted job wrote (predict: { report } on spawnThreads, rankTest, launchProcesses).
+Reads the report a predicted job wrote (predict: { report } on spawnThreads, rankTest, launchProcesses),
+or writes a topology of this machine.
 
 commands:
 ${Object.entries(PREDICT_COMMANDS)

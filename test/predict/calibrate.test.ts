@@ -1,0 +1,180 @@
+/**
+ * Calibration: the alpha-beta fit recovers a link exactly from points the
+ * model itself made, and `tensorcomm predict calibrate` writes a topology of
+ * alpha-beta links that loadTopology takes, or says what is wrong with its
+ * command line. No timing is asserted: the machine's figures are the bench's.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
+import { predictCommand } from '../../src/cli/predict.ts';
+import { type AlphaBetaLink, type AlphaBetaOp, alphaBetaTime } from '../../src/predict/alpha-beta.ts';
+import { type CalibrationPoint, fitAlphaBeta } from '../../src/predict/calibration-fit.ts';
+import { loadTopology } from '../../src/predict/topology.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-calibrate-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The model's own time for each op at each size: what a perfect machine would measure. */
+function points(link: AlphaBetaLink, ops: readonly AlphaBetaOp[], ranks: number, sizes: number[]) {
+  return ops.flatMap((op) =>
+    sizes.map((bytes) => ({ op, ranks, bytes, us: alphaBetaTime(op, ranks, bytes, link).us })),
+  );
+}
+
+describe('fitAlphaBeta', () => {
+  const sizes = [4096, 65536, 1 << 20, 16 << 20];
+
+  it('recovers alpha and bandwidth exactly from the model, whatever ops and ranks the points come from', () => {
+    const link = { alphaUs: 12.5, bandwidthGBps: 3.25 };
+    for (const [ops, ranks] of [
+      [['send', 'allReduce'], 2],
+      [['allGather', 'reduceScatter', 'broadcast'], 4],
+      [['allReduce'], 8],
+    ] as Array<[AlphaBetaOp[], number]>) {
+      const fit = fitAlphaBeta(points(link, ops, ranks, sizes));
+      expect(fit.alphaUs).toBeCloseTo(12.5, 9);
+      expect(fit.bandwidthGBps).toBeCloseTo(3.25, 9);
+      expect(fit.rmsError).toBeLessThan(1e-12);
+    }
+  });
+
+  it('two sizes of one op are enough; alpha 0 is found as 0', () => {
+    const fit = fitAlphaBeta(points({ alphaUs: 0, bandwidthGBps: 40 }, ['send'], 2, [1024, 1 << 24]));
+    expect(fit.alphaUs).toBeCloseTo(0, 9);
+    expect(fit.bandwidthGBps).toBeCloseTo(40, 9);
+  });
+
+  it('weighs each point by its relative error, so noise on the largest size barely moves alpha', () => {
+    // 5% slower at 16 MiB (84 us): plain least squares would put alpha at 18.1 us, the relative fit at 19.9.
+    const exact = points({ alphaUs: 20, bandwidthGBps: 10 }, ['send'], 2, sizes);
+    const noisy = exact.map((p, i) => (i === exact.length - 1 ? { ...p, us: p.us * 1.05 } : p));
+    expect(fitAlphaBeta(noisy).alphaUs).toBeCloseTo(19.88, 2);
+  });
+
+  it('a fit whose alpha would be negative is redone with alpha 0', () => {
+    // Small sizes faster than the large ones' line through zero: least squares alone gives alpha < 0.
+    const sends: CalibrationPoint[] = [
+      { op: 'send', ranks: 2, bytes: 1 << 20, us: 50 },
+      { op: 'send', ranks: 2, bytes: 1 << 24, us: 1000 },
+    ];
+    const fit = fitAlphaBeta(sends);
+    expect(fit.alphaUs).toBe(0);
+    expect(fit.bandwidthGBps).toBeGreaterThan(0);
+    expect(fit.rmsError).toBeGreaterThan(0);
+  });
+
+  it('refuses points that cannot give a link, saying why', () => {
+    const one = points({ alphaUs: 5, bandwidthGBps: 1 }, ['send', 'allReduce'], 2, [4096]);
+    expect(() => fitAlphaBeta(one)).toThrow(/at least two sizes/);
+    const flat: CalibrationPoint[] = [
+      { op: 'send', ranks: 2, bytes: 1024, us: 100 },
+      { op: 'send', ranks: 2, bytes: 1 << 20, us: 90 },
+    ];
+    expect(() => fitAlphaBeta(flat)).toThrow(/do not grow with the size/);
+    expect(() => fitAlphaBeta([{ ...flat[0], us: 0 }, flat[1]])).toThrow(/point 0 \(send\).*positive time/);
+    expect(() => fitAlphaBeta([flat[0], { ...flat[1], ranks: 1 }])).toThrow(/point 1 .*2 or more ranks/);
+    // A send of S and an allReduce of 2S on 2 ranks have the same alpha-to-bytes ratio.
+    const tied: CalibrationPoint[] = [
+      { op: 'send', ranks: 2, bytes: 1024, us: 10 },
+      { op: 'allReduce', ranks: 2, bytes: 2048, us: 20 },
+    ];
+    expect(() => fitAlphaBeta(tied)).toThrow(/cannot tell latency from bandwidth/);
+  });
+});
+
+describe('tensorcomm predict calibrate', () => {
+  let errors: MockInstance<typeof console.error>;
+  beforeEach(() => {
+    errors = vi.spyOn(console, 'error').mockImplementation(() => {});
+  });
+  afterEach(() => errors.mockRestore());
+
+  async function calibrate(...argv: string[]): Promise<{ code: number; lines: string[]; stderr: string }> {
+    const lines: string[] = [];
+    const code = await predictCommand(['calibrate', ...argv], (line) => lines.push(line));
+    return { code, lines, stderr: errors.mock.calls.map((c) => c.join(' ')).join('\n') };
+  }
+
+  /** The written topology: two nodes whose links are alpha-beta with positive fitted values. */
+  function expectCalibrated(file: string, ranksPerNode: number) {
+    const topology = loadTopology(file);
+    expect(topology).toMatchObject({ nodes: 2, gpusPerNode: ranksPerNode });
+    const { intraNode, interNode } = topology.spec;
+    expect(intraNode.kind).toBe('alpha-beta');
+    expect(interNode?.kind).toBe('alpha-beta');
+    for (const link of [intraNode, interNode!]) {
+      expect(link.latencyUs).toBeGreaterThanOrEqual(0);
+      expect(link.bandwidthGBps).toBeGreaterThan(0);
+    }
+  }
+
+  it('--quick: times processes and two nodes over TCP, prints the fits, writes a YAML topology', async () => {
+    const file = join(dir, 'machine.yaml');
+    const { code, lines, stderr } = await calibrate('--quick', '--out', file);
+    expect([code, stderr]).toEqual([0, '']);
+    expectCalibrated(file, 8);
+    expect(readFileSync(file, 'utf8')).toMatch(
+      /^# tensorcomm predict calibrate, .*\n# intraNode from 2 processes/,
+    );
+    const header = lines.findIndex((l) =>
+      /^#\s+link\s+measured on\s+alpha\(us\)\s+bandwidth\(GB\/s\)/.test(l),
+    );
+    expect(lines[header + 1]).toMatch(
+      /^ intraNode\s+2 processes \(file store rings\)\s+[\d.]+\s+[\d.]+\s+[\d.]+%$/,
+    );
+    expect(lines[header + 2]).toMatch(/^ interNode\s+2 nodes over loopback TCP\s+[\d.]+\s+[\d.]+\s+[\d.]+%$/);
+    expect(lines.at(-1)).toBe(`# topology written to ${file}`);
+  }, 60_000);
+
+  it('--threads, --sizes, --rounds, --ranks-per-node: thread ranks inside a node, a JSON topology', async () => {
+    const file = join(dir, 'threads.json');
+    const { code, stderr, lines } = await calibrate(
+      '--threads',
+      '--sizes',
+      '4K,1M',
+      '--rounds',
+      '2',
+      '--ranks-per-node',
+      '4',
+      '--quick',
+      '--out',
+      file,
+    );
+    expect([code, stderr]).toEqual([0, '']);
+    expectCalibrated(file, 4);
+    expect(JSON.parse(readFileSync(file, 'utf8')).intraNode.kind).toBe('alpha-beta');
+    expect(lines).toContain('# sizes 4096, 1048576 B, median of 2 batches each');
+    expect(lines.some((l) => /^ intraNode\s+2 thread ranks \(memory store\)/.test(l))).toBe(true);
+  }, 60_000);
+
+  it('--help lists the options', async () => {
+    const { code, lines } = await calibrate('--help');
+    expect(code).toBe(0);
+    expect(lines[0]).toMatch(/^usage: tensorcomm predict calibrate \[options\]\n/);
+    for (const flag of ['--out', '--threads', '--sizes', '--rounds', '--ranks-per-node', '--quick'])
+      expect(lines[0]).toContain(flag);
+  });
+
+  it('exit 2 for a bad command line, naming the flag, with the usage; nothing is measured', async () => {
+    for (const [argv, message] of [
+      [['--out', join(dir, 'topo.txt')], /--out: a topology file ends .yaml, .yml or .json/],
+      [['--sizes', '4K'], /--sizes: two or more sizes/],
+      [['--sizes', '4K,4096'], /--sizes: two or more sizes/],
+      [['--sizes', '4K,1X'], /--sizes: expected a byte count like 4, 64K or 1M, got "1X"/],
+      [['--sizes', '2,4K'], /--sizes: at least 4 bytes/],
+      [['--rounds', '0'], /--rounds: expected an integer of at least 1, got "0"/],
+      [['--ranks-per-node', '1'], /--ranks-per-node: expected an integer of at least 2, got "1"/],
+      [['--bogus'], /Unknown option '--bogus'/],
+      [['extra.yaml'], /Unexpected argument 'extra.yaml'/],
+    ] as Array<[string[], RegExp]>) {
+      errors.mockClear();
+      const { code, lines, stderr } = await calibrate(...argv);
+      expect([code, lines], argv.join(' ')).toEqual([2, []]);
+      expect(stderr).toMatch(/^tensorcomm predict calibrate: /);
+      expect(stderr).toMatch(message);
+      expect(stderr).toMatch(/\n\nusage: tensorcomm predict calibrate \[options\]/);
+    }
+  });
+});
