@@ -15,7 +15,10 @@ const SUBCOMMANDS: Record<string, { run: Subcommand; summary: string }> = {
   run: { run: runCommand, summary: 'run a script as N processes (torchrun-style environment)' },
   bench: { run: benchCommand, summary: 'collective benchmark table (nccl-tests layout), JSON and SVG' },
   trace: { run: traceCommand, summary: 'per-op summary of a trace file (TENSORCOMM_TRACE)' },
-  predict: { run: predictCommand, summary: 'predicted time: show a report, diff two, calibrate this machine' },
+  predict: {
+    run: predictCommand,
+    summary: 'predicted time: show a report, diff two, calibrate this machine',
+  },
   cache: {
     run: cacheCommand,
     summary: 'where rank-thread bundles are cached, their size; --clear empties it',
