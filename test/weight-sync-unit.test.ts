@@ -1,6 +1,7 @@
 /** Pure parts of weight sync, no threads: the binary header, the bucket plan and the stream digest. */
 import { describe, expect, it } from 'vitest';
 import { Tensor, type ThreadGroup, WeightSyncHeaderError } from '../src/index.ts';
+import { UNTIMED } from '../src/predict/layer-clock.ts';
 import { chainDigest, DIGEST_SEED, stampDigest } from '../src/weight-sync/digest.ts';
 import {
   type BucketHeader,
@@ -223,17 +224,21 @@ describe('bucket plan', () => {
 
 /** A one-receiver sender over a stand-in group, with 64-byte buckets. */
 const stubSender = (group: ThreadGroup, lend: boolean) =>
-  new BucketSender(group, {
-    senders: [0],
-    receivers: [1],
-    bucketBytes: 64,
-    phase: 1,
-    timeoutMs: 5000,
-    tags: tagsFrom(0),
-    lend,
-    maxTensorBytes: HEADER_LIMITS.maxTensorBytes,
-    routes: planRoutes([0], [1], () => 0),
-  });
+  new BucketSender(
+    group,
+    {
+      senders: [0],
+      receivers: [1],
+      bucketBytes: 64,
+      phase: 1,
+      timeoutMs: 5000,
+      tags: tagsFrom(0),
+      lend,
+      maxTensorBytes: HEADER_LIMITS.maxTensorBytes,
+      routes: planRoutes([0], [1], () => 0),
+    },
+    () => UNTIMED,
+  );
 
 describe('bucket sender', () => {
   it("sends payloads in bucket order even when a later bucket's header is taken first", async () => {

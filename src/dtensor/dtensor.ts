@@ -4,6 +4,7 @@
  * placement per mesh dimension. Every method that talks is collective over
  * the mesh (or the mesh dims it touches): all members call it in the same order.
  */
+import { layerCall } from '../predict/layer-clock.ts';
 import { Work } from '../runtime/work.ts';
 import type { DType } from '../tensor/dtype.ts';
 import { Tensor } from '../tensor/tensor.ts';
@@ -80,20 +81,36 @@ export class DTensor {
 
   /** A DTensor of the same value under `placements`, reached one mesh dimension at a time. */
   redistribute(placements: readonly Placement[]): Work<DTensor> {
-    return Work.run(async () => {
-      const where = 'DTensor.redistribute';
-      const target = normalizePlacements(placements, this.mesh.ndim, this.shape.length, this.dtype, where);
-      let local = this.#local;
-      for (const step of planRedistribute(this.placements, target, where)) {
-        local = await runTransition(local, step, this.shape, this.mesh);
-      }
-      return new DTensor(local, this.mesh, target, this.shape);
-    });
+    return this.#redistributed(placements, (d) => d);
   }
 
   /** The global tensor, on every rank of the mesh. */
   full(): Work<Tensor> {
-    return this.redistribute(this.placements.map(() => Replicate())).then((d) => d.#local);
+    return this.#redistributed(
+      this.placements.map(() => Replicate()),
+      (d) => d.#local,
+    );
+  }
+
+  /**
+   * `result` of the redistributed DTensor. In predict mode the steps are one
+   * layer call (predict/layer-clock.ts): each step is issued when the one
+   * before it ended, and the program's wait on the Work moves the rank's clock.
+   */
+  #redistributed<T>(placements: readonly Placement[], result: (d: DTensor) => T): Work<T> {
+    const layer = layerCall();
+    return layer.settle(
+      Work.run(async () => {
+        const where = 'DTensor.redistribute';
+        const target = normalizePlacements(placements, this.mesh.ndim, this.shape.length, this.dtype, where);
+        let local = this.#local;
+        for (const step of planRedistribute(this.placements, target, where)) {
+          const from = local;
+          local = await layer.run(() => runTransition(from, step, this.shape, this.mesh));
+        }
+        return result(new DTensor(local, this.mesh, target, this.shape));
+      }),
+    );
   }
 
   toString(): string {
@@ -112,20 +129,26 @@ export function distributeTensor(
   placements: readonly Placement[],
   options: { src?: number } = {},
 ): Work<DTensor> {
-  return Work.run(async () => {
-    const where = 'distributeTensor';
-    if (!(full instanceof Tensor)) {
-      throw new TypeError(`${where}: full must be a Tensor on every rank, got ${describeValue(full)}`);
-    }
-    assertMesh(mesh, where);
-    const norm = normalizePlacements(placements, mesh.ndim, full.shape.length, full.dtype, where);
-    const src = options.src ?? 0;
-    const value = mesh.rank === src ? full.contiguous() : Tensor.empty(full.shape, full.dtype);
-    await mesh.group().broadcast(value, { src });
-    return DTensor.fromLocal(localBlock(value, norm, mesh.shape, mesh.coordinate), mesh, norm, {
-      shape: full.shape,
-    });
-  });
+  // One layer call in predict mode (predict/layer-clock.ts): the program's wait on it moves the rank's clock.
+  const layer = layerCall();
+  return layer.settle(
+    layer.run(() =>
+      Work.run(async () => {
+        const where = 'distributeTensor';
+        if (!(full instanceof Tensor)) {
+          throw new TypeError(`${where}: full must be a Tensor on every rank, got ${describeValue(full)}`);
+        }
+        assertMesh(mesh, where);
+        const norm = normalizePlacements(placements, mesh.ndim, full.shape.length, full.dtype, where);
+        const src = options.src ?? 0;
+        const value = mesh.rank === src ? full.contiguous() : Tensor.empty(full.shape, full.dtype);
+        await mesh.group().broadcast(value, { src });
+        return DTensor.fromLocal(localBlock(value, norm, mesh.shape, mesh.coordinate), mesh, norm, {
+          shape: full.shape,
+        });
+      }),
+    ),
+  );
 }
 
 /** Global shape of even shards: each sharding mesh dim multiplies its tensor dim. */

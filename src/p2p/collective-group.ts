@@ -7,6 +7,7 @@
  * ThreadGroup the manager caches for the members.
  */
 
+import { layerCall } from '../predict/layer-clock.ts';
 import { InvalidStateError } from '../runtime/errors.ts';
 import { trackCall, Work } from '../runtime/work.ts';
 import type { Device } from '../tensor/dtype.ts';
@@ -95,19 +96,24 @@ export class CollectiveGroup {
         return this.#inbox(src).recv(MessageKind.broadcast, 'broadcast', options) as Work<T>;
       }
       const receivers = this.workers.filter((w) => w !== src);
-      // The network is charged once for all receivers, on the first copy ready to go.
+      // The network is charged once for all receivers, on the first copy ready to go (at the broadcast's
+      // virtual time in predict mode). The copies are one layer call: the program waits on the broadcast.
       const netem = this.#members.services.netem;
+      const layer = layerCall();
+      const atS = layer.issuedUs === undefined ? undefined : layer.issuedUs / 1e6;
       let arrivals: number[] | undefined;
-      const sends = receivers.map((w, i) =>
-        this.#outbox(w).send(
-          obj,
-          MessageKind.broadcast,
-          'broadcast',
-          options,
-          netem && ((wireBytes) => (arrivals ??= netem.charge('broadcast', receivers, wireBytes))[i]),
+      const sends = layer.run(() =>
+        receivers.map((w, i) =>
+          this.#outbox(w).send(
+            obj,
+            MessageKind.broadcast,
+            'broadcast',
+            options,
+            netem && ((wireBytes) => (arrivals ??= netem.charge('broadcast', receivers, wireBytes, atS))[i]),
+          ),
         ),
       );
-      return new Work(Promise.all(sends).then(() => obj));
+      return layer.settle(new Work(Promise.all(sends).then(() => obj)));
     });
   }
 

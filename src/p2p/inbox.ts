@@ -7,8 +7,12 @@
  * (not to have finished: transfers still overlap). A compressed tensor
  * arrives in chunks, each borrowed from the sender (no copy of the wire
  * bytes) and restored into its place in the destination as soon as it lands.
+ * In predict mode a receive is a layer call (predict/layer-clock.ts): its
+ * parts are posted at the receive's own clock (the data once the header is
+ * in), and the program's wait on the receive's Work moves the rank's clock.
  */
 import { deserialize } from 'node:v8';
+import { type LayerCall, layerCall } from '../predict/layer-clock.ts';
 import { Work } from '../runtime/work.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import { explain, P2PHeaderError, P2PProtocolError } from './errors.ts';
@@ -46,11 +50,16 @@ export class Inbox {
     if (this.#broken) return Work.rejected(this.#broken);
     const { lead } = this.#link;
     const seq = this.#seq++;
-    const header = lead.group.recvObject(lead.peer, { tag: lead.tag, timeoutMs: options.timeoutMs });
+    const layer = layerCall();
+    const header = layer.run(() =>
+      lead.group.recvObject(lead.peer, { tag: lead.tag, timeoutMs: options.timeoutMs }),
+    );
     const previous = this.#issued;
     let release!: () => void;
     this.#issued = new Promise((resolve) => (release = resolve));
-    return new Work(this.#receive(header, previous, release, { seq, kind, where, options }));
+    return layer.settle(
+      new Work(this.#receive(header, previous, release, { seq, kind, where, options }, layer)),
+    );
   }
 
   async #receive(
@@ -58,6 +67,7 @@ export class Inbox {
     previous: Promise<void>,
     release: () => void,
     call: { seq: number; kind: MessageKind; where: string; options: TransferOptions },
+    layer: LayerCall,
   ): Promise<unknown> {
     let header: Header;
     let tensors: Tensor[];
@@ -68,33 +78,35 @@ export class Inbox {
       if (this.#broken) throw this.#broken;
       tensors = this.#allocate(header, call.where);
       // Every part's receive now, in the order the sender issues the parts.
-      header.tensors.forEach((spec, i) => {
-        const path = this.#link.dataPath(tensors[i].device);
-        const options = { tag: path.tag, timeoutMs: call.options.timeoutMs };
-        const { chunkBytes } = spec;
-        if (chunkBytes === undefined) {
-          transfers.push(path.group.recv(tensors[i], path.peer, options));
-          return;
-        }
-        for (let k = 0; k < chunkCount(tensors[i].nbytes, chunkBytes); k++) {
-          transfers.push(
-            path.group.recvAnyBorrowed(path.peer, options).then(async (chunk) => {
-              try {
-                await this.#services.compressor!.restoreChunk(
-                  tensors[i],
-                  chunkBytes,
-                  k,
-                  chunk.tensor,
-                  call.options.timeoutMs ?? DEFAULT_CODEC_WAIT_MS,
-                  call.where,
-                );
-              } finally {
-                await chunk.release();
-              }
-            }),
-          );
-        }
-      });
+      layer.run(() =>
+        header.tensors.forEach((spec, i) => {
+          const path = this.#link.dataPath(tensors[i].device);
+          const options = { tag: path.tag, timeoutMs: call.options.timeoutMs };
+          const { chunkBytes } = spec;
+          if (chunkBytes === undefined) {
+            transfers.push(path.group.recv(tensors[i], path.peer, options));
+            return;
+          }
+          for (let k = 0; k < chunkCount(tensors[i].nbytes, chunkBytes); k++) {
+            transfers.push(
+              path.group.recvAnyBorrowed(path.peer, options).then(async (chunk) => {
+                try {
+                  await this.#services.compressor!.restoreChunk(
+                    tensors[i],
+                    chunkBytes,
+                    k,
+                    chunk.tensor,
+                    call.options.timeoutMs ?? DEFAULT_CODEC_WAIT_MS,
+                    call.where,
+                  );
+                } finally {
+                  await chunk.release();
+                }
+              }),
+            );
+          }
+        }),
+      );
     } catch (error) {
       throw this.#break(error, call.where);
     } finally {
@@ -157,22 +169,28 @@ export class Inbox {
     if (problem) return Work.rejected(problem);
     this.#seq++;
     const path = this.#link.loneStream(tensor.device);
-    return path.group.recv(tensor, path.peer, { tag: path.tag, timeoutMs: options.timeoutMs }).then(
-      (t) => {
-        // A header that happens to fit a uint8 buffer passes the shape check; its content gives it away.
-        if (t.device === 'cpu' && t.dtype === 'uint8' && isEnvelopedHeader(t.bytes())) {
-          throw this.#break(
-            new P2PProtocolError(
-              `${where}: the peer sent this message with send(); pair it with recv(), not recvTensor`,
-            ),
-            where,
-          );
-        }
-        return t;
-      },
-      (error: unknown) => {
-        throw this.#break(error, where);
-      },
+    const layer = layerCall();
+    const received = layer.run(() =>
+      path.group.recv(tensor, path.peer, { tag: path.tag, timeoutMs: options.timeoutMs }),
+    );
+    return layer.settle(
+      received.then(
+        (t) => {
+          // A header that happens to fit a uint8 buffer passes the shape check; its content gives it away.
+          if (t.device === 'cpu' && t.dtype === 'uint8' && isEnvelopedHeader(t.bytes())) {
+            throw this.#break(
+              new P2PProtocolError(
+                `${where}: the peer sent this message with send(); pair it with recv(), not recvTensor`,
+              ),
+              where,
+            );
+          }
+          return t;
+        },
+        (error: unknown) => {
+          throw this.#break(error, where);
+        },
+      ),
     );
   }
 

@@ -11,8 +11,15 @@
  * parts (header, raw tensors, each compressed tensor chunk by chunk), each
  * charged to the link as soon as it is ready, so compression, the link and
  * the receiver's decompression overlap.
+ *
+ * In predict mode a message is a layer call (predict/layer-clock.ts): its
+ * parts are issued at the message's own clock, and the program's wait on the
+ * message's Work is what moves the rank's clock. An emulated link then sleeps
+ * for nothing: it charges the message at its virtual time, and the arrival it
+ * gives is the parts' predicted arrival.
  */
 import { serialize } from 'node:v8';
+import { type LayerCall, layerCall } from '../predict/layer-clock.ts';
 import { Work } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ChunkedTensor, TensorCompressor } from './compression/tensor-compressor.ts';
@@ -77,13 +84,20 @@ export class Outbox {
       return Work.rejected(error); // nothing was issued: the channel stays usable
     }
     const message = { kind, seq: this.#seq++, skeleton, where, options };
+    const layer = layerCall();
     if (!this.#services.compressor && !this.#services.netem) {
-      return this.#settle(this.#issue(message, encodeMessageHeader(message, tensors, []), tensors), where);
+      const header = encodeMessageHeader(message, tensors, []);
+      return layer.settle(
+        this.#settle(
+          layer.run(() => this.#issue(message, header, tensors)),
+          where,
+        ),
+      );
     }
     const previous = this.#issued;
     let issued!: () => void;
     this.#issued = new Promise((resolve) => (issued = resolve));
-    return new Work(this.#issueInTurn(message, tensors, previous, issued, schedule));
+    return layer.settle(new Work(this.#issueInTurn(message, tensors, previous, issued, schedule, layer)));
   }
 
   /**
@@ -106,6 +120,8 @@ export class Outbox {
    * goes whole, after its emulated wire time; one with compressed tensors goes
    * part by part (header, each raw tensor, each chunk), each part on the wire
    * as soon as it is ready, so compression, the link and the receiver overlap.
+   * Predicting, an emulated link charges the message at its layer call's
+   * virtual time, and its parts are issued at once, arriving when it says.
    */
   async #issueInTurn(
     message: Message,
@@ -113,8 +129,13 @@ export class Outbox {
     previous: Promise<void>,
     issued: () => void,
     schedule: Schedule | undefined,
+    layer: LayerCall,
   ): Promise<void> {
     const { compressor, netem } = this.#services;
+    const virtualS = layer.issuedUs === undefined ? undefined : layer.issuedUs / 1e6;
+    /** A part's predicted arrival (µs) where the link's arrival is virtual; undefined where it is waited for. */
+    const predicted = (arrivalS: number | undefined) =>
+      arrivalS === undefined || virtualS === undefined ? undefined : arrivalS * 1e6;
     let plans: Array<ChunkedTensor | undefined> = [];
     const works: Array<Work<void>> = [];
     let issuing: Promise<void> = Promise.resolve();
@@ -124,29 +145,35 @@ export class Outbox {
       plans = tensors.map((t) => (message.kind === MessageKind.message ? compressor?.plan(t) : undefined));
       const header = encodeMessageHeader(message, tensors, plans, compressor?.codec.name);
       if (plans.every((p) => p === undefined)) {
+        let arrival: number | undefined;
         if (netem) {
           const wireBytes = header.length + tensors.reduce((sum, t) => sum + t.nbytes, 0);
-          await netem.waitUntil(
-            schedule?.(wireBytes) ?? netem.charge('send', [this.#peerName], wireBytes)[0],
-          );
+          arrival = schedule?.(wireBytes) ?? netem.charge('send', [this.#peerName], wireBytes, virtualS)[0];
+          if (virtualS === undefined) await netem.waitUntil(arrival);
           if (this.#broken) throw this.#broken;
         }
-        works.push(...this.#issue(message, header, tensors));
+        works.push(...layer.run(() => this.#issue(message, header, tensors), predicted(arrival)));
       } else {
         // A part is charged the moment it is ready and issued at its arrival, after the part
         // before it: the link never idles waiting for a timer, and parts keep their order.
-        const charge = netem?.begin('send', [this.#peerName]);
+        const charge = netem?.begin('send', [this.#peerName], virtualS);
         const issuePart = (part: Tensor | Uint8Array) => {
           const arrival = charge?.(part instanceof Uint8Array ? part.length : part.nbytes)[0];
           issuing = issuing.then(async () => {
-            if (arrival !== undefined) await netem!.waitUntil(arrival);
+            if (arrival !== undefined && virtualS === undefined) await netem!.waitUntil(arrival);
             // A receiver slower than the codec holds the parts back, not the store's slots. A part
             // that failed is #settle's to report, with the rest: here it only stops holding back.
             const behind = works[works.length - PARTS_IN_FLIGHT];
             if (behind) await Promise.resolve(behind).catch(() => undefined);
             if (this.#broken) throw this.#broken;
             works.push(
-              part instanceof Uint8Array ? this.#sendHeader(message, part) : this.#sendData(message, part),
+              layer.run(
+                () =>
+                  part instanceof Uint8Array
+                    ? this.#sendHeader(message, part)
+                    : this.#sendData(message, part),
+                predicted(arrival),
+              ),
             );
           });
         };
@@ -198,10 +225,11 @@ export class Outbox {
     if (problem) return Work.rejected(problem);
     this.#seq++;
     const path = this.#link.loneStream(tensor.device);
-    return this.#settle(
-      [path.group.send(tensor, path.peer, { tag: path.tag, timeoutMs: options.timeoutMs })],
-      where,
+    const layer = layerCall();
+    const send = layer.run(() =>
+      path.group.send(tensor, path.peer, { tag: path.tag, timeoutMs: options.timeoutMs }),
     );
+    return layer.settle(this.#settle([send], where));
   }
 
   #settle(works: Array<Work<void>>, where: string): Work<void> {

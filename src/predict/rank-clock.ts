@@ -25,6 +25,12 @@ export interface PredictClock {
 export interface CallTiming {
   startUs: number;
   endUs: number;
+  /**
+   * How much of [fromUs, endUs] the call was communicating, for a call with
+   * gaps (a layer call's, layer-clock.ts: between its calls it waits for its
+   * peers); absent: all of it from its start.
+   */
+  busyUs?(fromUs: number): number;
 }
 
 /**
@@ -34,7 +40,22 @@ export interface CallTiming {
  */
 export const MAX_REPORTED_CALLS = 100_000;
 
-export class RankClock implements PredictClock {
+/**
+ * What issues a ThreadGroup call in predict mode: the call starts at its
+ * `now()`, and where the call is waited on, `waitFor` catches it up with the
+ * call's end. The rank's clock, or the clock of a layer's call above
+ * ThreadGroup (layer-clock.ts), which also learns the times of the calls it
+ * issued (`include`) to know when it ran itself, and posts its receives at
+ * `postedUs()` rather than `now()`.
+ */
+export interface CallIssuer {
+  now(): number;
+  waitFor(timing: CallTiming): void;
+  include?(timing: CallTiming): void;
+  postedUs?(): number;
+}
+
+export class RankClock implements PredictClock, CallIssuer {
   readonly rank: number;
   /** What the calls are predicted on. */
   readonly topology: Topology;
@@ -83,17 +104,18 @@ export class RankClock implements PredictClock {
   }
 
   /**
-   * The program waits on a call issued at `issuedUs`: its clock catches up with
-   * the call's end. Of the time it waits, the part before the call started is
-   * waiting for the members that came later (stragglers), the rest is exposed
-   * communication.
+   * The program waits on a call: its clock catches up with the call's end. Of
+   * the time it waits, the part before the call started (or, for a layer call,
+   * when none of its calls was in flight) is waiting for the members that came
+   * later (stragglers), the rest is exposed communication.
    */
-  waitFor({ startUs, endUs }: CallTiming): void {
+  waitFor(timing: CallTiming): void {
     const from = this.#now;
+    const { startUs, endUs } = timing;
     if (endUs <= from) return;
-    const waited = Math.max(0, Math.min(startUs, endUs) - from);
-    this.#waitUs += waited;
-    this.#exposedUs += endUs - from - waited;
+    const exposed = timing.busyUs ? timing.busyUs(from) : endUs - Math.max(from, Math.min(startUs, endUs));
+    this.#waitUs += endUs - from - exposed;
+    this.#exposedUs += exposed;
     this.#now = endUs;
   }
 

@@ -10,14 +10,22 @@
  * group's previous collective ended (one stream per group, as NCCL runs a
  * communicator's calls); it lasts what the model says for the members'
  * placement. Point to point: a send starts as it is issued and lasts the
- * transfer over the link between the two ranks; the receive completes at the
- * later of its post and the message's arrival (its sender's clock travels on
- * the twin, in the same stream order as the message).
+ * transfer over the link between the two ranks (or, for a p2p message on an
+ * emulated link, until the arrival the emulator gave it); the receive
+ * completes at the later of its post and the message's arrival (the sender's
+ * clock and the arrival travel on the twin, in the same stream order as the
+ * message).
+ *
+ * A call made by a layer above ThreadGroup for one of its own calls is issued
+ * at that layer call's clock, and waits on it move that clock, not the
+ * rank's (predict/layer-clock.ts).
  */
+import { callIssuer, emulatedArrivalUs } from '../predict/layer-clock.ts';
 import { predictCollective } from '../predict/predict-collective.ts';
-import type { CallTiming, RankClock } from '../predict/rank-clock.ts';
+import type { CallIssuer, CallTiming, RankClock } from '../predict/rank-clock.ts';
+import { timedWork } from '../predict/timed-work.ts';
 import { runErrand } from '../runtime/errands.ts';
-import { Work, whenWaitedOn } from '../runtime/work.ts';
+import type { Work } from '../runtime/work.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { Backend, CallInfo } from './backend.ts';
 import type { OpName } from './ops.ts';
@@ -39,7 +47,6 @@ export class GroupPrediction {
   readonly #exchange: Backend;
   readonly #group: PredictedGroup;
   #exchangeSeq = 0;
-  #p2pSeq = 0;
   /** The end of the group's latest collective: the same on every member, so never exchanged. */
   #lastEnd: Promise<number> = Promise.resolve(0);
 
@@ -57,47 +64,69 @@ export class GroupPrediction {
     return { seq, signature: SIGNATURE, timeoutMs: this.#group.timeoutMs, checks: false };
   }
 
-  /** A collective's Work: settles once the call and its exchange have, carrying the call's predicted times. */
+  /**
+   * A collective's Work: settles once the call and its exchange have, carrying the call's predicted times.
+   * `bytes` is what this member knows of the call's size: the exchange takes the members' largest, so an
+   * object's size, known only where it is serialised (broadcastObject's source, ...), reaches every member.
+   */
   collective<T>(op: OpName, seq: number, bytes: number, outcome: T | Promise<T>): Work<T> {
     const group = this.#group;
-    const model = predictCollective({ op, bytes, ranks: group.ranks, topology: this.#clock.topology });
-    const latest = Tensor.full([1], this.#clock.now(), 'float64');
-    const exchanged = this.#exchange.allReduce(this.#info(this.#exchangeSeq++), latest, 'max');
+    const issuer = callIssuer(this.#clock);
+    const mine = Tensor.fromArray([issuer.now(), bytes], undefined, 'float64');
+    const exchanged = this.#exchange.allReduce(this.#info(this.#exchangeSeq++), mine, 'max');
     const previous = this.#lastEnd;
     const timing = Promise.all([exchanged, previous]).then(([, previousEnd]) => {
-      const startUs = Math.max(latest.data[0] as number, previousEnd);
-      return { startUs, endUs: startUs + model.us };
+      const [latestUs, callBytes] = mine.data as Float64Array;
+      const model = predictCollective({
+        op,
+        bytes: callBytes,
+        ranks: group.ranks,
+        topology: this.#clock.topology,
+      });
+      const startUs = Math.max(latestUs, previousEnd);
+      return { startUs, endUs: startUs + model.us, bytes: callBytes, model };
     });
     // A failed exchange fails this call (below); later calls then wait on no end.
     this.#lastEnd = timing.then(
       (t) => t.endUs,
       () => 0,
     );
-    return this.#settled(outcome, timing, (t) => ({
+    return this.#settled(issuer, outcome, timing, (t) => ({
       group: group.name,
       seq,
       op,
-      bytes,
-      algorithm: model.algorithm,
-      protocol: model.protocol,
+      bytes: t.bytes,
+      algorithm: t.model.algorithm,
+      protocol: t.model.protocol,
       startUs: t.startUs,
       endUs: t.endUs,
-      busbwGBps: model.busbwGBps,
+      busbwGBps: t.model.busbwGBps,
     }));
   }
 
-  /** A send to group rank `dst`: its clock and bytes go to the receiver on the twin, in the message's stream order. */
+  /**
+   * A send to group rank `dst`: its start, bytes and arrival go to the receiver on the twin, in the
+   * message's stream order. It arrives when an emulated link says (p2p/netem/), else after the transfer.
+   */
   send<T>(op: OpName, dst: number, tag: number, bytes: number, outcome: T | Promise<T>): Work<T> {
-    const startUs = this.#clock.now();
+    const issuer = callIssuer(this.#clock);
+    const startUs = issuer.now();
     const peer = this.#group.ranks[dst];
-    const model = this.#transfer(bytes, this.#group.ranks[this.#group.rank], peer);
-    const stamp = Tensor.fromArray([startUs, bytes], undefined, 'float64');
+    const arrivalUs = emulatedArrivalUs();
+    const model =
+      arrivalUs === undefined
+        ? this.#transfer(bytes, this.#group.ranks[this.#group.rank], peer)
+        : emulatedTransfer(bytes, arrivalUs - startUs);
+    const timing = { startUs, endUs: startUs + model.us };
+    const stamp = Tensor.fromArray(
+      [startUs, bytes, timing.endUs, arrivalUs === undefined ? 0 : 1],
+      undefined,
+      'float64',
+    );
     // Nobody waits on it but the receiver; the rank's close waits for it to be taken.
     runErrand(this.#exchange.send(this.#info(-1), stamp, dst, tag));
-    const timing = { startUs, endUs: startUs + model.us };
-    const seq = this.#p2pSeq++;
-    return this.#settled(outcome, Promise.resolve(timing), () =>
-      this.#p2pRecord(op, seq, bytes, model, timing, peer),
+    return this.#settled(issuer, outcome, Promise.resolve(timing), () =>
+      this.#p2pRecord(op, bytes, model, timing, peer),
     );
   }
 
@@ -106,46 +135,41 @@ export class GroupPrediction {
    * received now, where the source is known, so stamps pair with messages in posting order.
    */
   recv<T>(op: OpName, src: number | undefined, tag: number, outcome: T | Promise<T>): Work<T> {
-    const postedUs = this.#clock.now();
-    const seq = this.#p2pSeq++;
+    const issuer = callIssuer(this.#clock);
+    const postedUs = issuer.postedUs?.() ?? issuer.now();
     const heard = src === undefined ? undefined : this.#stamp(src, tag);
     let from = src;
     let bytes = 0;
     const timing = (async () => {
       if (heard === undefined) from = (await outcome) as number;
-      const [sentUs, sentBytes] = await (heard ?? this.#stamp(from as number, tag));
+      const [sentUs, sentBytes, arrivalUs, emulated] = await (heard ?? this.#stamp(from as number, tag));
       bytes = sentBytes;
-      const model = this.#transfer(
-        bytes,
-        this.#group.ranks[from as number],
-        this.#group.ranks[this.#group.rank],
-      );
-      return {
-        startUs: Math.max(postedUs, sentUs),
-        endUs: Math.max(postedUs, sentUs + model.us),
-        model,
-      };
+      const model = emulated
+        ? emulatedTransfer(bytes, arrivalUs - sentUs)
+        : this.#transfer(bytes, this.#group.ranks[from as number], this.#group.ranks[this.#group.rank]);
+      return { startUs: Math.max(postedUs, sentUs), endUs: Math.max(postedUs, arrivalUs), model };
     })();
-    return this.#settled(outcome, timing, (t) =>
-      this.#p2pRecord(op, seq, bytes, t.model, t, this.#group.ranks[from as number]),
+    return this.#settled(issuer, outcome, timing, (t) =>
+      this.#p2pRecord(op, bytes, t.model, t, this.#group.ranks[from as number]),
     );
   }
 
-  #stamp(src: number, tag: number): Promise<[number, number]> {
-    const stamp = Tensor.zeros([2], 'float64');
-    return this.#exchange
-      .recv(this.#info(-1), stamp, src, tag)
-      .then(() => [stamp.data[0] as number, stamp.data[1] as number]);
+  /** The sender's stamp: its start, bytes, arrival, and 1 where an emulated link gave the arrival. */
+  #stamp(src: number, tag: number): Promise<Float64Array> {
+    const stamp = Tensor.zeros([4], 'float64');
+    return this.#exchange.recv(this.#info(-1), stamp, src, tag).then(() => stamp.data as Float64Array);
   }
 
   #transfer(bytes: number, from: number, to: number) {
     return predictCollective({ op: 'send', bytes, ranks: [from, to], topology: this.#clock.topology });
   }
 
-  /** `seq`: the call's place among the group's point-to-point calls on this rank, in the program's order. */
+  /**
+   * A point-to-point call's record. Its `seq` is given in the report (predict/prediction-files.ts), in
+   * predicted-time order: the order a rank issues them in may be the real run's race.
+   */
   #p2pRecord(
     op: OpName,
-    seq: number,
     bytes: number,
     model: { algorithm: string; protocol: string; busbwGBps: number },
     timing: CallTiming,
@@ -153,7 +177,7 @@ export class GroupPrediction {
   ) {
     return {
       group: this.#group.name,
-      seq,
+      seq: 0,
       op,
       bytes,
       algorithm: model.algorithm,
@@ -165,33 +189,25 @@ export class GroupPrediction {
     };
   }
 
-  /**
-   * The call's Work: its outcome once its timing is known too (the call's own
-   * failure first). The call is recorded then; where the program waits on the
-   * Work (now or before), the rank's clock catches up with the call's end.
-   */
+  /** The call's Work (predict/timed-work.ts), recording the call once its timing is known. */
   #settled<T, C extends CallTiming>(
+    issuer: CallIssuer,
     outcome: T | Promise<T>,
     timing: Promise<C>,
     record: (timing: C) => Parameters<RankClock['record']>[0],
   ): Work<T> {
-    const clock = this.#clock;
-    let known: C | undefined;
-    let waited = false;
     // The timing's own failure surfaces through the call's Work, never as an unhandled rejection.
     timing.catch(() => undefined);
-    const work = new Work<T>(
-      Promise.resolve(outcome).then(async (value) => {
-        known = await timing;
-        clock.record(record(known));
-        if (waited) clock.waitFor(known);
-        return value;
-      }),
+    return timedWork(
+      issuer,
+      outcome,
+      () => timing,
+      (t) => this.#clock.record(record(t)),
     );
-    whenWaitedOn(work as Work<unknown>, () => {
-      if (known === undefined) waited = true;
-      else clock.waitFor(known);
-    });
-    return work;
   }
+}
+
+/** A transfer an emulated link timed (p2p/netem/): its time is the emulator's, its bandwidth what that gives. */
+function emulatedTransfer(bytes: number, us: number) {
+  return { us, algorithm: 'netem', protocol: 'link', busbwGBps: us > 0 ? bytes / us / 1e3 : 0 };
 }

@@ -636,8 +636,13 @@ export class ThreadGroup {
   }
 
   recv(tensor: Tensor, src: number, options?: P2POptions): Work<Tensor> {
+    return this.#recvInto(tensor, src, options, tensor);
+  }
+
+  /** A receive into `tensor` whose Work resolves to `value`. */
+  #recvInto<T>(tensor: Tensor, src: number, options: P2POptions | undefined, value: T): Work<T> {
     return this.#p2p('recv', tensor, src, options, (b, call) =>
-      valueWhenDone(b.recv(call, tensor, src, options?.tag ?? 0), tensor),
+      valueWhenDone(b.recv(call, tensor, src, options?.tag ?? 0), value),
     );
   }
 
@@ -694,7 +699,9 @@ export class ThreadGroup {
       }
       if (batcher === undefined) {
         if (o.op === 'isend') return this.send(o.tensor, o.peer, { tag: o.tag });
-        return this.recv(o.tensor, o.peer, { tag: o.tag }).then(() => undefined);
+        // Not recv(...).then(): chaining on the call's Work would be a wait on it (predict mode's clock would
+        // catch up with it then), where the program has only issued it.
+        return this.#recvInto(o.tensor, o.peer, { tag: o.tag }, undefined);
       }
       const kind = o.op === 'isend' ? 'send' : 'recv';
       return this.#p2p(
@@ -820,9 +827,10 @@ export class ThreadGroup {
       () => {
         const src = checkGroupRank(this, options?.src, 'src', 'broadcastObject');
         if (this.rank === src) mine = objectToTensor(obj, 'broadcastObject');
+        // Only the source knows the size: predict mode's exchange takes the members' largest (predicted-calls.ts).
         return {
           signature: `broadcastObject(src=${src})`,
-          bytes: 0,
+          bytes: mine?.nbytes ?? 0,
         };
       },
       async (b, call) => tensorToObject(await b.broadcastAny(call, mine, options.src)),
@@ -836,7 +844,8 @@ export class ThreadGroup {
       options,
       () => {
         mine = objectToTensor(obj, 'allGatherObject');
-        return { signature: 'allGatherObject()', bytes: 0 };
+        // As torch moves them: every object padded to the largest (predict mode's exchange takes the largest).
+        return { signature: 'allGatherObject()', bytes: mine.nbytes * this.size };
       },
       async (b, call) => (await b.allGatherAny(call, mine)).map(tensorToObject),
     );
@@ -851,7 +860,7 @@ export class ThreadGroup {
       () => {
         const dst = checkGroupRank(this, options?.dst, 'dst', 'gatherObject');
         bytes = objectToTensor(obj, 'gatherObject');
-        return { signature: `gatherObject(dst=${dst})`, bytes: 0 };
+        return { signature: `gatherObject(dst=${dst})`, bytes: bytes.nbytes * this.size };
       },
       async (b, call) => (await b.gatherAny(call, bytes, options.dst))?.map(tensorToObject),
     );
@@ -879,7 +888,8 @@ export class ThreadGroup {
           }
           parts = objs.map((o, i) => objectToTensor(o, `scatterObject: objs[${i}]`));
         }
-        return { signature: `scatterObject(src=${src})`, bytes: 0 };
+        const largest = parts?.reduce((most, p) => Math.max(most, p.nbytes), 0) ?? 0;
+        return { signature: `scatterObject(src=${src})`, bytes: largest * this.size };
       },
       async (b, call) => tensorToObject(await b.scatterAny(call, parts, options.src)),
     );

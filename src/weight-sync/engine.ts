@@ -9,7 +9,13 @@
  *
  * One sync at a time per engine. After a failed sync the ranks' message
  * streams may be out of step, so the engine refuses further syncs.
+ *
+ * In predict mode a sync is one layer call (predict/layer-clock.ts): every
+ * call the engine makes during it is the sync's, issued at the sync's own
+ * clock, so the engine's waits in the background of the program do not move
+ * the rank's clock; the program's wait on send() does, and a receive's end.
  */
+import { callsIn, type LayerCall, layerCall, UNTIMED } from '../predict/layer-clock.ts';
 import { internalCalls } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
@@ -39,6 +45,8 @@ export class WeightSyncEngine {
   readonly #config: WeightSyncConfig;
   readonly #sender: BucketSender | undefined;
   readonly #receiver: BucketReceiver | undefined;
+  /** The running sync's layer call (predict mode). */
+  #layer: LayerCall = UNTIMED;
   #busy = false;
   #broken: string | undefined;
 
@@ -47,9 +55,10 @@ export class WeightSyncEngine {
     // The engine sees its own calls through (some rightly outlive send()); its send() and receive() are the user's.
     group = internalCalls(group);
     this.#group = group;
+    const layer = () => this.#layer;
     const isSender = this.#config.senders.includes(group.rank);
-    this.#sender = isSender ? new BucketSender(group, this.#config) : undefined;
-    this.#receiver = isSender ? undefined : new BucketReceiver(group, this.#config);
+    this.#sender = isSender ? new BucketSender(group, this.#config, layer) : undefined;
+    this.#receiver = isSender ? undefined : new BucketReceiver(callsIn(group, layer), this.#config);
   }
 
   get role(): 'sender' | 'receiver' {
@@ -61,10 +70,15 @@ export class WeightSyncEngine {
    * threads); resolves once every receiver has confirmed it. The stream's
    * tensors must not change until then.
    */
-  async send(weights: WeightStream): Promise<void> {
+  send(weights: WeightStream): Promise<void> {
+    const layer = layerCall();
+    return layer.settle(this.#send(weights, layer));
+  }
+
+  async #send(weights: WeightStream, layer: LayerCall): Promise<void> {
     const where = 'WeightSyncEngine.send';
     if (!this.#sender) throw this.#wrongRole(where, 'sender');
-    this.#begin(where);
+    this.#begin(where, layer);
     try {
       await this.#sender.send(weights, where);
     } catch (error) {
@@ -86,9 +100,13 @@ export class WeightSyncEngine {
     ) {
       throw new TypeError(`${where}: options must be { borrow?: boolean }`);
     }
-    this.#begin(where);
+    const layer = layerCall();
+    this.#begin(where, layer);
     try {
       yield* this.#receiver.receive(options.borrow ?? false, where);
+      // The program's loop waits for the receive's end here: the rank's clock catches up with it (what the
+      // loop computed between tensors overlapped the receive).
+      await layer.settle(Promise.resolve());
     } catch (error) {
       this.#broken = messageOf(error);
       throw error;
@@ -97,7 +115,7 @@ export class WeightSyncEngine {
     }
   }
 
-  #begin(where: string): void {
+  #begin(where: string, layer: LayerCall): void {
     if (this.#broken !== undefined) {
       throw new WeightSyncError(
         `${where}: an earlier sync failed (${this.#broken}); create a new engine with another tag to sync again`,
@@ -105,6 +123,7 @@ export class WeightSyncEngine {
     }
     if (this.#busy) throw new WeightSyncError(`${where}: a sync is already running on this engine`);
     this.#busy = true;
+    this.#layer = layer;
   }
 
   #wrongRole(where: string, role: string): Error {

@@ -10,6 +10,7 @@
  * its outcome (the error) at once, and breaks the receives a sender may be
  * blocked on, so senders learn why at once rather than at a timeout.
  */
+import { Work } from '../runtime/work.ts';
 import { WeightSyncError } from './errors.ts';
 
 /** Default first tag; an engine reserves four consecutive tags from `tag` on its group (and uses three). */
@@ -52,8 +53,13 @@ export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** Marks a promise's rejection as handled here, because it is awaited (and its error seen) later or on purpose not at all. */
+/**
+ * Marks a promise's rejection as handled here, because it is awaited (and its error seen) later or on purpose not at all.
+ * A Work is returned as it is: its rejection is never unhandled, and a chain on it would be a wait on it (in predict
+ * mode the clock that issued it would catch up with it then: predict/timed-work.ts), where it is only let run.
+ */
 export function quiet<T>(promise: PromiseLike<T>): Promise<T> {
+  if (promise instanceof Work) return promise;
   const p = Promise.resolve(promise);
   p.catch(() => {});
   return p;

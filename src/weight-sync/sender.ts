@@ -11,7 +11,14 @@
  * what it planned, or the error its weights iterator (or packing) threw.
  * Across nodes it sends only to the receivers on its node and to one relay
  * per other node (routes.ts); every receiver still answers it.
+ *
+ * In predict mode each bucket's transfer is a task of the sync's own (a fork
+ * of its layer call, predict/layer-clock.ts): its waits move only its clock,
+ * and the sync's clock catches up with it where the sender waits for it, so
+ * a bucket is sent when the one whose buffer it reuses was done, however the
+ * transfers in flight beside it ran.
  */
+import { callsIn, type LayerCall } from '../predict/layer-clock.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { type BucketContent, deliverBucket, type PayloadTurn } from './deliver.ts';
@@ -28,7 +35,11 @@ import { encodeStreamEnd, type StreamEnd } from './stream-end.ts';
 const PROBE_MS = 1000;
 
 export class BucketSender {
+  /** The group, its calls made in the running sync's layer call. */
   readonly #group: ThreadGroup;
+  readonly #plainGroup: ThreadGroup;
+  /** The running sync's layer call. */
+  readonly #layer: () => LayerCall;
   readonly #config: WeightSyncConfig;
   /** This rank's place among the senders: it sends buckets place, place + S, place + 2S, … */
   readonly #place: number;
@@ -36,8 +47,10 @@ export class BucketSender {
   readonly #targets: readonly number[];
   #buffers: Uint8Array[] | undefined;
 
-  constructor(group: ThreadGroup, config: WeightSyncConfig) {
-    this.#group = group;
+  constructor(group: ThreadGroup, config: WeightSyncConfig, layer: () => LayerCall) {
+    this.#plainGroup = group;
+    this.#group = callsIn(group, layer);
+    this.#layer = layer;
     this.#config = config;
     this.#place = config.senders.indexOf(group.rank);
     this.#targets = config.routes.targetsOf(group.rank);
@@ -108,8 +121,21 @@ export class BucketSender {
       letGo(sendRecord(this.#group, lend, record, [], r, { tag: tags.header, timeoutMs: linger }));
   }
 
-  /** Bucket `bucket` to the receivers this sender sends to (deliver.ts). */
-  async #transfer(
+  /** Bucket `bucket` to the receivers this sender sends to (deliver.ts), as a task of the sync's own. */
+  #transfer(
+    bucket: PlannedBucket,
+    header: Uint8Array,
+    buffer: Uint8Array | undefined,
+    turn: PayloadTurn,
+    where: string,
+  ): Promise<void> {
+    const task = this.#layer().fork();
+    const group = callsIn(this.#plainGroup, () => task);
+    return task.settle(this.#deliver(group, bucket, header, buffer, turn, where));
+  }
+
+  async #deliver(
+    group: ThreadGroup,
     bucket: PlannedBucket,
     header: Uint8Array,
     buffer: Uint8Array | undefined,
@@ -120,7 +146,7 @@ export class BucketSender {
       ? { payload: buffer.subarray(0, bucket.payloadBytes) }
       : { views: bucket.chunks.map(chunkView) };
     try {
-      await deliverBucket(this.#group, this.#config, this.#targets, header, content, turn);
+      await deliverBucket(group, this.#config, this.#targets, header, content, turn);
     } catch (error) {
       throw new WeightSyncError(`${where}: bucket ${bucket.index}: ${messageOf(error)}`, { cause: error });
     } finally {

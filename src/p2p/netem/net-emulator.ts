@@ -10,7 +10,10 @@
  * `real` mode: clocks run on wall time and a message is handed to the
  * transport only at its arrival time. `account` mode: nothing waits; the
  * clocks are virtual (compute takes no time, the links start at 0) and the
- * report predicts how long the traffic would take.
+ * report predicts how long the traffic would take. In a job that predicts
+ * (predict/), a message is charged at its sender's virtual time instead
+ * (`atS`), so the links' clocks are the job's virtual clock, and p2p/outbox.ts
+ * waits for nothing: the arrival is the message's predicted arrival.
  *
  * Downlinks are per sender: two workers sending to one receiver do not slow
  * each other down (each worker only sees its own traffic).
@@ -82,18 +85,21 @@ export class NetEmulator {
     }
   }
 
-  /** Charges one message to the links it crosses; returns each receiver's arrival time. */
-  charge(kind: NetTransfer['kind'], to: readonly string[], wireBytes: number): number[] {
-    return this.begin(kind, to)(wireBytes);
+  /**
+   * Charges one message to the links it crosses; returns each receiver's arrival time. `atS`: the
+   * message's time on the job's virtual clock (predict mode), instead of this emulator's now.
+   */
+  charge(kind: NetTransfer['kind'], to: readonly string[], wireBytes: number, atS?: number): number[] {
+    return this.begin(kind, to, atS)(wireBytes);
   }
 
   /**
    * A message whose parts are charged as they become ready (compressed
    * chunks), so its wire time overlaps their preparation: the returned
    * function charges the next part and returns each receiver's arrival time
-   * of it. The message is one transfer in the report.
+   * of it. The message is one transfer in the report. `atS` as for charge.
    */
-  begin(kind: NetTransfer['kind'], to: readonly string[]): (wireBytes: number) => number[] {
+  begin(kind: NetTransfer['kind'], to: readonly string[], atS?: number): (wireBytes: number) => number[] {
     const self = this.#group(this.worker);
     const transfer: NetTransfer = { kind, to: [...to], wireBytes: 0, startS: -1, arrivalS: [], doneS: 0 };
     this.#messages++;
@@ -101,7 +107,11 @@ export class NetEmulator {
     if (this.#transfers.length > MAX_RECORDED) this.#transfers.shift();
     return (wireBytes) => {
       const bits = wireBytes * 8;
-      const start = Math.max(this.#now(), this.#uplinkFree, ...to.map((r) => this.#downlinkFree.get(r) ?? 0));
+      const start = Math.max(
+        atS ?? this.#now(),
+        this.#uplinkFree,
+        ...to.map((r) => this.#downlinkFree.get(r) ?? 0),
+      );
       if (transfer.startS < 0) transfer.startS = start;
       this.#uplinkFree = start + bits / (self.uplinkMbps * BITS_PER_MBIT);
       const arrivalS = to.map((receiver) => {
