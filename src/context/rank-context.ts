@@ -253,7 +253,7 @@ export async function buildRankContext(
     // The twin where members exchange virtual clocks: the store's, whatever serves the group itself.
     const predictExchange =
       clock && groupRank >= 0 && kind !== 's'
-        ? new StoreBackend(store, { ...view, id: `${id}~predict` }, { sharedRegion: false })
+        ? new StoreBackend(store, { ...view, id: `${id}~predict` })
         : undefined;
     const info = {
       id,

@@ -47,6 +47,8 @@ export class GroupPrediction {
   readonly #exchange: Backend;
   readonly #group: PredictedGroup;
   #exchangeSeq = 0;
+  /** The latest collective's exchange, once issued: the next one goes after it. */
+  #exchanging: Promise<unknown> = Promise.resolve();
   /** The end of the group's latest collective: the same on every member, so never exchanged. */
   #lastEnd: Promise<number> = Promise.resolve(0);
 
@@ -73,7 +75,12 @@ export class GroupPrediction {
     const group = this.#group;
     const issuer = callIssuer(this.#clock);
     const mine = Tensor.fromArray([issuer.now(), bytes], undefined, 'float64');
-    const exchanged = this.#exchange.allReduce(this.#info(this.#exchangeSeq++), mine, 'max');
+    // The exchange goes once the call itself has ended (and the one before it was issued, so they keep
+    // their order): run beside the call, its waits took the rank's thread from the call's own work.
+    const info = this.#info(this.#exchangeSeq++);
+    const exchanged = (this.#exchanging = Promise.all([this.#exchanging, settled(outcome)]).then(() =>
+      this.#exchange.allReduce(info, mine, 'max'),
+    ));
     const previous = this.#lastEnd;
     const timing = Promise.all([exchanged, previous]).then(([, previousEnd]) => {
       const [latestUs, callBytes] = mine.data as Float64Array;
@@ -210,4 +217,14 @@ export class GroupPrediction {
 /** A transfer an emulated link timed (p2p/netem/): its time is the emulator's, its bandwidth what that gives. */
 function emulatedTransfer(bytes: number, us: number) {
   return { us, algorithm: 'netem', protocol: 'link', busbwGBps: us > 0 ? bytes / us / 1e3 : 0 };
+}
+
+/** Settles (never rejects) when `outcome` does. */
+function settled(outcome: unknown): Promise<void> {
+  return outcome instanceof Promise
+    ? outcome.then(
+        () => undefined,
+        () => undefined,
+      )
+    : Promise.resolve();
 }
