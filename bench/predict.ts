@@ -20,6 +20,7 @@ import {
 } from '../src/cli/calibration-runs.ts';
 import { calibratedSpec, calibrateLinks, fitLines } from '../src/cli/predict-calibrate.ts';
 import { loadTopology, predictCollective } from '../src/index.ts';
+import type { AlphaBetaFit } from '../src/predict/calibration-fit.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';
 import { type CostReport, runPredictCost } from './predict-cost.ts';
 
@@ -62,7 +63,8 @@ export interface ErrorSummary {
 }
 
 export interface AccuracyReport {
-  links: { link: string; backend: CalibrationBackend; alphaUs: number; bandwidthGBps: number }[];
+  /** Each link's fitted alpha-beta terms (absent rates: D = B, reductions free). */
+  links: ({ link: string; backend: CalibrationBackend } & AlphaBetaFit)[];
   rows: AccuracyRow[];
   judged: ErrorSummary;
   goal: { median: number; met: boolean };
@@ -143,12 +145,7 @@ export async function runPredictAccuracy(options: { quick: boolean; log: Log }):
   );
   log('');
   return {
-    links: links.map((l) => ({
-      link: l.link,
-      backend: l.backend,
-      alphaUs: l.fit.alphaUs,
-      bandwidthGBps: l.fit.bandwidthGBps,
-    })),
+    links: links.map((l) => ({ link: l.link, backend: l.backend, ...l.fit })),
     rows,
     judged,
     goal: { median: judged.median, met },

@@ -76,7 +76,9 @@ export type { CompressionStats } from './p2p/compression/tensor-compressor.ts';
 export { P2PCompressionError, P2PHeaderError, P2PProtocolError } from './p2p/errors.ts';
 export type { NetReport, NetTransfer } from './p2p/netem/net-emulator.ts';
 export type { TransferOptions } from './p2p/outbox.ts';
+export type { AlphaBetaSchedule } from './predict/alpha-beta.ts';
 export { TopologyError } from './predict/errors.ts';
+export type { NcclAlgorithm, NcclProtocol } from './predict/nccl-tuning.ts';
 export {
   type CollectivePrediction,
   type PredictAlgorithm,
@@ -85,12 +87,16 @@ export {
   type PredictProtocol,
   predictCollective,
 } from './predict/predict-collective.ts';
+export type { PredictOptions } from './predict/predict-options.ts';
+export type { PredictClock } from './predict/rank-clock.ts';
 export type { PredictedCall, PredictedRank, PredictReport } from './predict/report.ts';
 export { loadTopology, type Topology, type TopologyInput } from './predict/topology.ts';
 export type {
+  AlphaBetaRates,
   GpuPlacement,
   InterNodeLink,
   IntraNodeLink,
+  ResolvedLink,
   ResolvedTopologySpec,
   TopologyPresetName,
   TopologyPresetRef,

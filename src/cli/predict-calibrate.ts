@@ -29,14 +29,23 @@ const DEFAULT_SIZES = [4 * KiB, 64 * KiB, MiB, 16 * MiB];
 const QUICK_SIZES = [4 * KiB, 4 * MiB];
 const BUDGET_MS = { full: 200, quick: 20 };
 const ROUNDS = { full: 5, quick: 3 };
-/** The ops timed per link: a ping-pong (alpha + S/B one way) and an allReduce (2 alpha + S/B on 2 ranks). */
-const CALIBRATION_OPS: readonly CollectiveOp[] = ['sendRecv', 'allReduce'];
+/**
+ * The calls timed per link, each for the term of the alpha-beta model it brings out (2 ranks): a
+ * ping-pong goes one way at a time (alpha + S/B), an allToAll sends both ways at once
+ * (alpha + S/2D), an allReduce exchanges as much again and reduces (2 alpha + S/D + S/2G).
+ */
+const CALIBRATION_CALLS: readonly { op: CollectiveOp; term: string; why: string }[] = [
+  { op: 'sendRecv', term: 'bandwidth', why: 'one way = rtt / 2' },
+  { op: 'allToAll', term: 'duplex', why: 'both ranks send at once' },
+  { op: 'allReduce', term: 'reduce', why: 'exchanges twice as much, and reduces' },
+];
 const TOPOLOGY_FILE = /\.(ya?ml|json)$/i;
 
-export const CALIBRATE_HELP = `Times send/recv (ping-pong, rtt / 2) and allReduce between 2 ranks at each size: inside a
-node (2 processes over the file store's rings, or 2 thread ranks with --threads) and between
-2 "nodes" of one job over loopback TCP; fits each link's alpha (latency) and bandwidth by least
-squares and writes a topology whose links are 'alpha-beta' with the fitted values.
+export const CALIBRATE_HELP = `Times send/recv (ping-pong, rtt / 2), allToAll and allReduce between 2 ranks at each size:
+inside a node (2 processes over the file store's rings, or 2 thread ranks with --threads) and
+between 2 "nodes" of one job over loopback TCP; fits each link's alpha (latency), bandwidth (one
+way), duplex bandwidth (each way while both ranks send) and reduction rate by least squares and
+writes a topology whose links are 'alpha-beta' with the fitted values.
 
 options:
   --out <file>           where the topology goes: .yaml, .yml or .json (default calibrated-topology.yaml)
@@ -116,7 +125,7 @@ async function calibrateLink(
   options: Pick<CalibrateOptions, 'sizes' | 'rounds' | 'budgetMs'>,
 ): Promise<LinkCalibration> {
   const calls = await measureBackend(backend, {
-    ops: CALIBRATION_OPS,
+    ops: CALIBRATION_CALLS.map((c) => c.op),
     sizes: options.sizes,
     budgetMs: options.budgetMs,
     batches: options.rounds,
@@ -140,11 +149,14 @@ export async function calibrateLinks(
 /** Four significant digits: the fit is no better than the timings' noise. */
 const significant = (value: number) => Number(value.toPrecision(4));
 
+/** A fitted link as a topology's: the optional rates only where the fit found them. */
 function alphaBeta(link: AlphaBetaLink) {
   return {
     kind: 'alpha-beta' as const,
     latencyUs: significant(link.alphaUs),
     bandwidthGBps: significant(link.bandwidthGBps),
+    ...(link.duplexGBps !== undefined && { duplexGBps: significant(link.duplexGBps) }),
+    ...(link.reduceGBps !== undefined && { reduceGBps: significant(link.reduceGBps) }),
   };
 }
 
@@ -168,6 +180,9 @@ const FIT_COLUMNS: readonly Column<LinkCalibration>[] = [
   { title: 'measured on', width: 32, cell: (r) => BACKEND_LABELS[r.backend] },
   { title: 'alpha(us)', width: 11, cell: (r) => fixed(r.fit.alphaUs) },
   { title: 'bandwidth(GB/s)', width: 17, cell: (r) => fixed(r.fit.bandwidthGBps, 3) },
+  // Where the fit left a rate out, its default: D = B, reductions free.
+  { title: 'duplex(GB/s)', width: 14, cell: (r) => fixed(r.fit.duplexGBps ?? r.fit.bandwidthGBps, 3) },
+  { title: 'reduce(GB/s)', width: 14, cell: (r) => (r.fit.reduceGBps ? fixed(r.fit.reduceGBps, 3) : 'free') },
   { title: 'fit rms err', width: 13, cell: (r) => `${fixed(r.fit.rmsError * 100, 1)}%` },
 ];
 
@@ -178,7 +193,8 @@ export function fitLines(
   rounds: number,
 ): string[] {
   return [
-    `# alpha-beta fit by least squares of the relative error: ${CALIBRATION_OPS.join(' (one way = rtt / 2), ')}, 2 ranks,`,
+    '# alpha-beta fit by least squares of the relative error, 2 ranks, every call at once:',
+    ...CALIBRATION_CALLS.map((c) => `#   ${c.term.padEnd(10)} from ${c.op} (${c.why})`),
     `# sizes ${sizes.join(', ')} B, median of ${rounds} batches each`,
     ...formatTable(FIT_COLUMNS, links),
   ];

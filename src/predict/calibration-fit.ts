@@ -1,10 +1,19 @@
 /**
- * Calibration's fit: a link's alpha (latency) and bandwidth from timed calls, by least squares over
- * the sizes. Each call's time is what the alpha-beta model says for it, which is linear in alpha and
- * in 1/B (send: alpha + S/B; allReduce of 2 ranks: 2 alpha + S/B; ...), so calls of several ops fit
- * one link together, each weighted by the model's own coefficients.
+ * Calibration's fit: a link's alpha-beta terms from timed calls, by least squares over the sizes.
+ * Each call's time is what the alpha-beta model says for it, which is linear in alpha and in the
+ * inverse of each rate (send on 2 ranks: alpha + S/B; allToAll: alpha + S/2D; allReduce:
+ * 2 alpha + S/D + S/2G; alpha-beta.ts), so calls of several ops fit one link together, each weighted
+ * by the model's own terms: a one-way send brings out B, an exchange D, a reducing call beside the
+ * exchange G.
  */
-import { type AlphaBetaLink, type AlphaBetaOp, alphaBetaTime } from './alpha-beta.ts';
+import {
+  type AlphaBetaLink,
+  type AlphaBetaOp,
+  type AlphaBetaTerms,
+  alphaBetaTerms,
+  alphaBetaTime,
+} from './alpha-beta.ts';
+import { nonNegativeLeastSquares } from './least-squares.ts';
 
 /** One timed call: `op` on `ranks` ranks over the link, `bytes` as nccl-tests counts them. */
 export interface CalibrationPoint {
@@ -21,14 +30,27 @@ export interface AlphaBetaFit extends AlphaBetaLink {
   rmsError: number;
 }
 
-/** A point as coefficients of alpha and of 1/B (in microseconds per GB/s): us = a alpha + b / B. */
-function coefficients(point: CalibrationPoint): { a: number; b: number } {
-  const { op, ranks, bytes } = point;
-  return {
-    a: alphaBetaTime(op, ranks, bytes, { alphaUs: 1, bandwidthGBps: Number.POSITIVE_INFINITY }).us,
-    b: alphaBetaTime(op, ranks, bytes, { alphaUs: 0, bandwidthGBps: 1 }).us,
-  };
-}
+type Term = Exclude<keyof AlphaBetaTerms, 'schedule'>;
+
+/** One model: its unknowns, each the terms that share it (alpha, or the inverse of one rate). */
+type Model = readonly (readonly Term[])[];
+
+/**
+ * The models tried, fullest first; the first whose unknowns the points tell apart is kept. So points
+ * without an exchange beside their one-way calls keep D = B, points without a reducing call beside
+ * an exchange keep reductions free, and points of one kind fit one bandwidth for every call, the
+ * plain model.
+ */
+const MODELS: readonly Model[] = [
+  [['messages'], ['simplexBytes'], ['duplexBytes'], ['reducedBytes']],
+  [['messages'], ['simplexBytes'], ['duplexBytes']],
+  [['messages'], ['simplexBytes', 'duplexBytes'], ['reducedBytes']],
+  [['messages'], ['simplexBytes', 'duplexBytes']],
+];
+
+/** A term's weight on its unknown: alpha a message; 1/(GB/s) a 1e3 bytes (1 GB/s is 1e3 bytes a microsecond). */
+const coefficient = (terms: AlphaBetaTerms, term: Term) =>
+  term === 'messages' ? terms.messages : terms[term] / 1000;
 
 function checkPoints(points: readonly CalibrationPoint[]): void {
   for (const [i, p] of points.entries()) {
@@ -48,47 +70,51 @@ function checkPoints(points: readonly CalibrationPoint[]): void {
   }
 }
 
+const noGrowth = (calls: string, rate: string) =>
+  new RangeError(
+    `fitAlphaBeta: ${calls} times do not grow with the size, so no ${rate} can be fitted; measure larger sizes`,
+  );
+
 /**
- * Alpha and bandwidth that make the model's times closest to the points'. The squares are of the
- * relative error: times span three or more decades over the sizes, and plain squares would let the
- * largest size alone decide, leaving alpha whatever absorbs its noise (often below zero). A fit whose
- * alpha comes out negative is redone with alpha 0; times that do not grow with the size (no bandwidth
- * to see) are a RangeError.
+ * A model's unknowns as a link. The byte terms' unknowns are microseconds per 1e3 bytes, the inverse
+ * of GB/s; a reduction's at 0 leaves reductions free, a bandwidth's at 0 (calls that take no longer
+ * for more bytes) is a RangeError.
+ */
+function linkOf(model: Model, x: readonly number[]): AlphaBetaLink {
+  const unknown = (term: Term) => model.findIndex((terms) => terms.includes(term));
+  const simplex = unknown('simplexBytes');
+  const duplex = unknown('duplexBytes');
+  const reduce = unknown('reducedBytes');
+  if (!(x[simplex] > 0)) throw noGrowth(duplex === simplex ? 'the' : "the one-way calls'", 'bandwidth');
+  if (!(x[duplex] > 0)) throw noGrowth("the exchanges'", 'duplex bandwidth');
+  return {
+    alphaUs: x[unknown('messages')],
+    bandwidthGBps: 1 / x[simplex],
+    ...(duplex !== simplex && { duplexGBps: 1 / x[duplex] }),
+    ...(reduce >= 0 && x[reduce] > 0 && { reduceGBps: 1 / x[reduce] }),
+  };
+}
+
+/**
+ * The link that makes the model's times closest to the points'. The squares are of the relative
+ * error: times span three or more decades over the sizes, and plain squares would let the largest
+ * size alone decide, leaving alpha whatever absorbs its noise. Every unknown is kept at 0 or above
+ * (the best fit that is, not a negative alpha or rate). Points no model can tell latency from
+ * bandwidth in, or whose times do not grow with the size (no bandwidth to see), are a RangeError.
  */
 export function fitAlphaBeta(points: readonly CalibrationPoint[]): AlphaBetaFit {
   checkPoints(points);
-  // Weighted normal equations for x = [alpha, 1/B], each row divided by its measured time.
-  let aa = 0;
-  let ab = 0;
-  let bb = 0;
-  let at = 0;
-  let bt = 0;
-  for (const p of points) {
-    const { a, b } = coefficients(p);
-    const w = 1 / (p.us * p.us);
-    aa += w * a * a;
-    ab += w * a * b;
-    bb += w * b * b;
-    at += w * a * p.us;
-    bt += w * b * p.us;
+  const terms = points.map((p) => alphaBetaTerms(p.op, p.ranks, p.bytes));
+  // Each row divided by its measured time, against a target of 1.
+  const column = (unknown: readonly Term[]) =>
+    terms.map((t, i) => unknown.reduce((sum, term) => sum + coefficient(t, term), 0) / points[i].us);
+  const ones = points.map(() => 1);
+  for (const model of MODELS) {
+    const x = nonNegativeLeastSquares(model.map(column), ones);
+    if (!x) continue;
+    const link = linkOf(model, x);
+    const squares = points.map((p) => (alphaBetaTime(p.op, p.ranks, p.bytes, link).us / p.us - 1) ** 2);
+    return { ...link, rmsError: Math.sqrt(squares.reduce((s, e) => s + e, 0) / points.length) };
   }
-  const det = aa * bb - ab * ab;
-  // Zero when every point has the same ratio of alpha to bytes (a send of S beside an allReduce of 2S).
-  if (!(det > 1e-12 * aa * bb)) {
-    throw new RangeError('fitAlphaBeta: the points cannot tell latency from bandwidth; add another size');
-  }
-  let alphaUs = (at * bb - bt * ab) / det;
-  let inverseBandwidth = (aa * bt - ab * at) / det;
-  if (alphaUs < 0) {
-    alphaUs = 0;
-    inverseBandwidth = bt / bb;
-  }
-  if (!(inverseBandwidth > 0)) {
-    throw new RangeError(
-      'fitAlphaBeta: the times do not grow with the size, so no bandwidth can be fitted; measure larger sizes',
-    );
-  }
-  const link = { alphaUs, bandwidthGBps: 1 / inverseBandwidth };
-  const squares = points.map((p) => (alphaBetaTime(p.op, p.ranks, p.bytes, link).us / p.us - 1) ** 2);
-  return { ...link, rmsError: Math.sqrt(squares.reduce((s, e) => s + e, 0) / points.length) };
+  throw new RangeError('fitAlphaBeta: the points cannot tell latency from bandwidth; add another size');
 }

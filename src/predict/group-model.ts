@@ -11,7 +11,7 @@ import { type NcclSystem, searchGraphs } from './nccl-graph.ts';
 import type { NcclComm } from './nccl-model.ts';
 import { type P2pLinks, p2pLinks } from './nccl-p2p.ts';
 import type { Topology } from './topology.ts';
-import type { ResolvedTopologySpec } from './topology-spec.ts';
+import type { AlphaBetaRates, ResolvedTopologySpec } from './topology-spec.ts';
 
 export type GroupModel =
   | { kind: 'nccl'; comm: NcclComm; p2p: P2pLinks }
@@ -57,13 +57,24 @@ function ncclModel(spec: ResolvedTopologySpec, shape: GroupShape): GroupModel {
   };
 }
 
-function alphaBetaModel(spec: ResolvedTopologySpec, shape: GroupShape): GroupModel {
-  const intra = { alphaUs: spec.intraNode.latencyUs, bandwidthGBps: spec.intraNode.bandwidthGBps };
-  // A message is striped over the node's NICs.
-  const inter = spec.interNode && {
-    alphaUs: spec.interNode.latencyUs,
-    bandwidthGBps: spec.interNode.bandwidthGBps * spec.interNode.nics,
+/** A link of the spec as the alpha-beta model takes it, its bandwidths times the `stripes` a message is cut over. */
+function alphaBetaLink(
+  link: { latencyUs: number; bandwidthGBps: number } & AlphaBetaRates,
+  stripes: number,
+): AlphaBetaLink {
+  return {
+    alphaUs: link.latencyUs,
+    bandwidthGBps: link.bandwidthGBps * stripes,
+    duplexGBps: link.duplexGBps === undefined ? undefined : link.duplexGBps * stripes,
+    // A rank reduces what it received alone, however many NICs brought it.
+    reduceGBps: link.reduceGBps,
   };
+}
+
+function alphaBetaModel(spec: ResolvedTopologySpec, shape: GroupShape): GroupModel {
+  const intra = alphaBetaLink(spec.intraNode, 1);
+  // A message is striped over the node's NICs.
+  const inter = spec.interNode && alphaBetaLink(spec.interNode, spec.interNode.nics);
   const crossed = shape.nodes === 1 || !inter ? [intra] : shape.localMax > 1 ? [intra, inter] : [inter];
   return { kind: 'alpha-beta', group: slowestLink(crossed), intra, inter };
 }

@@ -8,12 +8,12 @@
 export const NCCL_VERSION = '2.23.4';
 
 /** NCCL's algorithms in its own order (src/include/nccl_common.h): ties go to the first, as in NCCL. */
-export const NCCL_ALGORITHMS = ['tree', 'ring', 'nvls', 'nvls-tree', 'pat'] as const;
-export type NcclAlgorithm = (typeof NCCL_ALGORITHMS)[number];
+export type NcclAlgorithm = 'tree' | 'ring' | 'nvls' | 'nvls-tree' | 'pat';
+export const NCCL_ALGORITHMS: readonly NcclAlgorithm[] = ['tree', 'ring', 'nvls', 'nvls-tree', 'pat'];
 
 /** NCCL's protocols in its own order (NCCL_PROTO_LL, NCCL_PROTO_LL128, NCCL_PROTO_SIMPLE). */
-export const NCCL_PROTOCOLS = ['LL', 'LL128', 'Simple'] as const;
-export type NcclProtocol = (typeof NCCL_PROTOCOLS)[number];
+export type NcclProtocol = 'LL' | 'LL128' | 'Simple';
+export const NCCL_PROTOCOLS: readonly NcclProtocol[] = ['LL', 'LL128', 'Simple'];
 
 type PerProtocol = Readonly<Record<NcclProtocol, number>>;
 type PerAlgorithm = Readonly<Record<NcclAlgorithm, PerProtocol>>;

@@ -4,7 +4,13 @@
  */
 import { TopologyError } from './errors.ts';
 import { PCIE_X16_BW } from './nccl-tuning.ts';
-import type { GpuPlacement, InterNodeLink, IntraNodeLink, ResolvedTopologySpec } from './topology-spec.ts';
+import type {
+  AlphaBetaRates,
+  GpuPlacement,
+  InterNodeLink,
+  IntraNodeLink,
+  ResolvedTopologySpec,
+} from './topology-spec.ts';
 
 const TOP_KEYS = [
   'name',
@@ -17,8 +23,9 @@ const TOP_KEYS = [
   'nvls',
   'launchOverheadUs',
 ];
-const INTRA_KEYS = ['kind', 'bandwidthGBps', 'latencyUs'];
-const INTER_KEYS = ['kind', 'bandwidthGBps', 'latencyUs', 'nics', 'pcieGBps'];
+const RATE_KEYS = ['duplexGBps', 'reduceGBps'] as const;
+const INTRA_KEYS = ['kind', 'bandwidthGBps', 'latencyUs', ...RATE_KEYS];
+const INTER_KEYS = ['kind', 'bandwidthGBps', 'latencyUs', 'nics', 'pcieGBps', ...RATE_KEYS];
 const INTRA_KINDS: readonly IntraNodeLink['kind'][] = ['nvlink', 'pcie', 'alpha-beta'];
 const INTER_KINDS: readonly InterNodeLink['kind'][] = ['ib', 'roce', 'ethernet', 'alpha-beta'];
 /** Kinds priced by the alpha-beta model, whose latency is its alpha and so must be given. */
@@ -100,7 +107,30 @@ class Checker {
   }
 }
 
-function checkIntra(check: Checker, value: unknown): Required<IntraNodeLink> {
+/** The alpha-beta rates a link gives, positive; only the kinds among `kinds` that the model prices have them. */
+function checkRates(
+  check: Checker,
+  fields: Fields,
+  path: string,
+  kinds: readonly string[],
+  kind: string,
+): AlphaBetaRates {
+  const rates: AlphaBetaRates = {};
+  for (const key of RATE_KEYS) {
+    if (fields[key] === undefined) continue;
+    if (!ALPHA_BETA_KINDS.includes(kind)) {
+      const priced = kinds.filter((k) => ALPHA_BETA_KINDS.includes(k)).map((k) => `'${k}'`);
+      check.fail(
+        `${path}.${key}`,
+        `only the alpha-beta model has it (kind ${priced.join(' or ')}), not '${kind}'`,
+      );
+    }
+    rates[key] = check.positive(fields[key], `${path}.${key}`);
+  }
+  return rates;
+}
+
+function checkIntra(check: Checker, value: unknown): ResolvedTopologySpec['intraNode'] {
   const fields = check.mapping(value, 'topology.intraNode', INTRA_KEYS);
   const kind = check.oneOf(fields.kind, 'topology.intraNode.kind', INTRA_KINDS);
   const bandwidthGBps = check.positive(fields.bandwidthGBps, 'topology.intraNode.bandwidthGBps');
@@ -108,10 +138,19 @@ function checkIntra(check: Checker, value: unknown): Required<IntraNodeLink> {
     check.fail('topology.intraNode.latencyUs', "required for kind 'alpha-beta' (the model's alpha)");
   }
   const latencyUs = check.nonNegative(fields.latencyUs ?? 0, 'topology.intraNode.latencyUs');
-  return { kind, bandwidthGBps, latencyUs };
+  return {
+    kind,
+    bandwidthGBps,
+    latencyUs,
+    ...checkRates(check, fields, 'topology.intraNode', INTRA_KINDS, kind),
+  };
 }
 
-function checkInter(check: Checker, value: unknown, computeCapability: number): Required<InterNodeLink> {
+function checkInter(
+  check: Checker,
+  value: unknown,
+  computeCapability: number,
+): NonNullable<ResolvedTopologySpec['interNode']> {
   const fields = check.mapping(value, 'topology.interNode', INTER_KEYS);
   const kind = check.oneOf(fields.kind, 'topology.interNode.kind', INTER_KINDS);
   const bandwidthGBps = check.positive(fields.bandwidthGBps, 'topology.interNode.bandwidthGBps');
@@ -124,6 +163,10 @@ function checkInter(check: Checker, value: unknown, computeCapability: number): 
   }
   const latencyUs = check.nonNegative(fields.latencyUs ?? 0, 'topology.interNode.latencyUs');
   const nics = check.integer(fields.nics ?? 1, 'topology.interNode.nics', 1);
+  // NCCL's kinds refuse the rates here; the alpha-beta model's have no PCIe path, which is left out
+  // (not filled in) so that the resolved spec loads back.
+  const rates = checkRates(check, fields, 'topology.interNode', INTER_KINDS, kind);
+  if (alphaBeta) return { kind, bandwidthGBps, latencyUs, nics, ...rates };
   const defaultPcie = computeCapability >= 90 ? PCIE_X16_BW.gen5 : PCIE_X16_BW.gen4;
   const pcieGBps = check.positive(fields.pcieGBps ?? defaultPcie, 'topology.interNode.pcieGBps');
   return { kind, bandwidthGBps, latencyUs, nics, pcieGBps };

@@ -4,10 +4,26 @@
  */
 
 /**
+ * What the alpha-beta model adds to a link of its kinds (predict/alpha-beta.ts), for machines whose
+ * links are not one bandwidth each way: tensorcomm predict calibrate fits both. Absent, the link is
+ * full-duplex and reductions cost nothing, the plain model.
+ */
+export interface AlphaBetaRates {
+  /**
+   * GB/s each way while a rank sends and receives at once (ring steps, pairwise exchanges), where
+   * both ways share what carries them (two processes' cores and memory bus, one loopback). Default
+   * bandwidthGBps. Between nodes, per NIC.
+   */
+  duplexGBps?: number;
+  /** GB/s of operand a rank reduces into its result (allReduce, reduceScatter, reduce). Default: free. */
+  reduceGBps?: number;
+}
+
+/**
  * Inside a node. `nvlink` and `pcie` are NCCL's links (its tuning model prices them); `alpha-beta`
  * is any other (host memory between processes, "this machine" as calibration measures it).
  */
-export interface IntraNodeLink {
+export interface IntraNodeLink extends AlphaBetaRates {
   kind: 'nvlink' | 'pcie' | 'alpha-beta';
   /**
    * GB/s one way, per GPU. For NVLink, as NCCL counts it: links x 20.6 on Hopper (18 links: 370.8),
@@ -25,7 +41,7 @@ export interface IntraNodeLink {
  * Between nodes. `ib` and `roce` are NCCL's network (its tuning model prices them); `ethernet` (plain
  * TCP) and `alpha-beta` use the alpha-beta model.
  */
-export interface InterNodeLink {
+export interface InterNodeLink extends AlphaBetaRates {
   kind: 'ib' | 'roce' | 'ethernet' | 'alpha-beta';
   /** GB/s one way, per NIC (400 Gb/s NDR: 50). */
   bandwidthGBps: number;
@@ -68,8 +84,13 @@ export interface TopologySpec {
   launchOverheadUs?: number;
 }
 
-export const TOPOLOGY_PRESETS = ['h100-nvlink', 'h200-nvlink', 'a100-nvlink', 'h100-ib'] as const;
-export type TopologyPresetName = (typeof TOPOLOGY_PRESETS)[number];
+export type TopologyPresetName = 'h100-nvlink' | 'h200-nvlink' | 'a100-nvlink' | 'h100-ib';
+export const TOPOLOGY_PRESETS: readonly TopologyPresetName[] = [
+  'h100-nvlink',
+  'h200-nvlink',
+  'a100-nvlink',
+  'h100-ib',
+];
 
 /** A preset with some of its fields replaced; `intraNode` and `interNode` merge field by field. */
 export interface TopologyPresetRef extends Partial<Omit<TopologySpec, 'intraNode' | 'interNode'>> {
@@ -78,12 +99,18 @@ export interface TopologyPresetRef extends Partial<Omit<TopologySpec, 'intraNode
   interNode?: Partial<InterNodeLink>;
 }
 
+/**
+ * A link with its defaults filled in, but for the fields some kinds lack (`pcieGBps` on the alpha-beta
+ * model's) or whose default is to be absent (the alpha-beta rates: D = B, free reductions).
+ */
+export type ResolvedLink<L, Optional extends keyof L> = Required<Omit<L, Optional>> & Pick<L, Optional>;
+
 /** A topology with every default filled in: itself a TopologySpec, which loadTopology takes back as is. */
 export interface ResolvedTopologySpec extends TopologySpec {
   placement: GpuPlacement[] | undefined;
   computeCapability: number;
-  intraNode: Required<IntraNodeLink>;
-  interNode: Required<InterNodeLink> | undefined;
+  intraNode: ResolvedLink<IntraNodeLink, keyof AlphaBetaRates>;
+  interNode: ResolvedLink<InterNodeLink, keyof AlphaBetaRates | 'pcieGBps'> | undefined;
   nvls: boolean;
   launchOverheadUs: number;
 }

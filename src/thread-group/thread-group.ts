@@ -100,7 +100,10 @@ export interface GroupInfo {
   peerCheckMs?: number;
   /** Each member's node index (group-nodes.ts), by group rank; absent where every member is on node 0. */
   nodes?: readonly number[];
-  /** In predict mode: the backend of the group's twin, where members exchange their virtual clocks. */
+  /**
+   * In predict mode: the backend of the group's twin, where members exchange their virtual clocks.
+   * @internal
+   */
   predictExchange?: Backend;
 }
 

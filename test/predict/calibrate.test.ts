@@ -1,6 +1,7 @@
 /**
- * Calibration: the alpha-beta fit recovers a link exactly from points the
- * model itself made, and `tensorcomm predict calibrate` writes a topology of
+ * Calibration: the alpha-beta fit recovers a link (alpha, B, and D and G
+ * where the points show them) exactly from points the model itself made,
+ * fits noisy points without failing, and `tensorcomm predict calibrate` writes a topology of
  * alpha-beta links that loadTopology takes, or says what is wrong with its
  * command line. No timing is asserted: the machine's figures are the bench's.
  */
@@ -40,6 +41,52 @@ describe('fitAlphaBeta', () => {
     }
   });
 
+  it('recovers D and G beside alpha and B from a send, an exchange and a reducing call, at two sizes', () => {
+    const link = { alphaUs: 30, bandwidthGBps: 8, duplexGBps: 4, reduceGBps: 10 };
+    for (const [ops, ranks] of [
+      [['send', 'allToAll', 'allReduce'], 2],
+      [['broadcast', 'allGather', 'reduceScatter'], 4],
+    ] as Array<[AlphaBetaOp[], number]>) {
+      const fit = fitAlphaBeta(points(link, ops, ranks, [4096, 32 << 20]));
+      expect(fit.alphaUs).toBeCloseTo(30, 6);
+      expect(fit.bandwidthGBps).toBeCloseTo(8, 6);
+      expect(fit.duplexGBps).toBeCloseTo(4, 6);
+      expect(fit.reduceGBps).toBeCloseTo(10, 6);
+      expect(fit.rmsError).toBeLessThan(1e-9);
+    }
+  });
+
+  it('keeps the defaults of the rates the points cannot show: D = B without an exchange, G free without a reduction', () => {
+    const link = { alphaUs: 12.5, bandwidthGBps: 3.25 };
+    const oneWay = fitAlphaBeta(points(link, ['send', 'broadcast'], 2, sizes));
+    expect(oneWay).not.toHaveProperty('duplexGBps');
+    expect(oneWay).not.toHaveProperty('reduceGBps');
+    // An exchange beside the sends, no reduction: D is fitted (here B), reductions stay free.
+    const exchanged = fitAlphaBeta(points(link, ['send', 'allGather'], 2, sizes));
+    expect(exchanged.duplexGBps).toBeCloseTo(3.25, 9);
+    expect(exchanged).not.toHaveProperty('reduceGBps');
+  });
+
+  it('fits noisy points without failing: every term positive and finite', () => {
+    // A fixed pseudo-random sequence (a linear congruential generator): each time off by up to +-50%.
+    let seed = 41;
+    const noise = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return 0.5 + seed / 2 ** 31;
+    };
+    const link = { alphaUs: 40, bandwidthGBps: 8, duplexGBps: 4, reduceGBps: 10 };
+    for (let trial = 0; trial < 200; trial++) {
+      const noisy = points(link, ['send', 'allToAll', 'allReduce'], 2, [4096, 32 << 20]).map((p) => ({
+        ...p,
+        us: p.us * noise(),
+      }));
+      const fit = fitAlphaBeta(noisy);
+      for (const value of [fit.bandwidthGBps, fit.duplexGBps ?? 1, fit.reduceGBps ?? 1, fit.rmsError])
+        expect(value > 0 && Number.isFinite(value)).toBe(true);
+      expect(fit.alphaUs).toBeGreaterThanOrEqual(0);
+    }
+  });
+
   it('two sizes of one op are enough; alpha 0 is found as 0', () => {
     const fit = fitAlphaBeta(points({ alphaUs: 0, bandwidthGBps: 40 }, ['send'], 2, [1024, 1 << 24]));
     expect(fit.alphaUs).toBeCloseTo(0, 9);
@@ -72,7 +119,15 @@ describe('fitAlphaBeta', () => {
       { op: 'send', ranks: 2, bytes: 1024, us: 100 },
       { op: 'send', ranks: 2, bytes: 1 << 20, us: 90 },
     ];
-    expect(() => fitAlphaBeta(flat)).toThrow(/do not grow with the size/);
+    expect(() => fitAlphaBeta(flat)).toThrow(/the times do not grow with the size/);
+    const sends = points({ alphaUs: 20, bandwidthGBps: 2 }, ['send'], 2, [4096, 16 << 20]);
+    const flatExchanges: CalibrationPoint[] = [
+      { op: 'allToAll', ranks: 2, bytes: 4096, us: 25 },
+      { op: 'allToAll', ranks: 2, bytes: 16 << 20, us: 18 },
+    ];
+    expect(() => fitAlphaBeta([...sends, ...flatExchanges])).toThrow(
+      /the exchanges' times do not grow with the size, so no duplex bandwidth can be fitted/,
+    );
     expect(() => fitAlphaBeta([{ ...flat[0], us: 0 }, flat[1]])).toThrow(/point 0 \(send\).*positive time/);
     expect(() => fitAlphaBeta([flat[0], { ...flat[1], ranks: 1 }])).toThrow(/point 1 .*2 or more ranks/);
     // A send of S and an allReduce of 2S on 2 ranks have the same alpha-to-bytes ratio.
@@ -119,12 +174,16 @@ describe('tensorcomm predict calibrate', () => {
       /^# tensorcomm predict calibrate, .*\n# intraNode from 2 processes/,
     );
     const header = lines.findIndex((l) =>
-      /^#\s+link\s+measured on\s+alpha\(us\)\s+bandwidth\(GB\/s\)/.test(l),
+      /^#\s+link\s+measured on\s+alpha\(us\)\s+bandwidth\(GB\/s\)\s+duplex\(GB\/s\)\s+reduce\(GB\/s\)/.test(
+        l,
+      ),
     );
+    // alpha, bandwidth, duplex, reduce (or 'free'), rms error.
+    const fits = String.raw`\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(?:[\d.]+|free)\s+[\d.]+%$`;
     expect(lines[header + 1]).toMatch(
-      /^ intraNode\s+2 processes \(file store rings\)\s+[\d.]+\s+[\d.]+\s+[\d.]+%$/,
+      new RegExp(String.raw`^ intraNode\s+2 processes \(file store rings\)${fits}`),
     );
-    expect(lines[header + 2]).toMatch(/^ interNode\s+2 nodes over loopback TCP\s+[\d.]+\s+[\d.]+\s+[\d.]+%$/);
+    expect(lines[header + 2]).toMatch(new RegExp(String.raw`^ interNode\s+2 nodes over loopback TCP${fits}`));
     expect(lines.at(-1)).toBe(`# topology written to ${file}`);
   }, 60_000);
 

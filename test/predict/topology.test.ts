@@ -109,6 +109,31 @@ describe('a full spec', () => {
     expect(loadTopology(t)).toBe(t);
   });
 
+  it("keeps an alpha-beta link's rates where given and leaves them out where not; it loads back", () => {
+    const t = loadTopology({
+      name: 'calibrated',
+      nodes: 2,
+      gpusPerNode: 2,
+      intraNode: { kind: 'alpha-beta', bandwidthGBps: 8, latencyUs: 40, duplexGBps: 4, reduceGBps: 12 },
+      interNode: { kind: 'ethernet', bandwidthGBps: 3, latencyUs: 90 },
+    });
+    expect(t.spec.intraNode).toEqual({
+      kind: 'alpha-beta',
+      bandwidthGBps: 8,
+      latencyUs: 40,
+      duplexGBps: 4,
+      reduceGBps: 12,
+    });
+    // No rates, and no PCIe path (only NCCL's network has one): the resolved spec loads back.
+    expect(Object.keys(t.spec.interNode ?? {}).sort()).toEqual([
+      'bandwidthGBps',
+      'kind',
+      'latencyUs',
+      'nics',
+    ]);
+    expect(loadTopology(structuredClone(t.spec)).spec).toEqual(t.spec);
+  });
+
   it('places rank r on node floor(r / gpusPerNode) by default', () => {
     const t = loadTopology(spec);
     expect([0, 3, 4, 7].map((r) => t.placementOf(r))).toEqual([
@@ -200,6 +225,35 @@ describe('validation names the field', () => {
       { ...spec, interNode: { kind: 'ethernet', bandwidthGBps: 12.5, latencyUs: 20, pcieGBps: 24 } },
       'topology.interNode.pcieGBps',
       /only NCCL's network/,
+    ],
+    [
+      'a duplex bandwidth on NVLink',
+      { ...spec, intraNode: { kind: 'nvlink', bandwidthGBps: 370.8, duplexGBps: 300 } },
+      'topology.intraNode.duplexGBps',
+      /only the alpha-beta model has it \(kind 'alpha-beta'\), not 'nvlink'/,
+    ],
+    [
+      'a reduction rate on InfiniBand',
+      { ...spec, interNode: { kind: 'ib', bandwidthGBps: 50, reduceGBps: 10 } },
+      'topology.interNode.reduceGBps',
+      /only the alpha-beta model has it \(kind 'ethernet' or 'alpha-beta'\), not 'ib'/,
+    ],
+    [
+      'a zero reduction rate',
+      {
+        ...spec,
+        intraNode: { kind: 'alpha-beta', bandwidthGBps: 5, latencyUs: 1, reduceGBps: 0 },
+        interNode: undefined,
+        nodes: 1,
+      },
+      'topology.intraNode.reduceGBps',
+      /positive finite number, got 0/,
+    ],
+    [
+      'a duplex bandwidth that is no number',
+      { ...spec, interNode: { kind: 'ethernet', bandwidthGBps: 12.5, latencyUs: 20, duplexGBps: 'half' } },
+      'topology.interNode.duplexGBps',
+      /positive finite number, got "half"/,
     ],
     [
       "NCCL's network after an alpha-beta intraNode",
