@@ -2,10 +2,27 @@
  * Ranks set V8's TurboFan tier-up to 1,000 calls where Maglev is on (V8 13,
  * Node 24, and later), so a long call path's compiles end early in a job
  * instead of taking cores from spinning ranks over its first 20,000 calls
- * (src/runtime/v8-tiering.ts); a flag the user gave stays.
+ * (src/runtime/v8-tiering.ts); a flag the user gave stays. Rank threads start
+ * and load under V8's own flags, under which Node's caches of its built-in
+ * modules were made, and the launcher gives V8 those flags back once its jobs
+ * have ended.
  */
-import { describe, expect, it } from 'vitest';
-import { rankTieringFlag } from '../src/runtime/v8-tiering.ts';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Script } from 'node:vm';
+import { afterAll, describe, expect, it } from 'vitest';
+import { spawnThreads } from '../src/index.ts';
+import { FlagProbe, rankTieringFlag, tuneRankTiering } from '../src/runtime/v8-tiering.ts';
+import { PACKAGE_ROOT } from './fixtures/root-importer.ts';
+
+const exec = promisify(execFile);
+const scratch = mkdtempSync(join(tmpdir(), 'tensorcomm-tiering-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+/** Whether ranks change V8's flags on this Node at all. */
+const tunes = rankTieringFlag() !== undefined;
 
 describe('rank tiering', () => {
   it('tiers up to TurboFan after 1,000 calls where V8 has Maglev on by default', () => {
@@ -21,5 +38,52 @@ describe('rank tiering', () => {
     expect(
       rankTieringFlag('13.6.233.17', '--max-old-space-size=4096 --invocation_count_for_turbofan=10'),
     ).toBeUndefined();
+  });
+
+  it("a probe says whether V8 has the flags it had at the probe's making, and gives them back", () => {
+    const probe = new FlagProbe();
+    expect(probe.matches()).toBe(true);
+    tuneRankTiering();
+    expect(probe.matches()).toBe(!tunes);
+    expect(probe.restore()).toBe(true);
+    expect(probe.matches()).toBe(true);
+  });
+
+  it("a job's ranks run under the tiering flag, and V8 has its own flags again once the job ended", async () => {
+    const before = new FlagProbe();
+    const entry = join(scratch, 'flags.mjs');
+    // A code cache made here before the job, tried in a rank: V8 takes it only under the flags it was made with.
+    writeFileSync(
+      entry,
+      `import { Script } from 'node:vm';
+export default async function main(ctx, cache) {
+  await ctx.world.barrier();
+  return new Script('void 999999999;', { cachedData: Buffer.from(cache) }).cachedDataRejected === true;
+}`,
+    );
+    const cache = new Script('void 000000000;').createCachedData();
+    expect(await spawnThreads(entry, { worldSize: 2, args: new Uint8Array(cache) })).toEqual([tunes, tunes]);
+    expect(before.matches()).toBe(true);
+  });
+
+  it("rank threads take Node's code caches of its built-in modules, made under V8's own flags", async () => {
+    const entry = join(scratch, 'builtins.mjs');
+    writeFileSync(entry, 'export default async function main(ctx) { await ctx.world.barrier(); }');
+    const driver = join(scratch, 'builtins-driver.mts');
+    writeFileSync(
+      driver,
+      `import { spawnThreads } from ${JSON.stringify(PACKAGE_ROOT)};
+for (let job = 0; job < 2; job++) await spawnThreads(${JSON.stringify(entry)}, { worldSize: 2 });
+`,
+    );
+    const { stderr } = await exec(process.execPath, ['--import', 'tsx', driver], {
+      env: { ...process.env, NODE_DEBUG_NATIVE: 'CODE_CACHE' },
+      timeout: 60_000,
+      maxBuffer: 16 << 20,
+    });
+    // What a worker loads as it starts: compiled from source in every rank thread where V8's flags differ.
+    const workerStart = /Code cache of (internal\/(bootstrap|worker|process)\/\S+) \S+ is rejected/g;
+    expect([...stderr.matchAll(workerStart)].map((match) => match[1])).toEqual([]);
+    expect(stderr).toMatch(/Code cache of internal\/worker\/io \S+ is accepted/);
   });
 });

@@ -228,7 +228,6 @@ export async function buildRankContext(
   onClose?: () => void | Promise<void>,
 ): Promise<RankContext> {
   const { rank, worldSize } = identity;
-  tuneRankTiering();
   openLedger();
   const created = new Map<string, number>();
   /** Live groups on NCCL, in creation order: the same on every member, so close destroys them alike. */
@@ -297,6 +296,9 @@ export async function buildRankContext(
   // short timeout meant for the calls must not fail a job whose ranks were merely slow to start.
   const startup = makeGroup('s', all, 'startup', Math.max(options.collectiveTimeoutMs, STARTUP_TIMEOUT_MS));
   await startup.barrier();
+  // Past it every rank has started and loaded the library, under V8's own flags where its launcher kept
+  // them (rank threads; runtime/v8-tiering.ts): the job's calls, which the tiering flag is for, begin here.
+  tuneRankTiering();
   startup.destroy();
 
   const built: Array<() => void | Promise<void>> = [];

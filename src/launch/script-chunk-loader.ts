@@ -16,10 +16,10 @@ import { createRequire, Module } from 'node:module';
 import { dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Script } from 'node:vm';
-import { threadId } from 'node:worker_threads';
+import { isMainThread, threadId } from 'node:worker_threads';
 import { debugLog } from '../runtime/debug-log.ts';
 import { IMPORTER, type Importer } from '../runtime/import-module.ts';
-import { tuneRankTiering } from '../runtime/v8-tiering.ts';
+import { FlagProbe, tuneRankTiering, underFlagsOf } from '../runtime/v8-tiering.ts';
 import { CODE_CACHES, type CodeCaches } from './code-caches.ts';
 
 /** The module wrapper: a chunk's text becomes the body of this function, strict as the module it was. */
@@ -45,6 +45,8 @@ interface CompilableModule {
 interface Uncached {
   script: Script;
   cachePath: string;
+  /** Compiled under the flags compileFlags was made under (else under the tiering flag, turned on since). */
+  underCompileFlags: boolean;
 }
 
 /**
@@ -63,6 +65,11 @@ let uncached: Uncached[] = [];
 
 /** The bundle's directory: that of the first chunk loaded, since every chunk of a bundle lies in it. */
 let bundleDir: string | undefined;
+/**
+ * V8's flags when this thread first compiled a chunk without a usable cache:
+ * in a rank thread, V8's own, if that was before its ranks turned tiering on.
+ */
+let compileFlags: FlagProbe | undefined;
 
 /**
  * The library's dynamic imports (runtime/import-module.ts): a chunk of this
@@ -165,9 +172,11 @@ function runScript(
   module: ChunkModule,
   require: (specifier: string) => unknown,
 ): void {
-  // V8 takes a code cache only under the flags it was made with: the rank's tiering flag is set before the
-  // first chunk compiles, in a process rank as in the launcher of thread ranks, so both take one cache.
-  tuneRankTiering();
+  // V8 takes a code cache only under the flags it was made with: a process rank sets its tiering flag
+  // before its first chunk compiles and keeps it, so its caches are made and taken under it. A rank
+  // thread loads its chunks under V8's own flags, which its launcher keeps while threads start, and
+  // turns tiering on past the job's start-up barrier (runtime/v8-tiering.ts).
+  if (isMainThread) tuneRankTiering();
   const cachedData = readCache(files.cache);
   const script = new Script(`${WRAPPER_HEAD}${readFileSync(files.script, 'utf8')}${WRAPPER_TAIL}`, {
     // Stack frames name the file whose lines they give: the script, not its stand-in.
@@ -178,19 +187,38 @@ function runScript(
   });
   const cached = cachedData !== undefined && script.cachedDataRejected !== true;
   fromCache.set(chunkUrl, cached);
-  if (!cached) uncached.push({ script, cachePath: files.cache });
+  if (!cached) {
+    compileFlags ??= new FlagProbe();
+    uncached.push({ script, cachePath: files.cache, underCompileFlags: compileFlags.matches() });
+  }
   (script.runInThisContext() as ChunkFunction)(module.exports, require, module);
 }
 
 /**
- * Writes the code cache of each chunk this thread compiled without one
- * (whole files, renamed into place: threads and processes of the same
- * bundle may race, and a reader sees an old cache or a new one). Best
- * effort: a cache that cannot be written leaves the next thread compiling.
+ * Writes the code cache of each chunk this thread compiled without one,
+ * once a job has run (so they hold what its calls compiled, not only the
+ * chunks' top level), under the flags it compiled the chunk under, which are
+ * those a later thread compiles it under: a rank thread loads the library
+ * under V8's own flags and runs its job under the tiering flag
+ * (runtime/v8-tiering.ts). Whole files, renamed into place: threads and
+ * processes of the same bundle may race, and a reader sees an old cache or a
+ * new one. Best effort: a cache that cannot be written leaves the next thread
+ * compiling.
  */
 function saveStaleCaches(): void {
   const chunks = uncached;
   uncached = [];
+  writeCaches(chunks.filter((chunk) => !chunk.underCompileFlags));
+  const early = chunks.filter((chunk) => chunk.underCompileFlags);
+  if (early.length === 0 || compileFlags === undefined) return;
+  if (!underFlagsOf(compileFlags, () => writeCaches(early)))
+    debugLog(
+      'no code caches written for %d chunks: V8 could not be given the flags they compiled under again',
+      early.length,
+    );
+}
+
+function writeCaches(chunks: readonly Uncached[]): void {
   for (const chunk of chunks) {
     const partial = `${chunk.cachePath}.${process.pid}-${threadId}.tmp`;
     try {

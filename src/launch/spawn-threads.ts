@@ -18,7 +18,7 @@ import { checkClusterConfig } from '../runtime/config/load.ts';
 import { JobFailedError } from '../runtime/errors.ts';
 import { type ChaosOptions, checkChaos, checkFaults, type FaultSpec } from '../runtime/faults/options.ts';
 import { checkOptionKeys } from '../runtime/option-keys.ts';
-import { tuneRankTiering } from '../runtime/v8-tiering.ts';
+import { rankThreadsStarting } from '../runtime/v8-tiering.ts';
 import {
   checkJobOptions,
   describeFailures,
@@ -126,9 +126,6 @@ export function startRankWorker(
   workerData: unknown,
   resourceLimits: ResourceLimits | undefined,
 ): Worker {
-  // Before the thread compiles anything: V8 accepts a code cache only under the flags it was made
-  // with, and a flag first set by a rank (after its chunks loaded) had every later process reject them.
-  tuneRankTiering();
   if (typeScript)
     return new Worker(typeScriptBootstrap(url.href), { eval: true, workerData, resourceLimits });
   if (bundled) {
@@ -209,30 +206,37 @@ export async function runRankThreads<R = unknown>(
   const shared = setup.createJobShared(job);
   const abort = new AbortWord();
 
-  const threads = names.map((name, rank) => {
-    const data: RankWorkerData = {
-      identity: { rank, worldSize, name, device: devices[rank], names, devices },
-      entryUrl,
-      entryModule,
-      setupUrl: rankSetup,
-      args: packedArgs,
-      abort: abort.buffer,
-      shared,
-      job,
-    };
-    return start(data, bootstrap);
-  });
-  const ranks = new RankThreads(threads, { names, graceMs, abort, wake: () => setup.wakeJob(shared) });
-  const { timeoutMs } = options;
-  const jobTimer =
-    timeoutMs === undefined ? undefined : setTimeout(() => ranks.timeOut(timeoutMs), timeoutMs);
-  await ranks.exited;
-  clearTimeout(jobTimer);
-  ranks.clearTimers();
-  // Ranks wrote their calls as parts when they closed; one file with a track per rank is what tools open.
-  if (job.debug?.trace) mergeTraceParts(job.debug.trace, worldSize);
-  if (ranks.failures.length > 0) throw jobFailure(ranks.failures, names);
-  return ranks.results as R[];
+  // The threads start and load under V8's own flags, which the caches of Node's built-in modules and of
+  // the bundle were made under; the ranks turn tiering on past their start-up barrier (v8-tiering.ts).
+  const threadsExited = rankThreadsStarting();
+  try {
+    const threads = names.map((name, rank) => {
+      const data: RankWorkerData = {
+        identity: { rank, worldSize, name, device: devices[rank], names, devices },
+        entryUrl,
+        entryModule,
+        setupUrl: rankSetup,
+        args: packedArgs,
+        abort: abort.buffer,
+        shared,
+        job,
+      };
+      return start(data, bootstrap);
+    });
+    const ranks = new RankThreads(threads, { names, graceMs, abort, wake: () => setup.wakeJob(shared) });
+    const { timeoutMs } = options;
+    const jobTimer =
+      timeoutMs === undefined ? undefined : setTimeout(() => ranks.timeOut(timeoutMs), timeoutMs);
+    await ranks.exited;
+    clearTimeout(jobTimer);
+    ranks.clearTimers();
+    // Ranks wrote their calls as parts when they closed; one file with a track per rank is what tools open.
+    if (job.debug?.trace) mergeTraceParts(job.debug.trace, worldSize);
+    if (ranks.failures.length > 0) throw jobFailure(ranks.failures, names);
+    return ranks.results as R[];
+  } finally {
+    threadsExited();
+  }
 }
 
 function jobFailure(failures: RankFailure[], names: readonly string[]): JobFailedError {
