@@ -27,6 +27,19 @@ function call(
   return { group: 'world', seq, op, bytes, algorithm, protocol, startUs, endUs, busbwGBps };
 }
 
+/** A two-node report's ranks, each ending at `endUs` with nothing to add up: for tests of its calls alone. */
+export function twoNodeReport(worldSize: number, endUs: number, calls: PredictedCall[]): PredictReport {
+  const ranks = Array.from({ length: worldSize }, (_, rank) => ({
+    rank,
+    endUs,
+    computeUs: 0,
+    commUs: 0,
+    exposedCommUs: 0,
+    waitUs: 0,
+  }));
+  return { topology: 'two nodes', ranks, calls };
+}
+
 export function reportA(): PredictReport {
   return {
     topology: 'test-a',

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { PredictReport } from '../../src/predict/report.ts';
 import { predictedEnd, predictedOpRows, predictedRankRows } from '../../src/predict/report-table.ts';
-import { reportA } from './report-samples.ts';
+import { reportA, twoNodeReport } from './report-samples.ts';
 
 describe('the figures of predict show', () => {
   it('one row per (group, op, size): first-seen op order, sizes ascending, a collective once per rank', () => {
@@ -46,21 +45,10 @@ describe('the figures of predict show', () => {
 
   it('a row of unlike calls weighs each by its time and names every algorithm', () => {
     const call = { group: 'tp', seq: 0, op: 'allReduce', bytes: 1_000_000, protocol: 'Simple' };
-    const report: PredictReport = {
-      topology: 'two nodes',
-      ranks: [0, 1].map((rank) => ({
-        rank,
-        endUs: 30,
-        computeUs: 0,
-        commUs: 0,
-        exposedCommUs: 0,
-        waitUs: 0,
-      })),
-      calls: [
-        { ...call, rank: 0, algorithm: 'ring', startUs: 0, endUs: 10, busbwGBps: 10 },
-        { ...call, rank: 1, algorithm: 'tree', startUs: 0, endUs: 30, busbwGBps: 30 },
-      ],
-    };
+    const report = twoNodeReport(2, 30, [
+      { ...call, rank: 0, algorithm: 'ring', startUs: 0, endUs: 10, busbwGBps: 10 },
+      { ...call, rank: 1, algorithm: 'tree', startUs: 0, endUs: 30, busbwGBps: 30 },
+    ]);
     // 2 MB in 40 µs; bus bytes 10 × 10e3 + 30 × 30e3 = 1 MB over 40 µs
     expect(predictedOpRows(report)).toEqual([
       {

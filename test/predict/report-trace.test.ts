@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { traceCommand } from '../../src/cli/trace.ts';
 import { toPredictedTrace } from '../../src/predict/predicted-trace.ts';
 import type { PredictedCall, PredictReport } from '../../src/predict/report.ts';
+import { twoNodeReport } from './report-samples.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'tensorcomm-report-trace-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -46,28 +47,17 @@ function report(): PredictReport {
     endUs: 10,
     busbwGBps: 0.5,
   });
-  return {
-    topology: 'two nodes',
-    ranks: [0, 1, 2, 3].map((rank) => ({
-      rank,
-      endUs: 30,
-      computeUs: 0,
-      commUs: 0,
-      exposedCommUs: 0,
-      waitUs: 0,
-    })),
-    calls: [
-      ...[0, 1, 2, 3].map(allReduce),
-      p2p(0, 'send', 2, 'world', 0, [10, 12]),
-      p2p(0, 'send', 2, 'world', 1, [12, 14]),
-      // listed out of order: the k-th receive is the k-th by seq
-      p2p(2, 'recv', 0, 'world', 1, [12, 15]),
-      p2p(2, 'recv', 0, 'world', 0, [10, 12]),
-      p2p(1, 'sendViews', 3, 'pp', 0, [20, 22]),
-      p2p(3, 'recvViews', 1, 'pp', 0, [20, 22]),
-      p2p(3, 'send', 1, 'world', 0, [22, 24]),
-    ],
-  };
+  return twoNodeReport(4, 30, [
+    ...[0, 1, 2, 3].map(allReduce),
+    p2p(0, 'send', 2, 'world', 0, [10, 12]),
+    p2p(0, 'send', 2, 'world', 1, [12, 14]),
+    // listed out of order: the k-th receive is the k-th by seq
+    p2p(2, 'recv', 0, 'world', 1, [12, 15]),
+    p2p(2, 'recv', 0, 'world', 0, [10, 12]),
+    p2p(1, 'sendViews', 3, 'pp', 0, [20, 22]),
+    p2p(3, 'recvViews', 1, 'pp', 0, [20, 22]),
+    p2p(3, 'send', 1, 'world', 0, [22, 24]),
+  ]);
 }
 
 const nodeOf = (rank: number) => Math.floor(rank / 2);
