@@ -228,7 +228,11 @@ export class RankMonitor {
       : `rank ${globalRank} (${name})`;
   }
 
-  /** How `globalRank` left, when it has left its main function; undefined while it runs. */
+  /**
+   * How `globalRank` left, when it has left its main function; undefined while it runs. Its part in a
+   * call may have come just before it left: only a look at the call after this read, which sees all
+   * the rank did before leaving, says whether it will never make the call.
+   */
   departure(globalRank: number): string | undefined {
     const status = this.board.read(globalRank);
     if (status.state !== RankState.exited) return undefined;

@@ -54,8 +54,9 @@ export async function waitMonitored(
       if (sliceEnd >= deadline) throw timeoutError(group, call, what());
     }
     // A peer may answer and leave within one slice: what it left behind counts first.
-    if (ready(Atomics.load(words, index))) return;
-    const problem = peerProblem(wait);
+    const settled = () => ready(Atomics.load(words, index));
+    if (settled()) return;
+    const problem = peerProblem(wait, settled);
     if (problem) throw problem;
   }
 }
@@ -74,21 +75,26 @@ export function watchMonitored(
   fail: (error: Error) => void,
 ): () => void {
   let timer: NodeJS.Timeout | undefined;
+  // peerProblem's last look may end the wait, and so stop the watch, within the check.
+  let stopped = false;
   const check = () => {
     if (ended()) return;
     const problem =
       wait.abort?.error() ??
       (performance.now() >= wait.deadline
         ? timeoutError(wait.group, wait.call, `waiting for ${wait.waitingFor()}`)
-        : peerProblem(wait));
+        : peerProblem(wait, ended));
     if (problem) fail(problem);
-    else schedule();
+    else if (!stopped) schedule();
   };
   const schedule = () => {
     timer = setTimeout(check, Math.max(0, sliceEndOf(wait) - performance.now()));
   };
   schedule();
-  return () => clearTimeout(timer);
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
 }
 
 /** Where a slow wait next looks up: at the deadline, or sooner for a monitored call that watches its peers. */
@@ -99,8 +105,11 @@ function sliceEndOf(wait: MonitoredWait): number {
     : wait.deadline;
 }
 
-/** A monitored wait's look at its peers: whom it waits for, said to the monitor; a peer that failed this call or left. */
-function peerProblem(wait: MonitoredWait): Error | undefined {
+/**
+ * A monitored wait's look at its peers: whom it waits for, said to the monitor; a peer that failed
+ * this call or left. `settled` takes a last look at the wait itself: whether it ended.
+ */
+function peerProblem(wait: MonitoredWait, settled: () => boolean): Error | undefined {
   const { group, call, waitingFor, waitedFor } = wait;
   const debug = call.debug;
   if (!debug || !waitedFor) return undefined;
@@ -110,7 +119,12 @@ function peerProblem(wait: MonitoredWait): Error | undefined {
     const failure = peerFailureError(group, call, debug, peer);
     if (failure) return failure;
     const departure = debug.monitor.departure(peer);
-    if (departure !== undefined) return departedError(group, call, debug, peer, departure);
+    if (departure === undefined) continue;
+    // Between the look at whom the wait waits for and this one, the peer may have made its part
+    // of the call, seen the call complete and left (a descheduled thread gives it all the time it
+    // needs). A rank leaves after all it did, so looked at again now, what it did shows.
+    if (settled()) return undefined;
+    if (waitedFor().includes(p)) return departedError(group, call, debug, peer, departure);
   }
   return undefined;
 }

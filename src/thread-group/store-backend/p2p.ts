@@ -51,13 +51,21 @@ export async function firstMessage<V>(
   const me = `rank ${group.ranks[group.rank]}`;
   const monitor = call.debug?.monitor;
   let sleepMs = 1;
-  for (;;) {
+  const lookAll = async () => {
     for (let i = 0; i < peers.length; i++) {
       const found = await look(peers[i], i);
       if (found !== undefined) return found;
     }
+    return undefined;
+  };
+  for (;;) {
+    const found = await lookAll();
+    if (found !== undefined) return found;
     const left = peers.map((p) => monitor?.departure(group.ranks[p]));
     if (left.every((d) => d !== undefined)) {
+      // A rank leaves after all it sent: what one sent between the look above and its leaving shows now.
+      const last = await lookAll();
+      if (last !== undefined) return last;
       throw new RankFailedError(
         `${where}: ${me} waits for a message from any rank, but every other rank left: ${left[0]}`,
         undefined,
