@@ -116,12 +116,17 @@ describe('delay', () => {
       faults: [{ rank: 0, op: 'allReduce', kind: 'delay', ms: 400 }],
     },
     async (ctx) => {
+      // Clocks of one process's threads agree as timeOrigin + now; rank 1 may leave the barrier late
+      // under load, so its wait is judged from when rank 0 issued the delayed call, not from its own start.
+      const now = () => performance.timeOrigin + performance.now();
       await ctx.world.barrier();
-      const started = performance.now();
+      const issued = now();
       const t = Tensor.full([2], ctx.rank + 1);
       await ctx.world.allReduce(t);
+      const ended = now();
       expect(t.toArray()).toEqual([3, 3]);
-      expect(performance.now() - started).toBeGreaterThanOrEqual(390);
+      const issuedByRank0 = (await ctx.world.broadcastObject(issued, { src: 0 })) as number;
+      expect(ended - issuedByRank0).toBeGreaterThanOrEqual(399);
     },
   );
 
