@@ -1,8 +1,8 @@
 /** Failure messages in the program's terms: no store keys, no internal tags or group names, one hang report per job. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { Tensor } from '../src/index.ts';
-import { describeFailures } from '../src/launch/job-options.ts';
+import { JobFailedError, RankFailedError, spawnThreads, Tensor } from '../src/index.ts';
+import { describeFailures, jobFailure } from '../src/launch/job-options.ts';
 import { rankTest } from '../src/testing/index.ts';
 import { failure } from './fixtures/failure.ts';
 
@@ -73,4 +73,29 @@ it('a job prints the hang report of its first timed-out rank only', () => {
   expect(text).toMatch(
     /rank 1 timed out after 500 ms waiting for group rank 2 \(global rank 2\)\n\(hang report: see rank 0's above\)$/,
   );
+});
+
+describe('a failed job lists its root cause first', () => {
+  it('even when the echo of a peer reached the launcher before it', async () => {
+    const error = await spawnThreads(new URL('./fixtures/late-root-cause.ts', import.meta.url), {
+      worldSize: 2,
+      faults: [{ rank: 1, op: 'allReduce', kind: 'throw' }],
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(JobFailedError);
+    const { failures, message } = error as JobFailedError;
+    expect(failures.map((f) => [f.rank, f.error.name])).toEqual([
+      [1, 'InjectedFaultError'],
+      [0, 'RankFailedError'],
+    ]);
+    expect(message).toMatch(/^2 rank\(s\) failed: 1, 0\n {2}rank 1 \(rank-1\): InjectedFaultError: /);
+  });
+
+  it('causes keep the order they came in, and so do their echoes', () => {
+    const echo = (rank: number) => ({ rank, error: new RankFailedError(`rank 3 failed (${rank})`, 3) });
+    const cause = (rank: number) => ({ rank, error: new Error(`boom ${rank}`) });
+    const failed = jobFailure([echo(0), cause(3), echo(1), cause(2)], ['a', 'b', 'c', 'd']);
+    expect(failed.failures.map((f) => f.rank)).toEqual([3, 2, 0, 1]);
+    expect(failed.message.split('\n')[0]).toBe('4 rank(s) failed: 3, 2, 0, 1');
+    expect(failed.cause).toBe(failed.failures[0].error);
+  });
 });

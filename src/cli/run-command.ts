@@ -29,6 +29,8 @@ options:
   --grace S                 after a failure, seconds before the others get SIGTERM (then SIGKILL) (default 2)
   --config FILE             cluster config (YAML or JSON): compression, buffer pool, network emulation
   --names a,b,...           worker names for p2p, one per rank of the whole job (default rank-0, rank-1, ...)
+  --args JSON               for a script whose default export is main(ctx, args): its args, as JSON
+                            (e.g. --args '{"steps":10}'; default: undefined)
   --devices LIST            each rank's device on this node: one per rank (cpu,cuda:0,...), one for all
                             (cuda:0: ranks share GPU 0), or 'each' (local rank i on cuda:i) (default cpu)
   --predict TOPOLOGY        predict the job's time on TOPOLOGY (a preset: h100-nvlink, h200-nvlink,
@@ -51,6 +53,7 @@ const OPTIONS = {
   grace: { type: 'string' },
   config: { type: 'string' },
   names: { type: 'string' },
+  args: { type: 'string' },
   devices: { type: 'string' },
   predict: { type: 'string' },
   'predict-report': { type: 'string' },
@@ -127,6 +130,16 @@ function devicesOption(text: string | undefined, nproc: number, nprocFlag: strin
   });
 }
 
+/** --args: JSON, so a number stays a number and an object an object, as launchProcesses' `args` would be. */
+function argsOption(text: string | undefined): unknown {
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`--args must be JSON, e.g. '{"steps":10}': ${(error as Error).message}`);
+  }
+}
+
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS }>>['values'];
 
 /** The job's shape: ranks per node, nodes, this node, and where node 0 serves the rendezvous. */
@@ -194,6 +207,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       collectiveTimeoutMs: seconds(values['collective-timeout'], 'collective-timeout'),
       graceMs: seconds(values.grace, 'grace'),
       names: values.names?.split(','),
+      args: argsOption(values.args),
       config: values.config === undefined ? undefined : loadClusterConfig(values.config),
       scriptArgs: rest,
       predict: predictOption(values),

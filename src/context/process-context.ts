@@ -59,7 +59,11 @@ export function removeProcessJob(storeDir: string): void {
 }
 
 export interface InitProcessOptions {
-  /** How long to wait for the rendezvous and the other ranks (default: the job's collective timeout). */
+  /**
+   * How long in milliseconds to wait for the rendezvous and the other ranks.
+   *
+   * @defaultValue 300 000 (5 minutes): a rank 0 on a slow-starting machine may take that long to get there
+   */
   timeoutMs?: number;
 }
 

@@ -50,7 +50,11 @@ const deviceCounts = new WeakMap<CudaRuntimeBinding, { count: number; reason: st
 /** No CUDA call here: finalizers run between tasks, so they only move the address to its free list. */
 const reclaim = new FinalizationRegistry<Allocation>((allocation) => giveBack(allocation));
 
-/** cudaMalloc failed even after the cache was freed. */
+/**
+ * cudaMalloc failed even after the cache was freed.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
+ */
 export class DeviceOutOfMemoryError extends CudaError {
   override name = 'DeviceOutOfMemoryError';
   override readonly code: string = 'ERR_TC_DEVICE_OUT_OF_MEMORY';

@@ -8,6 +8,8 @@ import { TensorcommError } from '../runtime/errors.ts';
  * No usable GPU: the CUDA or NCCL library is missing, no device is visible,
  * or a device index is out of range. The message says what is missing and
  * how to fix it (which env var to set, what to install).
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class GpuUnavailableError extends TensorcommError {
   override name = 'GpuUnavailableError';
@@ -20,6 +22,8 @@ export class GpuUnavailableError extends TensorcommError {
  * call was about when that helps (a kernel's name). The number is `errno`, not
  * `code`, because `code` is the library's string code on every error class
  * (as Node's system errors carry `code` and `errno`).
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class CudaError extends TensorcommError {
   override name = 'CudaError';

@@ -8,13 +8,19 @@ import { TensorcommError } from '../runtime/errors.ts';
  * memfd_create, posix_fallocate); a peer's ring file is missing or its
  * sealed file cannot be opened. The message names the call, the path and the
  * errno.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class FileStoreError extends TensorcommError {
   override name = 'FileStoreError';
   override readonly code: string = 'ERR_TC_FILE_STORE';
 }
 
-/** A file in the job directory is not a well-formed store file (bad header, truncated payload). */
+/**
+ * A file in the job directory is not a well-formed store file (bad header, truncated payload).
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
+ */
 export class FileStoreCorruptError extends TensorcommError {
   override name = 'FileStoreCorruptError';
   override readonly code: string = 'ERR_TC_FILE_STORE_CORRUPT';
@@ -24,6 +30,8 @@ export class FileStoreCorruptError extends TensorcommError {
  * The job directory's file system (tmpfs under /dev/shm by default) has no
  * room for a value: raised by the call that wanted the room, before anything
  * was written or mapped, so no process ever faults on a page it cannot get.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class ShmSpaceError extends TensorcommError {
   override name = 'ShmSpaceError';

@@ -7,6 +7,8 @@ import { TensorcommError } from '../runtime/errors.ts';
  * its main returned, a pooled rank thread did not start in time, a process
  * was not started the way initProcess needs (its environment, its job's
  * description), or the launcher was stopped by its `signal`.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class LaunchError extends TensorcommError {
   override name = 'LaunchError';

@@ -1,16 +1,45 @@
 /** What spawnThreads and launchProcesses both accept about a job, checked the same way for both. */
 import { dropRepeatedHangReports } from '../debug/hang-report.ts';
+import { JobFailedError, type TensorcommError } from '../runtime/errors.ts';
 import { type Device, parseDevice } from '../tensor/dtype.ts';
 
 export interface JobShapeOptions {
-  /** Worker names for p2p (default `rank-${i}`). */
+  /**
+   * Each rank's worker name, one per rank, for p2p messages between named workers
+   * (`ctx.collective`; see the [P2P guide](../../docs/guides/p2p-and-compression.md)).
+   *
+   * @defaultValue `rank-0`, `rank-1`, …
+   */
   names?: string[];
+  /**
+   * Each rank's device, one per rank: `'cpu'`, or `'cuda:N'` for GPU N (`ctx.device`). Ranks on distinct
+   * GPUs talk over NCCL; several ranks may share one GPU, and then talk through shared memory (see the
+   * [GPU guide](../../docs/guides/gpus.md)).
+   *
+   * @defaultValue every rank on `'cpu'`
+   */
   devices?: Device[];
-  /** Whole-job timeout: past it every rank is aborted and the promise rejects. */
+  /**
+   * Whole-job timeout in milliseconds: past it every rank still running fails with a `CommTimeoutError`,
+   * the job is aborted and the promise rejects.
+   *
+   * @defaultValue none: the job may run as long as its calls make progress
+   */
   timeoutMs?: number;
-  /** Default timeout of each collective / store wait inside the job. */
+  /**
+   * Default timeout in milliseconds of each collective, p2p call and store wait inside the job (a call's own
+   * `timeoutMs` overrides it). A call that runs past it fails with a `CommTimeoutError` saying which ranks
+   * did not arrive (see [hang reports](../../docs/guides/debugging.md#hang-reports)).
+   *
+   * @defaultValue `timeoutMs` when given, else 300 000 (5 minutes)
+   */
   collectiveTimeoutMs?: number;
-  /** How long ranks get to unwind after an abort before they are stopped. */
+  /**
+   * Milliseconds the other ranks get to unwind (see their `RankFailedError`, close, report) after a rank
+   * fails or the job is aborted, before they are stopped.
+   *
+   * @defaultValue 2000
+   */
   graceMs?: number;
 }
 
@@ -86,6 +115,20 @@ export function failRunning(
 export function jobTimeoutMessage(timeoutMs: number, settled: readonly boolean[]): string {
   const running = settled.flatMap((done, rank) => (done ? [] : [rank]));
   return `job timed out after ${timeoutMs} ms; ranks still running: ${running.join(', ')}`;
+}
+
+/**
+ * A RankFailedError says another rank failed first: an echo of a root cause. Echoes can reach the launcher
+ * before their cause does (a peer hears of the failure within the call it shares with the failing rank,
+ * while that rank is still unwinding), so arrival order alone would print an echo first. A revived rank
+ * error is a plain Error with the code, hence the test on `code`, not the class.
+ */
+const isEcho = (error: Error) => (error as Partial<TensorcommError>).code === 'ERR_TC_RANK_FAILED';
+
+/** The job's failure: the failures root causes first (in the order they came), then their echoes. */
+export function jobFailure(failures: readonly RankFailure[], names: readonly string[]): JobFailedError {
+  const ordered = [...failures.filter((f) => !isEcho(f.error)), ...failures.filter((f) => isEcho(f.error))];
+  return new JobFailedError(describeFailures(ordered, names), ordered);
 }
 
 /** The first failure is the root cause; the others are usually its echoes. */

@@ -16,7 +16,6 @@ import { readTraceParts, type TraceShare, writeTrace } from '../debug/trace.ts';
 import { checkPredictOptions, type PredictOptions } from '../predict/predict-options.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
-import { JobFailedError } from '../runtime/errors.ts';
 import { checkOptionKeys } from '../runtime/option-keys.ts';
 import { type Device, parseDevice } from '../tensor/dtype.ts';
 import { LaunchError } from './errors.ts';
@@ -24,9 +23,9 @@ import { JobNodes, type NodeFailure } from './job-nodes.ts';
 import {
   checkJobOptions,
   DEFAULT_COLLECTIVE_TIMEOUT_MS,
-  describeFailures,
   JOB_SHAPE_KEYS,
   type JobShapeOptions,
+  jobFailure,
   type RankFailure,
 } from './job-options.ts';
 import { resolveEntry, typeScriptLoaderUrl } from './module-url.ts';
@@ -38,36 +37,81 @@ import { packTensors } from './tensor-transfer.ts';
 
 export type { OutputSink, ProcessMessage } from './rank-processes.ts';
 
+/**
+ * Options of {@link launchProcesses}; see the [processes guide](../../docs/guides/processes.md) and, for a
+ * job of several nodes, the [many-nodes guide](../../docs/guides/many-nodes.md).
+ */
 export interface LaunchOptions extends JobShapeOptions {
-  /** Rank processes on this node (torchrun's --nproc-per-node). */
+  /** Rank processes on this node (torchrun's `--nproc-per-node`). */
   nproc: number;
-  /** Nodes of the job, one launcher each (default 1); the world is nnodes × nproc ranks. */
+  /**
+   * Nodes of the job, one launcher each; the world is nnodes × nproc ranks.
+   *
+   * @defaultValue 1
+   */
   nnodes?: number;
-  /** This launcher's node, 0..nnodes-1 (default 0): rank = nodeRank × nproc + local rank. */
+  /**
+   * This launcher's node, 0..nnodes-1: rank = nodeRank × nproc + local rank.
+   *
+   * @defaultValue 0
+   */
   nodeRank?: number;
-  /** How long the launchers of a job of several nodes wait for each other at the start (default 300 s). */
+  /**
+   * How long in milliseconds the launchers of a job of several nodes wait for each other at the start.
+   *
+   * @defaultValue 300 000 (5 minutes)
+   */
   joinTimeoutMs?: number;
-  /** This node's ranks' devices, one per local rank (default cpu); node i's list is that of ranks i × nproc on. */
+  /**
+   * This node's ranks' devices, one per local rank: `'cpu'` or `'cuda:N'`; node i's list is that of ranks
+   * i × nproc on.
+   *
+   * @defaultValue every rank on `'cpu'`
+   */
   devices?: Device[];
-  /** For an entry with a default export main(ctx, args): its second argument (structured-cloned). */
+  /**
+   * For an entry with a default export `main(ctx, args)`: its second argument, structured-cloned (Tensors
+   * arrive as Tensors). `tensorcomm run --args '<json>'` passes it from the command line.
+   */
   args?: unknown;
-  /** The script's own command line (process.argv.slice(2) in the script). */
+  /** The script's own command line (`process.argv.slice(2)` in the script). */
   scriptArgs?: string[];
-  /** Compression, buffer pool, network emulation (loadClusterConfig); validated here, then `ctx.config` on every rank. */
+  /**
+   * Compression, buffer pool, network emulation ({@link loadClusterConfig}); validated here, then
+   * `ctx.config` on every rank.
+   */
   config?: ClusterConfig;
   /** Extra environment variables for every rank. */
   env?: Record<string, string>;
-  /** Where rank output goes: prefixed with `[rank N]` on this process's stdout/stderr (default), or a callback. */
+  /**
+   * Where rank output goes: prefixed with `[rank N]` on this process's stdout/stderr, or a callback.
+   *
+   * @defaultValue `'prefix'`
+   */
   output?: 'prefix' | OutputSink;
-  /** Address node 0's rendezvous store binds to, and every node reaches (default 127.0.0.1; anything else needs a shared secret). */
+  /**
+   * Address node 0's rendezvous store binds to, and every node reaches (anything but loopback needs
+   * `TENSORCOMM_RENDEZVOUS_SECRET`).
+   *
+   * @defaultValue `'127.0.0.1'`
+   */
   masterAddr?: string;
-  /** Its port: required with several nodes; default a free one. */
+  /**
+   * Its port: required with several nodes.
+   *
+   * @defaultValue a free port
+   */
   masterPort?: number;
-  /** Fingerprint checks, call sites, flight recorder, trace file, hang reports (env TENSORCOMM_*; docs/guides/debugging.md). */
+  /**
+   * Fingerprint checks, call sites, flight recorder, trace file, hang reports (see the
+   * [debugging guide](../../docs/guides/debugging.md)).
+   *
+   * @defaultValue what the environment says (`TENSORCOMM_CHECKS`, `TENSORCOMM_TRACE`, …)
+   */
   debug?: DebugOptions;
   /** Aborting it stops the job as if a rank had failed (the CLI wires SIGINT/SIGTERM here). */
   signal?: AbortSignal;
-  /** Predict the job's time on a topology (see SpawnThreadsOptions.predict); node 0's launcher's counts. */
+  /** Predict the job's time on a topology (see {@link SpawnThreadsOptions.predict}); node 0's launcher's counts. */
   predict?: PredictOptions;
 }
 
@@ -282,8 +326,7 @@ export async function launchProcesses<R = unknown>(
       writeTrace(trace, [share, ...others], worldSize);
     }
     options.signal?.removeEventListener('abort', onAbortSignal);
-    if (ranks.failures.length > 0)
-      throw new JobFailedError(describeFailures(ranks.failures, names), ranks.failures);
+    if (ranks.failures.length > 0) throw jobFailure(ranks.failures, names);
     if (ended) throw ended;
     if (options.signal?.aborted)
       throw new LaunchError(

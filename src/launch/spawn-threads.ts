@@ -15,17 +15,10 @@ import { checkPredictOptions, type PredictOptions } from '../predict/predict-opt
 import { AbortWord } from '../runtime/abort-word.ts';
 import type { ClusterConfig } from '../runtime/config/cluster-config.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
-import { JobFailedError } from '../runtime/errors.ts';
 import { type ChaosOptions, checkChaos, checkFaults, type FaultSpec } from '../runtime/faults/options.ts';
 import { checkOptionKeys } from '../runtime/option-keys.ts';
 import { rankThreadsStarting } from '../runtime/v8-tiering.ts';
-import {
-  checkJobOptions,
-  describeFailures,
-  JOB_SHAPE_KEYS,
-  type JobShapeOptions,
-  type RankFailure,
-} from './job-options.ts';
+import { checkJobOptions, JOB_SHAPE_KEYS, type JobShapeOptions, jobFailure } from './job-options.ts';
 import {
   needsTypeScriptLoader,
   resolveEntry,
@@ -39,30 +32,46 @@ import { scriptLoaderFor } from './script-chunks.ts';
 import { packTensors } from './tensor-transfer.ts';
 import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES, rankResourceLimits } from './thread-memory.ts';
 
+/** Options of {@link spawnThreads}; see the [threads guide](../../docs/guides/threads.md#options). */
 export interface SpawnThreadsOptions extends JobShapeOptions {
+  /** How many ranks the job has: one worker thread each, ranks 0 to worldSize - 1 (at most 4096). */
   worldSize: number;
-  /** Passed, structured-cloned, as the second argument of every rank's main. */
+  /**
+   * Passed, structured-cloned, as the second argument of every rank's `main(ctx, args)`; Tensors in it
+   * arrive as Tensors.
+   */
   args?: unknown;
-  /** Compression, buffer pool, network emulation (loadClusterConfig); validated here, then `ctx.config` on every rank. */
+  /**
+   * Compression, buffer pool, network emulation (`loadClusterConfig`, see the
+   * [P2P guide](../../docs/guides/p2p-and-compression.md)); validated here, then `ctx.config` on every rank.
+   */
   config?: ClusterConfig;
-  /** Fingerprint checks, call sites, flight recorder, trace file (env TENSORCOMM_*; see docs/guides/debugging.md). */
+  /**
+   * Fingerprint checks, call sites, flight recorder, trace file (see the
+   * [debugging guide](../../docs/guides/debugging.md)).
+   *
+   * @defaultValue what the environment says (`TENSORCOMM_CHECKS`, `TENSORCOMM_TRACE`, …)
+   */
   debug?: DebugOptions;
   /**
-   * Failures to inject into ranks' calls (docs/guides/testing.md). A rank an injected `exit` or `hang`
-   * takes out is lost on purpose: it does not fail the job, and its result is undefined.
+   * Failures to inject into ranks' calls (see [fault injection](../../docs/guides/testing.md#fault-injection)).
+   * A rank an injected `exit` or `hang` takes out is lost on purpose: it does not fail the job, and its
+   * result is undefined.
    */
   faults?: FaultSpec[];
-  /** Seeded random delays before every communication call, the same for the same seed. */
+  /** Seeded random delays before every communication call, the same for the same seed (see [chaos](../../docs/guides/testing.md#chaos)). */
   chaos?: ChaosOptions;
   /**
-   * Memory one rank thread is expected to need (default 48 MiB, an idle rank's, rounded up). A worldSize
-   * whose threads would not fit in the memory available is refused before any thread starts; 0 skips
-   * the check.
+   * Memory in bytes one rank thread is expected to need. A worldSize whose threads would not fit in the
+   * memory available is refused before any thread starts; 0 skips the check.
+   *
+   * @defaultValue 48 MiB, an idle rank's, rounded up
    */
   rankThreadBytes?: number;
   /**
-   * Predict the job's time on a topology (docs/guides/prediction.md): results stay exact, every rank keeps
-   * a virtual clock (`ctx.predict`), and the report and trace say what each call would take there.
+   * Predict the job's time on a topology (see the [prediction guide](../../docs/guides/prediction.md)):
+   * results stay exact, every rank keeps a virtual clock (`ctx.predict`), and the report and trace say
+   * what each call would take there.
    */
   predict?: PredictOptions;
 }
@@ -237,8 +246,4 @@ export async function runRankThreads<R = unknown>(
   } finally {
     threadsExited();
   }
-}
-
-function jobFailure(failures: RankFailure[], names: readonly string[]): JobFailedError {
-  return new JobFailedError(describeFailures(failures, names), failures);
 }

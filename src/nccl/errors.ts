@@ -5,6 +5,8 @@ import { TensorcommError } from '../runtime/errors.ts';
  * CudaError: `code` is the library's string code), `codeName` the
  * enumerator's name; the message adds ncclGetErrorString and, when NCCL has
  * one, the text of ncclGetLastError (which usually names the actual cause).
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class NcclError extends TensorcommError {
   override name = 'NcclError';

@@ -7,7 +7,11 @@ import {
   TensorcommError,
 } from '../runtime/errors.ts';
 
-/** A message header that is malformed, truncated, oversized or of a newer version. */
+/**
+ * A message header that is malformed, truncated, oversized or of a newer version.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
+ */
 export class P2PHeaderError extends TensorcommError {
   override name = 'P2PHeaderError';
   override readonly code: string = 'ERR_TC_P2P_HEADER';
@@ -17,6 +21,8 @@ export class P2PHeaderError extends TensorcommError {
  * The two ends of a channel disagree about a message: one used send/recv and
  * the other sendTensor/recvTensor, a broadcast met a recv, or messages were
  * lost. The channel is unusable afterwards (its streams are out of step).
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class P2PProtocolError extends TensorcommError {
   override name = 'P2PProtocolError';
@@ -27,6 +33,8 @@ export class P2PProtocolError extends TensorcommError {
  * The compression codec of the cluster config failed: its startup probe (a
  * native module missing, a round trip that changed the bytes), or a chunk
  * that did not restore to its size (the data is corrupt).
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class P2PCompressionError extends TensorcommError {
   override name = 'P2PCompressionError';

@@ -5,6 +5,8 @@ import { TensorcommError } from '../runtime/errors.ts';
  * with a wrong type or value, an unknown key. `key` is the field's full path (`topology.gpusPerNode`,
  * `topology.interNode.nics`), `(file)` for a file that cannot be read or parsed, `topology.preset`
  * for an unknown preset.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class TopologyError extends TensorcommError {
   override name = 'TopologyError';

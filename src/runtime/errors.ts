@@ -4,21 +4,31 @@
  * The base of every error class tensorcomm defines. `code` names the kind of
  * failure and stays the same across releases while messages may be reworded
  * (Node's `ERR_*` codes, with the `ERR_TC_` prefix): match on it, or on the
- * class, never on message text. docs/errors.md lists every code. Bad
+ * class, never on message text. The error reference lists every code. Bad
  * arguments stay plain TypeError and RangeError, without a code: they are bugs
  * in the calling code, answered by their message, not failures to handle.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export abstract class TensorcommError extends Error {
   abstract readonly code: string;
 }
 
-/** A wait ran past its deadline; the message says who waited for whom. */
+/**
+ * A wait ran past its deadline; the message says who waited for whom.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
+ */
 export class CommTimeoutError extends TensorcommError {
   override name = 'CommTimeoutError';
   override readonly code: string = 'ERR_TC_COMM_TIMEOUT';
 }
 
-/** Another rank failed (or the job was aborted) while this rank was waiting. */
+/**
+ * Another rank failed (or the job was aborted) while this rank was waiting.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
+ */
 export class RankFailedError extends TensorcommError {
   override name = 'RankFailedError';
   override readonly code: string = 'ERR_TC_RANK_FAILED';
@@ -30,13 +40,23 @@ export class RankFailedError extends TensorcommError {
   }
 }
 
-/** Ranks disagree about a call: different op, shape, dtype, root or reduce op. */
+/**
+ * Ranks disagree about a call: different op, shape, dtype, root or reduce op.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
+ */
 export class CollectiveMismatchError extends TensorcommError {
   override name = 'CollectiveMismatchError';
   override readonly code: string = 'ERR_TC_COLLECTIVE_MISMATCH';
 }
 
-/** spawnThreads / launchProcesses failed: one entry per failed rank, original errors attached. */
+/**
+ * spawnThreads / launchProcesses failed: `failures` has one entry per failed rank with its original error,
+ * root causes first, then the ranks that failed only because another had (their RankFailedError); the
+ * message lists them in that order, and `cause` is the first one's error.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
+ */
 export class JobFailedError extends TensorcommError {
   override name = 'JobFailedError';
   override readonly code: string = 'ERR_TC_JOB_FAILED';
@@ -48,7 +68,11 @@ export class JobFailedError extends TensorcommError {
   }
 }
 
-/** A call failed because the job's `faults` option said so (spawnThreads, rankTest): a test's doing, not a bug. */
+/**
+ * A call failed because the job's `faults` option said so (spawnThreads, rankTest): a test's doing, not a bug.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
+ */
 export class InjectedFaultError extends TensorcommError {
   override name = 'InjectedFaultError';
   override readonly code: string = 'ERR_TC_INJECTED_FAULT';
@@ -60,6 +84,8 @@ export class InjectedFaultError extends TensorcommError {
  * already settled, a call that needs a rank made outside one, a rank that is
  * not a member. The object is not broken: the calling code used it at the
  * wrong time or place.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class InvalidStateError extends TensorcommError {
   override name = 'InvalidStateError';
@@ -71,6 +97,8 @@ export class InvalidStateError extends TensorcommError {
  * started, while one was still pending, or after one failed with nobody
  * observing it (runtime/work.ts's audit); in a rankTest, also a fault of its
  * `faults` option that never fired. The message names the calls.
+ *
+ * @see [Errors](../../docs/errors.md): every error's code, what it means and what to do
  */
 export class UnfinishedWorkError extends TensorcommError {
   override name = 'UnfinishedWorkError';

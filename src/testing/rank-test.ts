@@ -20,14 +20,34 @@ import { checkChaos, checkFaults } from '../runtime/faults/options.ts';
 import { rankTestFailure } from './failure.ts';
 import { addRankTest, collectingRankTests, type RankTestBody, type RankTestId } from './registry.ts';
 
-/** spawnThreads' options but `args`: a body gets its ctx, and takes the rest from the file. */
-export type RankTestOptions = Omit<SpawnThreadsOptions, 'args'>;
-export type { RankTestBody };
-
 /** The whole job (every rank's body), unless `timeoutMs` says otherwise. */
 export const DEFAULT_RANK_TEST_TIMEOUT_MS = 30_000;
 /** Each collective and store wait, unless `collectiveTimeoutMs` says otherwise: a hang is reported after this. */
 export const DEFAULT_RANK_TEST_COLLECTIVE_TIMEOUT_MS = 10_000;
+
+/**
+ * spawnThreads' options but `args` (a body gets its ctx, and takes the rest from the file), with shorter
+ * timeouts, so a hung test fails in seconds with its hang report; see the
+ * [testing guide](../../docs/guides/testing.md#options).
+ */
+export interface RankTestOptions
+  extends Omit<SpawnThreadsOptions, 'args' | 'timeoutMs' | 'collectiveTimeoutMs'> {
+  /**
+   * The whole job (every rank's body) in milliseconds; vitest's own timeout of the test is set above it.
+   *
+   * @defaultValue 30 000 ({@link DEFAULT_RANK_TEST_TIMEOUT_MS})
+   */
+  timeoutMs?: number;
+  /**
+   * Each collective, p2p call and store wait in milliseconds: a call past it fails with a
+   * `CommTimeoutError` and its hang report.
+   *
+   * @defaultValue 10 000 ({@link DEFAULT_RANK_TEST_COLLECTIVE_TIMEOUT_MS}), or `timeoutMs` if that is shorter
+   */
+  collectiveTimeoutMs?: number;
+}
+export type { RankTestBody };
+
 /** vitest's own timeout of a rank test sits this far above the job's: threads start before the job's timer does. */
 const START_ALLOWANCE_MS = 60_000;
 

@@ -17,6 +17,12 @@ import type {
   TensorCompressionConfig,
 } from './cluster-config.ts';
 
+/**
+ * A cluster config that breaks the schema: an unknown key, a value out of range, a codec's
+ * parameter given to the other codec. The message names the key.
+ *
+ * @see [Errors](../../../docs/errors.md): every error's code, what it means and what to do
+ */
 export class ClusterConfigError extends TensorcommError {
   override name = 'ClusterConfigError';
   override readonly code: string = 'ERR_TC_CLUSTER_CONFIG';
