@@ -45,7 +45,10 @@ const engines = [1, 2, 3].map((receivers) => {
 
 async function sync(engine: WeightSyncEngine | undefined): Promise<void> {
   if (!engine) return;
-  if (engine.role === 'sender') return engine.send(model);
+  if (engine.role === 'sender') {
+    await engine.send(model);
+    return;
+  }
   let i = 0;
   for await (const [, t] of engine.receive({ borrow: true })) model[i++][1].copy_(t);
 }

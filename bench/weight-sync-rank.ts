@@ -146,7 +146,10 @@ export default async function main(ctx: RankContext, args: RankArgs): Promise<Ra
     }
     const engine = mode === 'engine S=1' ? single : striped;
     if (!engine) return;
-    if (engine.role === 'sender') return engine.send(source);
+    if (engine.role === 'sender') {
+      await engine.send(source);
+      return;
+    }
     const borrow = mode !== 'engine S=2 owned';
     let i = 0;
     for await (const [, t] of engine.receive({ borrow })) {

@@ -181,6 +181,7 @@ export {
   ThreadGroup,
 } from './thread-group/thread-group.ts';
 export { ThreadGroupManager } from './thread-group/thread-group-manager.ts';
+export type { WeightSyncStats } from './weight-sync/delta.ts';
 export { type ReceiveOptions, WeightSyncEngine } from './weight-sync/engine.ts';
 export { WeightSyncError, WeightSyncHeaderError } from './weight-sync/errors.ts';
 export type { WeightSyncOptions } from './weight-sync/options.ts';

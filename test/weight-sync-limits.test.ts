@@ -38,7 +38,14 @@ function drawHeader(rnd: () => number): Uint8Array {
     });
     offset = alignUp(offset + bytes);
   }
-  const header = { index: int(rnd, 100), last: rnd() < 0.5, payloadBytes: offset, digest: int(rnd, 2 ** 32) };
+  const header = {
+    index: int(rnd, 100),
+    last: rnd() < 0.5,
+    payloadBytes: offset,
+    sync: 1 + int(rnd, 100),
+    digest: int(rnd, 2 ** 32),
+    unchangedSince: 0,
+  };
   return encodeBucketHeader({ ...header, views: rnd() < 0.5, entries });
 }
 
@@ -122,7 +129,9 @@ describe('weight-sync decoders under fuzzing', () => {
       index: 0,
       last: false,
       payloadBytes: 16,
+      sync: 1,
       digest: 0,
+      unchangedSince: 0,
       views: false,
       entries: [entry],
     });

@@ -21,7 +21,9 @@ const HEADER: BucketHeader = {
   index: 5,
   last: true,
   payloadBytes: 96,
+  sync: 7,
   digest: 0xdeadbeef,
+  unchangedSince: 3,
   views: false,
   entries: [
     { name: 'a.bias', dtype: 'bfloat16', shape: [7], offset: 0, chunkStart: 0, chunkBytes: 14 },
@@ -58,7 +60,7 @@ describe('bucket header', () => {
   });
 
   it('refuses malformed headers with a message naming the field, before allocating', () => {
-    expect(corrupt((_, b) => b.subarray(0, 10))).toMatch(/10 bytes, shorter than the 24-byte fixed part/);
+    expect(corrupt((_, b) => b.subarray(0, 10))).toMatch(/10 bytes, shorter than the 32-byte fixed part/);
     expect(corrupt((v) => void v.setUint32(0, 0x12345678, true))).toMatch(/bad magic 0x12345678/);
     expect(corrupt((v) => void v.setUint16(4, 9, true))).toMatch(/unsupported version 9/);
     expect(corrupt((v) => void v.setUint16(6, 0x8001, true))).toMatch(/unknown flags 0x8001/);
@@ -233,6 +235,7 @@ const stubSender = (group: ThreadGroup, lend: boolean) =>
       phase: 1,
       timeoutMs: 5000,
       tags: tagsFrom(0),
+      delta: false,
       lend,
       maxTensorBytes: HEADER_LIMITS.maxTensorBytes,
       routes: planRoutes([0], [1], () => 0),
@@ -254,7 +257,7 @@ describe('bucket sender', () => {
         payloads.push(t.numel);
         return Promise.resolve();
       },
-      recvObject: () => Promise.resolve({ ok: true }),
+      recvObject: () => Promise.resolve({ ok: true, holds: true }),
     } as unknown as ThreadGroup;
     const sender = stubSender(group, false);
     // 48, 40 and 24 bytes: one bucket each, so the payload sizes tell the buckets apart.
@@ -281,7 +284,7 @@ describe('bucket sender', () => {
         });
         return new Promise<void>((resolve) => released.push(resolve));
       },
-      recvObject: () => Promise.resolve({ ok: true }),
+      recvObject: () => Promise.resolve({ ok: true, holds: true }),
     } as unknown as ThreadGroup;
     const sender = stubSender(group, true);
     const stream = [48, 8, 40, 24].map((n, i): [string, Tensor] => [`t${i}`, Tensor.empty([n], 'uint8')]);

@@ -1,12 +1,12 @@
 /**
  * The running stream digest: FNV-1a (32 bit) over each bucket header's bytes
- * with the digest field zeroed, seeded by the previous bucket's digest. Every
+ * with its travel fields (sync, digest, delta) zeroed, seeded by the previous bucket's digest. Every
  * sender computes it over the whole stream (also the buckets other senders
  * send); a receiver recomputes it from the headers it actually got. A sender
  * that iterated a different stream (names, dtypes, shapes, order, chunking)
  * therefore carries a different digest in its next header.
  */
-import { DIGEST_OFFSET } from './header.ts';
+import { DIGEST_OFFSET, TRAVEL_FIELDS } from './header.ts';
 
 export const DIGEST_SEED = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
@@ -20,9 +20,9 @@ function fnv1a(seed: number, bytes: Uint8Array, skipFrom: number, skipTo: number
   return h;
 }
 
-/** The digest after the header `bytes`, given the digest before it (the digest field is read as zero). */
+/** The digest after the header `bytes`, given the digest before it (the travel fields are read as zero). */
 export function chainDigest(previous: number, bytes: Uint8Array): number {
-  return fnv1a(previous, bytes, DIGEST_OFFSET, DIGEST_OFFSET + 4);
+  return fnv1a(previous, bytes, TRAVEL_FIELDS.from, TRAVEL_FIELDS.to);
 }
 
 /** Writes the chained digest into an encoded header (sender side) and returns it. */

@@ -19,6 +19,7 @@ import { callsIn, type LayerCall, layerCall, UNTIMED } from '../predict/layer-cl
 import { internalCalls } from '../runtime/work.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
+import type { WeightSyncStats } from './delta.ts';
 import { WeightSyncError } from './errors.ts';
 import { resolveOptions, type WeightSyncConfig, type WeightSyncOptions } from './options.ts';
 import type { WeightStream } from './plan.ts';
@@ -49,6 +50,7 @@ export class WeightSyncEngine {
   #layer: LayerCall = UNTIMED;
   #busy = false;
   #broken: string | undefined;
+  #lastSend: WeightSyncStats | undefined;
 
   constructor(group: ThreadGroup, options: WeightSyncOptions) {
     this.#config = resolveOptions(group, options);
@@ -66,21 +68,31 @@ export class WeightSyncEngine {
   }
 
   /**
-   * On every sender: sends the stream (packed, or lent as views between
-   * threads); resolves once every receiver has confirmed it. The stream's
-   * tensors must not change until then.
+   * What this rank's last completed sync moved: on a receiver the whole
+   * stream, on a sender the buckets it sends; with `delta`, how many of them
+   * were skipped as unchanged. Undefined before the first sync completes.
    */
-  send(weights: WeightStream): Promise<void> {
+  get lastSync(): WeightSyncStats | undefined {
+    return this.#sender ? this.#lastSend : this.#receiver?.lastSync;
+  }
+
+  /**
+   * On every sender: sends the stream (packed, or lent as views between
+   * threads); resolves once every receiver has confirmed it, to what this
+   * sender moved (`lastSync`). The stream's tensors must not change until then.
+   */
+  send(weights: WeightStream): Promise<WeightSyncStats> {
     const layer = layerCall();
     return layer.settle(this.#send(weights, layer));
   }
 
-  async #send(weights: WeightStream, layer: LayerCall): Promise<void> {
+  async #send(weights: WeightStream, layer: LayerCall): Promise<WeightSyncStats> {
     const where = 'WeightSyncEngine.send';
     if (!this.#sender) throw this.#wrongRole(where, 'sender');
     this.#begin(where, layer);
     try {
-      await this.#sender.send(weights, where);
+      this.#lastSend = await this.#sender.send(weights, where);
+      return this.#lastSend;
     } catch (error) {
       this.#broken = messageOf(error);
       throw error;

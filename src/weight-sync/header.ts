@@ -7,9 +7,11 @@
  * allocation. (Objects from the wire are never deserialized into code or
  * free-form structures; see docs/design.md, decision 5.)
  *
- *   fixed part (24 B): magic u32 'TCWS' | version u16 | flags u16 (bit 0: last bucket;
+ *   fixed part (32 B): magic u32 'TCWS' | version u16 | flags u16 (bit 0: last bucket;
  *                      bit 1: the payload travels as one lent view per entry, not packed)
- *                      | bucket index u32 | entry count u32 | payload bytes u32 | stream digest u32
+ *                      | bucket index u32 | entry count u32 | payload bytes u32 | sync u32
+ *                      | stream digest u32 | unchanged since u32 (0: the payload follows; n: it
+ *                      does not, the bucket is as in the sender's sync n, see delta.ts)
  *   per entry:         name length u16 | name UTF-8 | dtype code u8 | ndim u8 | dims u32 × ndim
  *                      | offset in payload u32 | chunk start in tensor u32 | chunk bytes u32
  */
@@ -17,10 +19,18 @@ import { type DType, dtypeCode, dtypeFromCode, itemSize } from '../tensor/dtype.
 import { WeightSyncHeaderError } from './errors.ts';
 
 export const HEADER_MAGIC = 0x53574354; // 'TCWS' read as a little-endian u32
-export const HEADER_VERSION = 1;
-export const FIXED_HEADER_BYTES = 24;
-/** Where the digest sits, so it can be zeroed while the digest itself is computed. */
-export const DIGEST_OFFSET = 20;
+export const HEADER_VERSION = 2;
+export const FIXED_HEADER_BYTES = 32;
+/**
+ * The fields from the sync number to the end of the fixed part say when and how this bucket
+ * travels, not what it holds: the stream digest (digest.ts) and a bucket's delta digest
+ * (delta.ts) read them as zero, so they are the same for every sender and every sync.
+ */
+export const TRAVEL_FIELDS = { from: 20, to: FIXED_HEADER_BYTES } as const;
+const SYNC_OFFSET = 20;
+/** Where the digest sits, to be stamped once computed. */
+export const DIGEST_OFFSET = 24;
+const UNCHANGED_OFFSET = 28;
 /** Every chunk starts at a multiple of this, whatever the dtypes before it (float64/int64 need 8; 16 leaves room for SIMD). */
 export const PAYLOAD_ALIGN = 16;
 
@@ -54,8 +64,16 @@ export interface BucketHeader {
   last: boolean;
   /** The used part of the bucket: only these bytes travel. */
   payloadBytes: number;
+  /** The sender's sync this bucket belongs to, counted from 1 per engine (every sender counts alike). */
+  sync: number;
   /** Running digest of every header of the stream up to this one (see digest.ts). */
   digest: number;
+  /**
+   * 0 when the payload follows. Otherwise the bucket was skipped in delta
+   * mode: no payload travels, since it is what the sender's sync
+   * `unchangedSince` sent (delta.ts).
+   */
+  unchangedSince: number;
   /**
    * The entries travel as views on the sender's tensors (ThreadGroup.sendViews),
    * one per entry in order, rather than packed at their offsets; the offsets
@@ -105,7 +123,9 @@ export function encodeBucketHeader(header: BucketHeader): Uint8Array {
   view.setUint32(8, header.index, true);
   view.setUint32(12, entries.length, true);
   view.setUint32(16, header.payloadBytes, true);
+  view.setUint32(SYNC_OFFSET, header.sync, true);
   view.setUint32(DIGEST_OFFSET, header.digest >>> 0, true);
+  view.setUint32(UNCHANGED_OFFSET, header.unchangedSince, true);
   let at = FIXED_HEADER_BYTES;
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i];
@@ -125,6 +145,11 @@ export function encodeBucketHeader(header: BucketHeader): Uint8Array {
     at += 12;
   }
   return bytes;
+}
+
+/** Marks an encoded header's bucket as skipped, unchanged since the sender's sync `since` (0: sent). */
+export function setUnchangedSince(bytes: Uint8Array, since: number): void {
+  new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).setUint32(UNCHANGED_OFFSET, since, true);
 }
 
 function writeName(name: string, length: number, bytes: Uint8Array, at: number): void {
@@ -222,7 +247,11 @@ export function decodeBucketHeader(
   const index = view.getUint32(8, true);
   const count = view.getUint32(12, true);
   const payloadBytes = view.getUint32(16, true);
+  const sync = view.getUint32(SYNC_OFFSET, true);
   const digest = view.getUint32(DIGEST_OFFSET, true);
+  const unchangedSince = view.getUint32(UNCHANGED_OFFSET, true);
+  if (unchangedSince >= sync && unchangedSince !== 0)
+    fail(`bucket of sync ${sync} unchanged since sync ${unchangedSince}, which is not an earlier one`);
   // Bounding the count by the bytes present stops a tiny header from asking for a huge entry array.
   const room = Math.floor((bytes.byteLength - FIXED_HEADER_BYTES) / MIN_ENTRY_BYTES);
   if (count > HEADER_LIMITS.maxEntries || count > room) {
@@ -249,7 +278,8 @@ export function decodeBucketHeader(
   if (reader.at !== bytes.byteLength)
     fail(`${bytes.byteLength - reader.at} unexpected bytes after entry ${count - 1}`);
   const views = (flags & FLAG_VIEWS) !== 0;
-  return { index, last: (flags & FLAG_LAST) !== 0, payloadBytes, digest, views, entries };
+  const last = (flags & FLAG_LAST) !== 0;
+  return { index, last, payloadBytes, sync, digest, unchangedSince, views, entries };
 }
 
 function readEntry(reader: Reader, i: number, maxTensorBytes: number): BucketEntry {

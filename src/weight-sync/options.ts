@@ -32,6 +32,15 @@ export interface WeightSyncOptions {
    * is refused (WeightSyncHeaderError) before anything is allocated for it.
    */
   maxTensorBytes?: number;
+  /**
+   * Delta mode: a sender sends only the buckets whose content changed since
+   * its last sync that every receiver took whole; the others travel as their
+   * header alone, and a receiver yields none of their tensors, which its
+   * caller must still hold, unchanged, from the sync that brought them.
+   * Give every rank the same value: a receiver without it refuses a skipped
+   * bucket. Default false. See docs/guides/weight-sync.md, "Delta syncs".
+   */
+  delta?: boolean;
 }
 
 export interface WeightSyncConfig {
@@ -44,6 +53,7 @@ export interface WeightSyncConfig {
   /** Senders lend their tensors as views (the option, where the group can). */
   lend: boolean;
   maxTensorBytes: number;
+  delta: boolean;
   /** Who sends each bucket to whom: direct on one node, through a relay per receiving node across nodes. */
   routes: Routes;
 }
@@ -106,6 +116,8 @@ export function resolveOptions(group: unknown, options: unknown): WeightSyncConf
   }
   if (o.lend !== undefined && typeof o.lend !== 'boolean')
     throw new TypeError(`${WHERE}: lend must be a boolean, got ${describeValue(o.lend)}`);
+  if (o.delta !== undefined && typeof o.delta !== 'boolean')
+    throw new TypeError(`${WHERE}: delta must be a boolean, got ${describeValue(o.delta)}`);
   const maxTensorBytes = o.maxTensorBytes ?? HEADER_LIMITS.maxTensorBytes;
   if (
     !Number.isSafeInteger(maxTensorBytes) ||
@@ -133,6 +145,7 @@ export function resolveOptions(group: unknown, options: unknown): WeightSyncConf
     tags: tagsFrom(tag),
     lend: (o.lend ?? true) && group.lendsViews,
     maxTensorBytes,
+    delta: o.delta ?? false,
     routes: planRoutes(senders, receivers, (r) => group.nodeOf(r)),
   };
 }

@@ -33,8 +33,8 @@ export function tagsFrom(base: number): Tags {
  */
 export const LINGER_TIMEOUTS = 3;
 
-/** Receiver → sender, once per sync. */
-export type Outcome = { ok: true } | { ok: false; error: string };
+/** Receiver → sender, once per sync. `holds`: its caller took every tensor (delta mode's baseline, delta.ts). */
+export type Outcome = { ok: true; holds: boolean } | { ok: false; error: string };
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null;
@@ -43,7 +43,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 /** Outcomes arrive as structured clones: check their shape before trusting a field. */
 export function parseOutcome(value: unknown, from: string): Outcome {
   if (isRecord(value)) {
-    if (value.ok === true) return { ok: true };
+    if (value.ok === true && typeof value.holds === 'boolean') return { ok: true, holds: value.holds };
     if (value.ok === false && typeof value.error === 'string') return { ok: false, error: value.error };
   }
   throw new WeightSyncError(`malformed weight-sync outcome from ${from}`);

@@ -25,12 +25,18 @@
  * hands each bucket on (relay.ts) as soon as it has landed, and reuses or
  * gives back its memory only once every follower has it; a caller of its own
  * that does not borrow (and may change its tensors) gets it only then too.
+ *
+ * Delta mode (delta.ts): a skipped bucket is its header alone. It is taken
+ * only from a sender whose sync it is unchanged since is the one this
+ * receiver holds from it (its caller took every tensor of it); else the sync
+ * is refused before anything of the bucket is yielded.
  */
 import { CollectiveMismatchError } from '../runtime/errors.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ChunkAssembler } from './assembler.ts';
 import type { BucketContent } from './deliver.ts';
+import { countBucket, emptyStats, type WeightSyncStats } from './delta.ts';
 import { chainDigest, DIGEST_SEED, hex } from './digest.ts';
 import { WeightSyncError, WeightSyncHeaderError } from './errors.ts';
 import { type BucketHeader, decodeBucketHeader, startedTensors } from './header.ts';
@@ -43,7 +49,10 @@ import { decodeStreamEnd, isStreamEnd, type StreamEnd } from './stream-end.ts';
 export class BucketReceiver {
   readonly #group: ThreadGroup;
   readonly #config: WeightSyncConfig;
+  /** Delta mode: per sender, its last sync whose every tensor this receiver's caller took. */
+  readonly #holds = new Map<number, number>();
   #buffers: Uint8Array[] | undefined;
+  lastSync: WeightSyncStats | undefined;
 
   constructor(group: ThreadGroup, config: WeightSyncConfig) {
     this.#group = group;
@@ -51,7 +60,11 @@ export class BucketReceiver {
   }
 
   receive(borrow: boolean, where: string): AsyncGenerator<[string, Tensor]> {
-    return new ReceiveSession(this.#group, this.#config, borrow ? this.#reused : undefined, where).run();
+    const reused = borrow ? this.#reused : undefined;
+    const done = (stats: WeightSyncStats) => {
+      this.lastSync = stats;
+    };
+    return new ReceiveSession(this.#group, this.#config, reused, this.#holds, done, where).run();
   }
 
   /** Reused buffer `slot`, allocated on first use (a packed bucket received borrowing) and kept for later syncs. */
@@ -86,6 +99,11 @@ class ReceiveSession {
   /** Relaying: resolves once bucket i was handed on to this rank's followers. */
   readonly #forwarded: Promise<void>[] = [];
   readonly #relay: Relay;
+  /** Delta mode: what this receiver holds, per sender (BucketReceiver), and each sender's sync number here. */
+  readonly #holds: Map<number, number>;
+  readonly #syncs = new Map<number, number>();
+  readonly #done: (stats: WeightSyncStats) => void;
+  #stats: WeightSyncStats = emptyStats(0);
   #digest = DIGEST_SEED;
   #buckets = 0;
   #tensors = 0;
@@ -96,11 +114,15 @@ class ReceiveSession {
     group: ThreadGroup,
     config: WeightSyncConfig,
     reused: ((slot: number) => Uint8Array) | undefined,
+    holds: Map<number, number>,
+    done: (stats: WeightSyncStats) => void,
     where: string,
   ) {
     this.#group = group;
     this.#config = config;
     this.#reused = reused;
+    this.#holds = holds;
+    this.#done = done;
     this.#where = where;
     this.#relay = new Relay(group, config, where);
   }
@@ -111,11 +133,12 @@ class ReceiveSession {
     try {
       while (!ended) {
         const header = await this.#next(index);
-        yield* this.#assembler.tensors(header, this.#landed.get(index)!);
+        if (header.unchangedSince > 0) this.#assembler.skip(header);
+        else yield* this.#assembler.tensors(header, this.#landed.get(index)!);
         ended = header.last;
         this.#release(index++);
       }
-      await this.#agree();
+      await this.#agree(true);
     } catch (error) {
       throw this.#fail(error);
     } finally {
@@ -130,7 +153,8 @@ class ReceiveSession {
         last = (await this.#next(index)).last;
         this.#release(index);
       }
-      await this.#agree();
+      // The caller did not take the tensors from here on: it does not hold this sync (delta.ts).
+      await this.#agree(false);
     } catch (error) {
       throw this.#fail(error);
     }
@@ -268,7 +292,7 @@ class ReceiveSession {
         // Copied: a lent record is the sender's memory, given back before the bucket goes on.
         this.#rawHeaders.set(index, (received.record as Uint8Array).slice());
       }
-      if (lend) this.#lentViews.set(index, received);
+      if (lend && header.unchangedSince === 0) this.#lentViews.set(index, received);
       else await received.release();
       return header;
     } catch (error) {
@@ -297,10 +321,33 @@ class ReceiveSession {
           `but this receiver's engine ${this.#config.lend ? 'lends' : 'packs'}: the ranks were given different lend options`,
       );
     }
+    if (header.unchangedSince > 0) this.#checkUnchanged(header, sender);
     this.#digest = expected;
     this.#buckets++;
     this.#tensors += startedTensors(header.entries);
+    this.#syncs.set(sender, header.sync);
+    if (index === 0) this.#stats = emptyStats(header.sync);
+    countBucket(this.#stats, header.payloadBytes, header.unchangedSince > 0);
     return header;
+  }
+
+  /** A bucket skipped as unchanged since the sender's sync n can be taken only where the caller holds sync n. */
+  #checkUnchanged(header: BucketHeader, sender: number): void {
+    const at = `${this.#where}: bucket ${header.index} from sender ${sender} was skipped`;
+    if (!this.#config.delta) {
+      throw new WeightSyncError(
+        `${at} as unchanged (delta mode), but this receiver's engine was not given delta: ` +
+          'the ranks were given different delta options',
+      );
+    }
+    const held = this.#holds.get(sender);
+    if (held === header.unchangedSince) return;
+    throw new WeightSyncError(
+      `${at} as unchanged since that sender's sync ${header.unchangedSince}, but this receiver's caller ` +
+        `${held === undefined ? 'took no sync of it whole' : `took sync ${held} of it whole, not that one`}: ` +
+        "a delta sync cannot be exact here (the receiver engine is newer than the sender's?); " +
+        'create new engines on every rank, whose first sync sends every bucket',
+    );
   }
 
   #decodeHeader(raw: unknown, what: string): BucketHeader {
@@ -342,6 +389,10 @@ class ReceiveSession {
   async #takePayload(header: BucketHeader): Promise<BucketHeader> {
     const { index, payloadBytes } = header;
     const sender = this.#sender(index);
+    if (header.unchangedSince > 0) {
+      this.#handOn(header, header.views ? { views: [] } : { payload: new Uint8Array(0) });
+      return header;
+    }
     if (header.views) {
       const loan = this.#lentViews.get(index)!;
       this.#lentViews.delete(index);
@@ -425,8 +476,11 @@ class ReceiveSession {
     });
   }
 
-  /** Reads every sender's stream end, compares it with what arrived, and tells every sender the outcome. */
-  async #agree(): Promise<void> {
+  /**
+   * Reads every sender's stream end, compares it with what arrived, and tells every sender the outcome;
+   * `held`: the caller took every tensor of the sync.
+   */
+  async #agree(held: boolean): Promise<void> {
     const { senders, tags, timeoutMs, lend } = this.#config;
     // Relaying: the stream ends go on behind every bucket (and a failed forward fails the sync).
     await Promise.all(this.#forwarded);
@@ -449,10 +503,14 @@ class ReceiveSession {
     } finally {
       for (const { received } of ends) letGo(received.release());
     }
+    if (held) for (const [s, sync] of this.#syncs) this.#holds.set(s, sync);
+    else this.#holds.clear();
     this.#outcomeSent = true;
+    const outcome = { ok: true, holds: held };
     await Promise.all(
-      senders.map((s) => this.#group.sendObject({ ok: true }, s, { tag: tags.outcome, timeoutMs })),
+      senders.map((s) => this.#group.sendObject(outcome, s, { tag: tags.outcome, timeoutMs })),
     );
+    this.#done(this.#stats);
   }
 
   /** What sender `s` sent after the stream's last bucket must be its stream end, matching what arrived. */

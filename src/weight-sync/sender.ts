@@ -22,12 +22,13 @@ import { callsIn, type LayerCall } from '../predict/layer-clock.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { type BucketContent, deliverBucket, type PayloadTurn } from './deliver.ts';
+import { countBucket, emptyStats, SenderDelta, type WeightSyncStats } from './delta.ts';
 import { DIGEST_SEED, stampDigest } from './digest.ts';
 import { WeightSyncError } from './errors.ts';
-import { encodeBucketHeader, startedTensors } from './header.ts';
+import { encodeBucketHeader, setUnchangedSince, startedTensors } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
 import { type PlannedBucket, type PlannedChunk, planBuckets, type WeightStream } from './plan.ts';
-import { LINGER_TIMEOUTS, letGo, messageOf, parseOutcome, quiet } from './protocol.ts';
+import { LINGER_TIMEOUTS, letGo, messageOf, type Outcome, parseOutcome, quiet } from './protocol.ts';
 import { sendRecord } from './record.ts';
 import { encodeStreamEnd, type StreamEnd } from './stream-end.ts';
 
@@ -45,6 +46,7 @@ export class BucketSender {
   readonly #place: number;
   /** The receivers this sender sends to: across nodes, the others take its buckets from a relay (routes.ts). */
   readonly #targets: readonly number[];
+  readonly #delta: SenderDelta;
   #buffers: Uint8Array[] | undefined;
 
   constructor(group: ThreadGroup, config: WeightSyncConfig, layer: () => LayerCall) {
@@ -54,9 +56,10 @@ export class BucketSender {
     this.#config = config;
     this.#place = config.senders.indexOf(group.rank);
     this.#targets = config.routes.targetsOf(group.rank);
+    this.#delta = new SenderDelta(config.delta);
   }
 
-  async send(weights: WeightStream, where: string): Promise<void> {
+  async send(weights: WeightStream, where: string): Promise<WeightSyncStats> {
     const { bucketBytes, senders, lend } = this.#config;
     // Allocated on first use and kept: consecutive syncs reuse the same two buffers.
     if (!lend) this.#buffers ??= [0, 1].map(() => new Uint8Array(new SharedArrayBuffer(bucketBytes)));
@@ -66,24 +69,43 @@ export class BucketSender {
     let mine = 0;
     let tensors = 0;
     let payloadTurn = Promise.resolve();
+    const sync = this.#delta.begin();
+    const stats = emptyStats(sync);
     const plan = planBuckets(weights, bucketBytes, where);
     try {
       for (;;) {
         const next = await this.#ownStep(() => plan.next());
         if (next.done) break;
         const bucket = next.value;
-        const header = encodeBucketHeader({ ...bucket, entries: bucket.chunks, digest: 0, views: lend });
+        const header = encodeBucketHeader({
+          ...bucket,
+          entries: bucket.chunks,
+          sync,
+          digest: 0,
+          unchangedSince: 0,
+          views: lend,
+        });
         digest = stampDigest(digest, header);
         buckets++;
         tensors += startedTensors(bucket.chunks);
         if (bucket.index % senders.length !== this.#place) continue;
+        const since = await this.#ownStep(() => this.#delta.unchangedSince(bucket, header));
+        setUnchangedSince(header, since);
+        countBucket(stats, bucket.payloadBytes, since > 0);
         const slot = mine++ % 2;
         await this.#settled(inFlight[slot], where);
-        const buffer = this.#buffers?.[slot];
+        // A skipped bucket is its header alone: no payload, nothing packed.
+        const buffer = since > 0 ? undefined : this.#buffers?.[slot];
         if (buffer) await this.#ownStep(() => pack(bucket, buffer));
+        const content: BucketContent =
+          since > 0 && !lend
+            ? { payload: new Uint8Array(0) }
+            : buffer
+              ? { payload: buffer.subarray(0, bucket.payloadBytes) }
+              : { views: since > 0 ? [] : bucket.chunks.map(chunkView) };
         const turn: PayloadTurn = { after: payloadTurn, issued: () => {} };
         payloadTurn = new Promise((resolve) => (turn.issued = resolve));
-        inFlight[slot] = quiet(this.#transfer(bucket, header, buffer, turn, where));
+        inFlight[slot] = quiet(this.#transfer(bucket.index, header, content, turn, where));
       }
     } finally {
       // Leaving early (a failed transfer): close the caller's iterator, as for-await would.
@@ -93,7 +115,8 @@ export class BucketSender {
     // when it gets there instead of waiting for this sender to see its last buckets released first.
     this.#endStream({ failed: false, buckets, tensors, digest });
     for (const transfer of inFlight) await this.#settled(transfer, where);
-    await this.#agree(where);
+    this.#delta.complete(await this.#agree(where));
+    return stats;
   }
 
   /**
@@ -121,34 +144,31 @@ export class BucketSender {
       letGo(sendRecord(this.#group, lend, record, [], r, { tag: tags.header, timeoutMs: linger }));
   }
 
-  /** Bucket `bucket` to the receivers this sender sends to (deliver.ts), as a task of the sync's own. */
+  /** Bucket `index` to the receivers this sender sends to (deliver.ts), as a task of the sync's own. */
   #transfer(
-    bucket: PlannedBucket,
+    index: number,
     header: Uint8Array,
-    buffer: Uint8Array | undefined,
+    content: BucketContent,
     turn: PayloadTurn,
     where: string,
   ): Promise<void> {
     const task = this.#layer().fork();
     const group = callsIn(this.#plainGroup, () => task);
-    return task.settle(this.#deliver(group, bucket, header, buffer, turn, where));
+    return task.settle(this.#deliver(group, index, header, content, turn, where));
   }
 
   async #deliver(
     group: ThreadGroup,
-    bucket: PlannedBucket,
+    index: number,
     header: Uint8Array,
-    buffer: Uint8Array | undefined,
+    content: BucketContent,
     turn: PayloadTurn,
     where: string,
   ): Promise<void> {
-    const content: BucketContent = buffer
-      ? { payload: buffer.subarray(0, bucket.payloadBytes) }
-      : { views: bucket.chunks.map(chunkView) };
     try {
       await deliverBucket(group, this.#config, this.#targets, header, content, turn);
     } catch (error) {
-      throw new WeightSyncError(`${where}: bucket ${bucket.index}: ${messageOf(error)}`, { cause: error });
+      throw new WeightSyncError(`${where}: bucket ${index}: ${messageOf(error)}`, { cause: error });
     } finally {
       turn.issued();
     }
@@ -166,7 +186,7 @@ export class BucketSender {
       const probeMs = Math.min(PROBE_MS, timeoutMs);
       // A receiver that cannot answer within the probe has no better reason to give.
       const outcomes = await Promise.all(
-        receivers.map((r) => this.#outcome(r, probeMs).catch(() => undefined)),
+        receivers.map((r) => this.#failure(r, probeMs).catch(() => undefined)),
       );
       const reason = outcomes.find((o) => o !== undefined);
       if (reason === undefined) throw error;
@@ -174,19 +194,31 @@ export class BucketSender {
     }
   }
 
-  /** A receiver's outcome: undefined when it is ok, else its error. */
-  async #outcome(receiver: number, timeoutMs: number): Promise<string | undefined> {
+  /** A receiver's outcome. */
+  async #outcome(receiver: number, timeoutMs: number): Promise<Outcome> {
     const value = await this.#group.recvObject(receiver, { tag: this.#config.tags.outcome, timeoutMs });
-    const outcome = parseOutcome(value, `receiver ${receiver}`);
+    return parseOutcome(value, `receiver ${receiver}`);
+  }
+
+  /** A receiver's error, undefined when it is ok. */
+  async #failure(receiver: number, timeoutMs: number): Promise<string | undefined> {
+    const outcome = await this.#outcome(receiver, timeoutMs);
     return outcome.ok ? undefined : `receiver ${receiver} failed: ${outcome.error}`;
   }
 
-  /** Waits for every receiver's outcome: each compares this sender's stream end with what it received. */
-  async #agree(where: string): Promise<void> {
+  /**
+   * Waits for every receiver's outcome: each compares this sender's stream end with what it received.
+   * Resolves to whether every receiver's caller took every tensor (delta.ts).
+   */
+  async #agree(where: string): Promise<boolean> {
     const { receivers, timeoutMs } = this.#config;
     const outcomes = await Promise.all(receivers.map((r) => this.#outcome(r, timeoutMs)));
-    const problem = outcomes.find((o) => o !== undefined);
-    if (problem !== undefined) throw new WeightSyncError(`${where}: ${problem}`);
+    const problem = outcomes.findIndex((o) => !o.ok);
+    if (problem >= 0) {
+      const o = outcomes[problem] as { ok: false; error: string };
+      throw new WeightSyncError(`${where}: receiver ${receivers[problem]} failed: ${o.error}`);
+    }
+    return outcomes.every((o) => o.ok && o.holds);
   }
 }
 

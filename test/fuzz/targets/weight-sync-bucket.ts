@@ -43,7 +43,9 @@ export const weightSyncBucket: DecoderTarget = {
       index: int(rnd, 100),
       last: rnd() < 0.5,
       payloadBytes: offset,
+      sync: 1 + int(rnd, 100),
       digest: int(rnd, 2 ** 32),
+      unchangedSince: 0,
       views: rnd() < 0.5,
       entries,
     });
