@@ -17,7 +17,7 @@ export const GPU_FLOPS_PER_US = 0.5 * 990e6;
 
 export async function predictedRuns(
   entry: URL,
-  options: { worldSize: number; args: unknown },
+  options: { worldSize: number; threads?: number; args: unknown },
 ): Promise<void> {
   const topologies = (process.env.PREDICT ?? '').split(',').filter((name) => name !== '');
   for (const topology of topologies) {

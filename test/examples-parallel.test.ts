@@ -55,6 +55,19 @@ describe('parallelism examples', () => {
     expect(out).toMatch(/\nOK\n$/);
   });
 
+  it('tensor-parallel MLP with its ranks as tasks of one thread (THREADS=1) checks and predicts alike', async () => {
+    const sizes = { WORLD_SIZE: '8', BATCH: '2', INPUT: '4', HIDDEN: '16', OUTPUT: '2', STEPS: '2' };
+    const PREDICT = 'h100-nvlink,a100-nvlink';
+    const [threads, tasks] = [
+      await example('examples/tensor-parallel-mlp/main.ts', { ...sizes, PREDICT }),
+      await example('examples/tensor-parallel-mlp/main.ts', { ...sizes, PREDICT, THREADS: '1' }),
+    ];
+    expectPredictedRuns(tasks, 'allReduce ring/LL');
+    expect(tasks).toMatch(/\nOK\n$/);
+    // The same checks and the same predictions, line for line.
+    expect(tasks).toBe(threads);
+  });
+
   it('ring attention matches single-rank attention, without and with a causal mask', async () => {
     const out = await example('examples/context-parallel-attention/main.ts', {
       WORLD_SIZE: '4',

@@ -7,7 +7,9 @@
  *   WORLD_SIZE=4 BATCH=8 INPUT=16 HIDDEN=32 OUTPUT=8 STEPS=5 LR=0.1 \
  *     node --import tsx examples/tensor-parallel-mlp/main.ts
  *
- * PREDICT=h100-nvlink,a100-nvlink adds a predicted run on each topology.
+ * PREDICT=h100-nvlink,a100-nvlink adds a predicted run on each topology. THREADS=1 runs
+ * every rank as an async task of one thread (spawnThreads' `threads`), as a prediction of a
+ * cluster-sized job needs: WORLD_SIZE=1024 HIDDEN=1024 THREADS=1 PREDICT=h100-ib.
  *
  * HIDDEN need not divide by WORLD_SIZE: shards follow torch.chunk.
  */
@@ -22,6 +24,7 @@ const env = (name: string, fallback: number) => {
   return value;
 };
 const worldSize = env('WORLD_SIZE', 4);
+const threads = process.env.THREADS === undefined ? undefined : env('THREADS', 1);
 const args: TrainArgs = {
   batch: env('BATCH', 8),
   input: env('INPUT', 16),
@@ -33,7 +36,7 @@ const args: TrainArgs = {
 const TOLERANCE = 1e-4;
 
 const entry = new URL('./rank.ts', import.meta.url);
-const results = await spawnThreads<RankResult>(entry, { worldSize, args, timeoutMs: 120_000 });
+const results = await spawnThreads<RankResult>(entry, { worldSize, threads, args, timeoutMs: 120_000 });
 
 // The single-rank model: the whole hidden layer, and nothing to reduce.
 const reference = initialParams(args);
@@ -80,6 +83,6 @@ check(
   `input gradient dX [${n},${input}] of the last step against the single-rank run`,
   maxDiff(first.dx, referenceDx),
 );
-await predictedRuns(entry, { worldSize, args });
+await predictedRuns(entry, { worldSize, threads, args });
 console.log(ok ? 'OK' : 'FAILED');
 if (!ok) process.exitCode = 1;

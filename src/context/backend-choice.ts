@@ -4,10 +4,12 @@
  * choice lives here, above both backends, so neither knows the other.
  */
 import { NcclBackend, ncclServes } from '../nccl/nccl-backend.ts';
+import type { AbortWord } from '../runtime/abort-word.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { Backend, GroupView } from '../thread-group/backend.ts';
 import { StoreBackend } from '../thread-group/store-backend/store-backend.ts';
+import { TaskBackend } from '../thread-group/task-backend/task-backend.ts';
 
 export interface BackendChoice {
   store: TensorStore;
@@ -17,10 +19,17 @@ export interface BackendChoice {
   timeoutMs: number;
   /** A group that must not open a communicator and sends nothing point to point (the startup barrier). */
   storeOnly?: boolean;
+  /**
+   * Where every rank of the job is a task of this thread (spawnThreads' `threads: 1`): the job's abort
+   * word. Their groups meet in the thread (TaskBackend), since a wait on shared memory would stop the
+   * peers it waits for.
+   */
+  tasks?: { abort: AbortWord };
 }
 
 export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
   const { store, devices, timeoutMs } = choice;
+  if (choice.tasks) return new TaskBackend(view, choice.tasks.abort);
   const nodeOf = store.nodeOf?.bind(store);
   const nodes = nodeOf && view.ranks.map((r) => nodeOf(r));
   // The start-up barrier sends nothing point to point: a mailbox would take N² rings of the job's arena.
@@ -39,4 +48,10 @@ export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
     fallback: new StoreBackend(store, view, { sharedRegion: false }),
     bootstrap: new StoreBackend(store, { ...view, id: `${view.id}~nccl` }, { sharedRegion: false }),
   });
+}
+
+/** The backend of a group's predict-mode twin (`id`), where its members exchange virtual clocks. */
+export function clockExchange(view: GroupView, id: string, choice: BackendChoice): Backend {
+  const twin = { ...view, id };
+  return choice.tasks ? new TaskBackend(twin, choice.tasks.abort) : new StoreBackend(choice.store, twin);
 }

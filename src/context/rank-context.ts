@@ -22,6 +22,7 @@ import { errandsDone } from '../runtime/errands.ts';
 import { InvalidStateError } from '../runtime/errors.ts';
 import { FaultInjector, setRankFaults } from '../runtime/faults/injector.ts';
 import { type NetworkStats, noNetworkStats } from '../runtime/network-stats.ts';
+import { RankLocal } from '../runtime/rank-local.ts';
 import { runAll } from '../runtime/run-all.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { tuneRankTiering } from '../runtime/v8-tiering.ts';
@@ -33,10 +34,9 @@ import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
 import { nodeIndexes } from '../thread-group/group-nodes.ts';
 import { regionBytes } from '../thread-group/store-backend/call-region.ts';
 import { mailboxBytes } from '../thread-group/store-backend/mailbox.ts';
-import { StoreBackend } from '../thread-group/store-backend/store-backend.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ThreadGroupManager } from '../thread-group/thread-group-manager.ts';
-import { chooseBackend } from './backend-choice.ts';
+import { type BackendChoice, chooseBackend, clockExchange } from './backend-choice.ts';
 import { writePrediction } from './prediction-report.ts';
 import { splitMembers, subgroupBlocks } from './subgroups.ts';
 
@@ -124,7 +124,10 @@ export function wakeJob(shared: JobShared): void {
   MemoryTensorStore.wakeAll(shared.store);
 }
 
-let current: RankContext | undefined;
+/** The context of the rank running now. */
+const current = new RankLocal<RankContext | undefined>(() => undefined);
+/** Every open context of this thread: one, or one per rank task where a thread runs many ranks. */
+const openContexts = new Set<RankContext>();
 
 /**
  * A per-rank service that a layer above adds to every RankContext (p2p adds
@@ -141,13 +144,13 @@ export interface ContextExtension<T> {
 const extensions: Array<ContextExtension<unknown>> = [];
 const closers = new WeakMap<RankContext, Array<() => void | Promise<void>>>();
 
-/** Registers an extension for this thread's contexts, the current one included (its module may load after it). */
+/** Registers an extension for this thread's contexts, open ones included (its module may load after them). */
 export function extendRankContext<T>(extension: ContextExtension<T>): void {
   if (extensions.some((e) => e.key === extension.key)) {
     throw new InvalidStateError(`extendRankContext: "${extension.key}" is already registered`);
   }
   extensions.push(extension as ContextExtension<unknown>);
-  if (current) installExtension(current, extension as ContextExtension<unknown>);
+  for (const ctx of openContexts) installExtension(ctx, extension as ContextExtension<unknown>);
 }
 
 function installExtension(ctx: RankContext, extension: ContextExtension<unknown>): void {
@@ -171,7 +174,7 @@ function installExtension(ctx: RankContext, extension: ContextExtension<unknown>
 
 /** This thread's rank context once built, for APIs whose contract takes none (DeviceMesh, createTensorPromise). */
 export function currentRankContext(): RankContext | undefined {
-  return current;
+  return current.get();
 }
 
 export async function createRankContext(
@@ -194,7 +197,13 @@ export async function createRankContext(
   setRankMonitor(
     new RankMonitor(identity.rank, board, options.debug ?? resolveDebugOptions(undefined), identity.names),
   );
-  const ctx = await buildRankContext(identity, store, options);
+  const ctx = await buildRankContext(
+    identity,
+    store,
+    options,
+    undefined,
+    options.tasks ? { abort } : undefined,
+  );
   // After the start-up barrier: a fault's nth counts the rank's own calls only.
   setRankFaults(
     FaultInjector.forRank(identity.rank, options.faults, options.chaos, {
@@ -226,6 +235,7 @@ export async function buildRankContext(
   store: TensorStore,
   options: JobOptions,
   onClose?: () => void | Promise<void>,
+  tasks?: BackendChoice['tasks'],
 ): Promise<RankContext> {
   const { rank, worldSize } = identity;
   openLedger();
@@ -250,10 +260,9 @@ export async function buildRankContext(
     const nodes = nodeIndex && members.map((r) => nodeIndex[r]);
     const view = { id, name, rank: groupRank, size: members.length, ranks: members };
     // The twin where members exchange virtual clocks: the store's, whatever serves the group itself.
+    const choice = { store, devices: identity.devices, timeoutMs, storeOnly: kind === 's', tasks };
     const predictExchange =
-      clock && groupRank >= 0 && kind !== 's'
-        ? new StoreBackend(store, { ...view, id: `${id}~predict` })
-        : undefined;
+      clock && groupRank >= 0 && kind !== 's' ? clockExchange(view, `${id}~predict`, choice) : undefined;
     const info = {
       id,
       name,
@@ -266,10 +275,7 @@ export async function buildRankContext(
       predictExchange,
     };
     // The startup barrier is about the store's listeners: no communicator for it.
-    const backend =
-      groupRank >= 0
-        ? chooseBackend(view, { store, devices: identity.devices, timeoutMs, storeOnly: kind === 's' })
-        : undefined;
+    const backend = groupRank >= 0 ? chooseBackend(view, choice) : undefined;
     const group = new ThreadGroup(info, backend);
     if (backend instanceof NcclBackend) {
       for (const g of ncclGroups) if (g.destroyed) ncclGroups.delete(g);
@@ -352,7 +358,8 @@ export async function buildRankContext(
       setRankMonitor(undefined);
       setRankClock(undefined);
       setCurrentRank(undefined);
-      current = undefined;
+      current.set(undefined);
+      openContexts.delete(ctx);
       try {
         // Communicators go in the same order on every rank (NCCL may deadlock otherwise): the
         // manager's in sorted key order, then the others newest first; device memory once none is in use.
@@ -374,7 +381,8 @@ export async function buildRankContext(
   const monitor = rankMonitor();
   if (monitor) monitor.networkStats = () => ctx.networkStats();
   for (const extension of extensions) installExtension(ctx, extension);
-  current = ctx;
+  current.set(ctx);
+  openContexts.add(ctx);
   setCurrentRank({ rank, store });
   return ctx;
 }

@@ -8,6 +8,7 @@
  */
 
 import type { NetworkStats } from '../runtime/network-stats.ts';
+import { RankLocal } from '../runtime/rank-local.ts';
 import { removeItem } from '../runtime/remove-item.ts';
 import { type CallEntry, type CallRecord, epochMs, epochNowMs, nowUs, opCode } from './call-record.ts';
 import { formatSite, SiteBudget } from './call-site.ts';
@@ -330,13 +331,13 @@ export class RankMonitor {
   }
 }
 
-let current: RankMonitor | undefined;
+const current = new RankLocal<RankMonitor | undefined>(() => undefined);
 
 /** The monitor of the rank this thread (or process) runs as; set by whoever builds its context. */
 export function setRankMonitor(monitor: RankMonitor | undefined): void {
-  current = monitor;
+  current.set(monitor);
 }
 
 export function rankMonitor(): RankMonitor | undefined {
-  return current;
+  return current.get();
 }

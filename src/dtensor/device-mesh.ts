@@ -7,6 +7,7 @@
 
 import { currentRankContext } from '../context/rank-context.ts';
 import { InvalidStateError } from '../runtime/errors.ts';
+import { RankLocal } from '../runtime/rank-local.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { describeValue } from '../tensor/validate.ts';
 import { groupKeyPrefix } from '../thread-group/group-id.ts';
@@ -20,8 +21,8 @@ export interface DeviceMeshOptions {
   store?: TensorStore;
 }
 
-/** Meshes built over the same ranks and shape, per thread: ranks build them in the same order. */
-const instances = new Map<string, number>();
+/** Meshes built over the same ranks and shape, per rank: ranks build them in the same order. */
+const meshes = new RankLocal(() => new Map<string, number>());
 
 export class DeviceMesh {
   readonly shape: readonly number[];
@@ -82,6 +83,7 @@ export class DeviceMesh {
       return sub;
     });
     const layout = `${this.shape.join('x')}:${this.ranks.join('.')}`;
+    const instances = meshes.get();
     const instance = instances.get(layout) ?? 0;
     instances.set(layout, instance + 1);
     this.id = groupKeyPrefix('dt', layout, instance);

@@ -38,6 +38,8 @@ export interface JobOptions {
   chaos?: ChaosOptions;
   /** Predict mode: the topology and output files every rank's virtual clock works to (predict/). */
   predict?: ResolvedPredictOptions;
+  /** The ranks run as async tasks of one thread (spawnThreads' `threads: 1`): their groups meet in it. */
+  tasks?: boolean;
 }
 
 /** What a rank thread tells its launcher beyond its outcome. */

@@ -11,20 +11,23 @@ import { registerInterruptCheck } from '../tensor/interrupt.ts';
 import { saveCodeCaches } from './code-caches.ts';
 import { errorReport } from './rank-report.ts';
 import type { ClosableContext, RankSetupModule } from './rank-setup.ts';
+import { runRankTasks } from './rank-tasks.ts';
 import type { RankWorkerReport } from './rank-threads.ts';
 import type { RankWorkerData } from './spawn-threads.ts';
 import { packTensors, unpackTensors } from './tensor-transfer.ts';
 
-function report(message: RankWorkerReport): void {
+export type ReportRank = (message: RankWorkerReport) => void;
+
+function toLauncher(message: RankWorkerReport): void {
   parentPort!.postMessage(message);
 }
 
-/** Runs one job's rank and reports its outcome exactly once; never rejects. */
-export function runRank(data: RankWorkerData): Promise<void> {
+/** Runs one job's rank and reports its outcome exactly once, through `report`; never rejects. */
+export function runRank(data: RankWorkerData, report: ReportRank = toLauncher): Promise<void> {
   // The thread lives until its main settles, even while main only awaits what holds no handle of
   // the event loop (an Atomics.waitAsync on the user's own memory): else it would exit mid-main.
   const alive = setInterval(() => {}, 2 ** 30);
-  return run(data)
+  return run(data, report)
     .catch((error: unknown) => report(errorReport(error)))
     .finally(() => {
       clearInterval(alive);
@@ -32,7 +35,7 @@ export function runRank(data: RankWorkerData): Promise<void> {
     });
 }
 
-async function run(data: RankWorkerData): Promise<void> {
+async function run(data: RankWorkerData, report: ReportRank): Promise<void> {
   const abort = new AbortWord(data.abort);
   // A long kernel (fill_ over gigabytes) on this thread stops between chunks once a peer failed.
   registerInterruptCheck(() => abort.throwIfAborted());
@@ -65,4 +68,7 @@ async function run(data: RankWorkerData): Promise<void> {
   }
 }
 
-if ((workerData as { pool?: boolean }).pool !== true) void runRank(workerData as RankWorkerData);
+const data = workerData as RankWorkerData & { pool?: boolean };
+// A thread carrying every rank of its job as a task (spawnThreads' `threads: 1`) runs them all.
+if (data.job?.tasks) runRankTasks(data, runRank);
+else if (data.pool !== true) void runRank(data);

@@ -29,6 +29,8 @@ import { rankBundle } from './rank-bundle.ts';
 import { type JobOptions, loadRankSetup, type RankIdentity, rankSetupUrl } from './rank-setup.ts';
 import { type RankThread, RankThreads } from './rank-threads.ts';
 import { scriptLoaderFor } from './script-chunks.ts';
+import { ranksAsTasks } from './task-options.ts';
+import { rankTasksOn } from './task-thread.ts';
 import { packTensors } from './tensor-transfer.ts';
 import { checkThreadMemory, DEFAULT_RANK_THREAD_BYTES, rankResourceLimits } from './thread-memory.ts';
 
@@ -74,6 +76,16 @@ export interface SpawnThreadsOptions extends JobShapeOptions {
    * what each call would take there.
    */
   predict?: PredictOptions;
+  /**
+   * How many worker threads carry the ranks: `worldSize`, one each, or 1, every rank an async task of one
+   * thread, so a job of thousands of ranks (a prediction of a cluster) fits in memory. No other count is
+   * supported. Tasks of one thread take turns, so ranks compute one at a time, and they must not block the
+   * thread (a synchronous wait for a peer never ends); GPUs and injected `exit` or `hang` faults need a
+   * thread per rank (see the [threads guide](../../docs/guides/threads.md#ranks-as-tasks-of-one-thread)).
+   *
+   * @defaultValue worldSize
+   */
+  threads?: number;
 }
 
 const SPAWN_THREADS_KEYS = {
@@ -86,6 +98,7 @@ const SPAWN_THREADS_KEYS = {
   chaos: true,
   rankThreadBytes: true,
   predict: true,
+  threads: true,
 } as const satisfies Record<keyof SpawnThreadsOptions, true>;
 
 export interface RankWorkerData {
@@ -195,8 +208,9 @@ export async function runRankThreads<R = unknown>(
     options,
     'spawnThreads',
   );
+  const tasks = ranksAsTasks(options, devices);
   const perRank = options.rankThreadBytes ?? DEFAULT_RANK_THREAD_BYTES;
-  checkThreadMemory(worldSize, perRank, 'spawnThreads', starting);
+  checkThreadMemory(worldSize, perRank, 'spawnThreads', tasks ? 1 : starting);
   const entryUrl = resolveEntry(entry, 'spawnThreads').href;
   const packedArgs = packTensors(options.args);
   const setupUrl = rankSetupUrl();
@@ -210,6 +224,7 @@ export async function runRankThreads<R = unknown>(
     faults: checkFaults(options.faults, { worldSize, ops: registeredOpNames() }, 'spawnThreads'),
     chaos: checkChaos(options.chaos, 'spawnThreads'),
     predict: checkPredictOptions(options.predict, worldSize, 'spawnThreads'),
+    ...(tasks && { tasks }),
   };
   const { bootstrap, setupUrl: rankSetup, entryModule } = await locate(entryUrl, setupUrl);
   const shared = setup.createJobShared(job);
@@ -219,19 +234,20 @@ export async function runRankThreads<R = unknown>(
   // the bundle were made under; the ranks turn tiering on past their start-up barrier (v8-tiering.ts).
   const threadsExited = rankThreadsStarting();
   try {
-    const threads = names.map((name, rank) => {
-      const data: RankWorkerData = {
-        identity: { rank, worldSize, name, device: devices[rank], names, devices },
-        entryUrl,
-        entryModule,
-        setupUrl: rankSetup,
-        args: packedArgs,
-        abort: abort.buffer,
-        shared,
-        job,
-      };
-      return start(data, bootstrap);
+    const dataOf = (rank: number): RankWorkerData => ({
+      identity: { rank, worldSize, name: names[rank], device: devices[rank], names, devices },
+      entryUrl,
+      entryModule,
+      setupUrl: rankSetup,
+      args: packedArgs,
+      abort: abort.buffer,
+      shared,
+      job,
     });
+    // One thread carries every rank as a task: rank 0's data says whose job it is.
+    const threads = tasks
+      ? rankTasksOn(startRankWorker(bootstrap, dataOf(0), undefined), worldSize)
+      : names.map((_, rank) => start(dataOf(rank), bootstrap));
     const ranks = new RankThreads(threads, { names, graceMs, abort, wake: () => setup.wakeJob(shared) });
     const { timeoutMs } = options;
     const jobTimer =

@@ -10,6 +10,7 @@
  * with the end only where the program waits on the call, so a call's time
  * overlaps whatever the rank declares between issuing and awaiting it.
  */
+import { RankLocal } from '../runtime/rank-local.ts';
 import type { PredictedCall, PredictedRank } from './report.ts';
 import type { Topology } from './topology.ts';
 
@@ -136,13 +137,13 @@ export class RankClock implements PredictClock, CallIssuer {
   }
 }
 
-let current: RankClock | undefined;
+const current = new RankLocal<RankClock | undefined>(() => undefined);
 
 /** The clock of the rank this thread runs, when its job predicts (set by its context). */
 export function rankClock(): RankClock | undefined {
-  return current;
+  return current.get();
 }
 
 export function setRankClock(clock: RankClock | undefined): void {
-  current = clock;
+  current.set(clock);
 }

@@ -3,6 +3,7 @@
  * built: for APIs whose contract passes neither (createTensorPromise,
  * TensorFuture.fromHandle). Set by the layer that builds rank contexts.
  */
+import { RankLocal } from './rank-local.ts';
 import type { TensorStore } from './tensor-store.ts';
 
 export interface CurrentRank {
@@ -10,12 +11,12 @@ export interface CurrentRank {
   store: TensorStore;
 }
 
-let current: CurrentRank | undefined;
+const current = new RankLocal<CurrentRank | undefined>(() => undefined);
 
 export function setCurrentRank(rank: CurrentRank | undefined): void {
-  current = rank;
+  current.set(rank);
 }
 
 export function currentRank(): CurrentRank | undefined {
-  return current;
+  return current.get();
 }

@@ -5,11 +5,14 @@
  * (or throws) right away does not cut the message short. Each errand is
  * bounded by its own timeout.
  */
+import { RankLocal } from './rank-local.ts';
 
-const running = new Set<Promise<void>>();
+/** This rank's errands (a thread running several ranks keeps each one's apart). */
+const errands = new RankLocal(() => new Set<Promise<void>>());
 
 /** Keeps `errand` until it settles; its outcome is nobody's (a failure to tell peers surfaces as their timeout). */
 export function runErrand(errand: Promise<unknown>): void {
+  const running = errands.get();
   const kept: Promise<void> = errand.then(
     () => void running.delete(kept),
     () => void running.delete(kept),
@@ -19,5 +22,6 @@ export function runErrand(errand: Promise<unknown>): void {
 
 /** Settles once every errand started so far has. */
 export async function errandsDone(): Promise<void> {
+  const running = errands.get();
   while (running.size > 0) await Promise.all(running);
 }

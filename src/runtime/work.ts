@@ -13,6 +13,7 @@
  * is the same on every run, however fast the call was.
  */
 import { UnfinishedWorkError } from './errors.ts';
+import { RankLocal } from './rank-local.ts';
 
 /** Failed Works nobody observed, kept for the audit; past this many only their count is. */
 const MAX_UNOBSERVED_FAILURES = 64;
@@ -81,7 +82,8 @@ interface Ledger {
   unobservedBeyondCap: number;
 }
 
-let ledger: Ledger | undefined;
+/** The ledger of the rank running now (a thread running several ranks keeps one per rank). */
+const ledgers = new RankLocal<Ledger | undefined>(() => undefined);
 /** Above zero while a layer over ThreadGroup issues calls it sees through itself. */
 let internalDepth = 0;
 const internalViews = new WeakMap<object, object>();
@@ -255,6 +257,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
         this.#settled = true;
         this.#failed = true;
         this.#error = error;
+        const ledger = ledgers.get();
         if (!ledger || this.#observed || !this.#describe) return;
         if (ledger.unobserved.size < MAX_UNOBSERVED_FAILURES) ledger.unobserved.add(this as Work<unknown>);
         else ledger.unobservedBeyondCap++;
@@ -272,10 +275,11 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   }
 
   static #track<W extends Work<unknown>>(work: W, describe: () => string): W {
+    const ledger = ledgers.get();
     if (!ledger || internalDepth > 0) return work;
     work.#describe = describe;
     if (work instanceof SettledWork) Work.#handOut(work, ledger, describe);
-    else Work.#owe(work);
+    else ledger.owed.add(work);
     return work;
   }
 
@@ -303,15 +307,11 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     if (!h.listed) h.listed = owing.shared.add(h);
   }
 
-  static #owe(work: Work<unknown>): void {
-    (ledger as Ledger).owed.add(work);
-  }
-
   #observe(): void {
     this.#look();
     this.#observed = true;
     // Only failed Works are kept as unobserved (a look on every await would otherwise cost a set lookup).
-    if (this.#failed) ledger?.unobserved.delete(this as Work<unknown>);
+    if (this.#failed) ledgers.get()?.unobserved.delete(this as Work<unknown>);
   }
 
   /**
@@ -327,11 +327,12 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
     this.#waitedOn();
     const next = new Work(promise);
     const describe = this.#describe;
+    const ledger = ledgers.get();
     if (describe === undefined || !ledger) return next;
     if (handled) next.#describe = describe;
     else {
       next.#describe = () => `the ${how} chained on ${describe()}`;
-      Work.#owe(next);
+      ledger.owed.add(next);
     }
     return next;
   }
@@ -347,18 +348,19 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
    * shared Work's hand-outs and looks instead of marking it looked at.
    */
   static resolved<T>(value: T): Work<T> {
+    const shared = settledWorks.get();
     if (value === undefined) {
-      settledVoid ??= new SettledWork(undefined);
-      return settledVoid as Work<T>;
+      shared.void ??= new SettledWork(undefined);
+      return shared.void as Work<T>;
     }
     if (typeof (value as { then?: unknown } | null)?.then === 'function') {
       return new Work(Promise.resolve(value as PromiseLike<T>));
     }
     if (typeof value !== 'object' || value === null) return new SettledWork<T>(value);
-    let work = settledByValue.get(value) as Work<T> | undefined;
+    let work = shared.byValue.get(value) as Work<T> | undefined;
     if (work === undefined) {
       work = new SettledWork<T>(value);
-      settledByValue.set(value, work);
+      shared.byValue.set(value, work);
     }
     return work;
   }
@@ -459,7 +461,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
   }
 
   static #openLedger(): void {
-    ledger = {
+    ledgers.set({
       owed: new SweptList((w) => !w.#looked || !w.#settled),
       shared: new SweptList(
         (h) => h.handedOut > h.looks,
@@ -469,7 +471,7 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
       ),
       unobserved: new Set(),
       unobservedBeyondCap: 0,
-    };
+    });
   }
 
   /**
@@ -481,10 +483,10 @@ export class Work<T> extends Promise<T> implements PromiseLike<T> {
    * before main returned or not; detached calls still pending are waited for.
    */
   static async #closeLedger(): Promise<UnfinishedWorkError | undefined> {
-    const closing = ledger;
+    const closing = ledgers.get();
     if (!closing) return undefined;
     await new Promise(setImmediate);
-    ledger = undefined;
+    ledgers.set(undefined);
     const owed = closing.owed.items.filter((w) => !w.#detached);
     const unlooked = owed.filter((w) => !w.#looked);
     const lines = unlooked.map(
@@ -542,8 +544,14 @@ function errorText(error: unknown): string {
   return `${e.name}: ${e.message.split('\n')[0]}`;
 }
 
-let settledVoid: Work<unknown> | undefined;
-const settledByValue = new WeakMap<object, Work<unknown>>();
+/**
+ * The shared settled Works (Work.resolved), per rank: a shared Work's hand-outs are counted in one
+ * ledger, so ranks that are tasks of one thread must not hand out each other's.
+ */
+const settledWorks = new RankLocal(() => ({
+  void: undefined as Work<unknown> | undefined,
+  byValue: new WeakMap<object, Work<unknown>>(),
+}));
 
 /** A Work made with its value (Work.resolved): settled as it is made, it cannot fail. */
 class SettledWork<T> extends Work<T> {

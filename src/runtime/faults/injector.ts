@@ -9,6 +9,7 @@
 import type { AbortWord } from '../abort-word.ts';
 import { InjectedFaultError } from '../errors.ts';
 import { mulberry32 } from '../mulberry32.ts';
+import { RankLocal } from '../rank-local.ts';
 import { type ChaosOptions, describeFault, type FaultSpec } from './options.ts';
 
 /** What a rank tells its launcher when a fault takes it out, so the job does not count it as failed. */
@@ -130,13 +131,13 @@ export class FaultInjector {
   }
 }
 
-let current: FaultInjector | undefined;
+const current = new RankLocal<FaultInjector | undefined>(() => undefined);
 
 /** Set by whoever builds the rank's context; every call of the rank asks it. */
 export function setRankFaults(injector: FaultInjector | undefined): void {
-  current = injector;
+  current.set(injector);
 }
 
 export function rankFaults(): FaultInjector | undefined {
-  return current;
+  return current.get();
 }
