@@ -21,6 +21,16 @@
  *
  * Control words sit on cache lines of their own, so the producer's stores
  * to `head` do not keep invalidating the line the consumer writes `tail` to.
+ *
+ * A ring's first lap is at most FIRST_LAP_BYTES: position 0 lies that far
+ * before the data's end, and the producer starts out seeing only that much
+ * room. So the code of a lap's end (the wrap mark, the consumer following
+ * it, the producer reading `tail` again) runs within a new ring's first
+ * records, while V8 still collects type feedback, rather than first after
+ * thousands of small records: there it met code TurboFan had compiled
+ * without that branch, which deoptimized the mailbox's send and the ring's
+ * reader in every rank thread, each compiled again on the cores the ranks
+ * spin on (issue 42: a 2-rank job's 1,365th round trip in 64 KiB rings).
  */
 
 /** Bytes of a ring's control block, before its data. */
@@ -38,6 +48,8 @@ export const NO_RECORD = -1;
 const BAD_RECORD = -2;
 const ALIGN = 8;
 const LENGTH_BYTES = 4;
+/** The most bytes of a ring's first lap (see the file comment): a few dozen small records. */
+export const FIRST_LAP_BYTES = 4096;
 
 export class ByteRing {
   readonly #control: Int32Array;
@@ -45,6 +57,8 @@ export class ByteRing {
   readonly #words: Int32Array;
   readonly #view: DataView;
   readonly #size: number;
+  /** Where position 0 (head and tail start there) lies in the data: FIRST_LAP_BYTES before its end. */
+  readonly #origin: number;
   /** Producer: `tail` as last read; the room it leaves is used before `tail` is read again. */
   #tailSeen = 0;
   /**
@@ -70,7 +84,14 @@ export class ByteRing {
     this.#words = new Int32Array(memory, byteOffset + RING_CONTROL_BYTES, dataBytes / 4);
     this.#view = new DataView(memory, byteOffset + RING_CONTROL_BYTES, dataBytes);
     this.#size = dataBytes;
-    this.#tailSeen = Atomics.load(this.#control, RING_TAIL);
+    this.#origin = Math.max(0, dataBytes - FIRST_LAP_BYTES);
+    // Seen `origin` behind: the room left looks used up where the first lap ends.
+    this.#tailSeen = (Atomics.load(this.#control, RING_TAIL) - this.#origin) >>> 0;
+  }
+
+  /** Where position `position` (a head or tail) lies in the data. */
+  #offset(position: number): number {
+    return (position + this.#origin) & (this.#size - 1);
   }
 
   /** The control block's words, for parking on RING_HEAD or RING_TAIL. */
@@ -110,7 +131,7 @@ export class ByteRing {
     }
     const head = Atomics.load(this.#control, RING_HEAD) >>> 0;
     const need = align(LENGTH_BYTES + bodyBytes);
-    const at = head & (this.#size - 1);
+    const at = this.#offset(head);
     const skip = at + need > this.#size ? this.#size - at : 0;
     // The record, and the zeroed word after it where the next one will start.
     const wanted = skip + need + ALIGN;
@@ -131,7 +152,7 @@ export class ByteRing {
     const start = this.#reservedStart;
     if (start < 0) throw new Error('ByteRing.publish: no record was reserved');
     // The word where the next record will start.
-    this.#words[(this.#nextHead & (this.#size - 1)) >> 2] = 0;
+    this.#words[this.#offset(this.#nextHead) >> 2] = 0;
     Atomics.store(this.#words, start >> 2, this.#reservedBytes + 1);
     if (this.#wrapAt >= 0) Atomics.store(this.#words, this.#wrapAt >> 2, WRAP);
     Atomics.store(this.#control, RING_HEAD, this.#nextHead);
@@ -158,7 +179,7 @@ export class ByteRing {
    * nonzero once there is something to read. What a consumer spins on.
    */
   get nextWord(): number {
-    return (Atomics.load(this.#control, RING_TAIL) & (this.#size - 1)) >> 2;
+    return this.#offset(Atomics.load(this.#control, RING_TAIL)) >> 2;
   }
 
   /** The records' memory as words (see nextWord). */
@@ -186,7 +207,7 @@ export class ByteRing {
    */
   peekOffset(): number {
     let tail = Atomics.load(this.#control, RING_TAIL) >>> 0;
-    let at = tail & (this.#size - 1);
+    let at = this.#offset(tail);
     let word = Atomics.load(this.#words, at >> 2);
     if (word === 0) return NO_RECORD;
     if (word === WRAP) {

@@ -1,0 +1,235 @@
+/**
+ * Small calls as a user's job meets them (issue 42): thread ranks' calls
+ * timed from a fresh job's first call on, in spans — the first 1,000 calls
+ * and calls 1,001-10,000 (cold), and a span far into the job (warm) — with
+ * Open MPI making the same calls from its own start in the same run: 2-rank
+ * 4 B round trips and allReduces, and the 1 KiB allReduce of more ranks than
+ * cores in the short jobs issue 18's goals name (1,200 / 600 / 60 calls at
+ * 4 / 8 / 64 ranks). Every job is a fresh process; each tensorcomm job is
+ * paired with the Open MPI job run right after it, and a span's ratio is the
+ * median of the pairs' ratios (the 2-core machine switches between a fast
+ * and a slow mode; figures taken seconds apart compare, figures from
+ * different minutes may not).
+ *
+ *   npx tsx bench/cold-calls.ts [--quick] [--json <file>]
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { median } from '../src/cli/bench/median.ts';
+import { benchMain, isMainModule, type Log } from './cli.ts';
+import type { ColdCallsArgs } from './cold-calls-rank.ts';
+import { type Column, fixed, formatTable } from './table.ts';
+
+const exec = promisify(execFile);
+const JOB_TIMEOUT_MS = 10 * 60_000;
+
+/** A goal for a span: an absolute mean, or a ratio to Open MPI's. */
+export type SpanGoal = { maxUs: number } | { maxRatio: number };
+
+/** Calls `from + 1` to `to` of a job (counted from 1), their mean the span's figure. */
+export interface Span {
+  from: number;
+  to: number;
+  warm?: boolean;
+  goals?: SpanGoal[];
+}
+
+export interface ColdCase {
+  ranks: number;
+  op: ColdCallsArgs['op'];
+  bytes: number;
+  spans: Span[];
+}
+
+const FIRST = { from: 0, to: 1_000 };
+const AFTER_FIRST = { from: 1_000, to: 10_000 };
+/** Far enough in that Node 20's TurboFan has compiled the call path (it takes ~10,000 calls). */
+const WARM = { from: 15_000, to: 25_000, warm: true };
+const oversubscribed = (ranks: number, shortJob: number, maxRatio: number, spans: Span[]): ColdCase => ({
+  ranks,
+  op: 'allReduce',
+  bytes: 1024,
+  spans: [{ from: 0, to: shortJob, goals: [{ maxRatio }] }, ...spans],
+});
+
+/** Issue 18's goal for warm 4 B calls between 2 ranks, kept by issue 42. */
+const WARM_GOAL = { maxRatio: 5 };
+
+/** The rows, with issue 42's goals on the spans they judge (the round trip's first 3,000: 5 us, moonshot 10x Open MPI). */
+export const COLD_CASES: readonly ColdCase[] = [
+  {
+    ranks: 2,
+    op: 'roundTrip',
+    bytes: 4,
+    spans: [
+      FIRST,
+      AFTER_FIRST,
+      { from: 0, to: 3_000, goals: [{ maxUs: 5 }, { maxRatio: 10 }] },
+      { ...WARM, goals: [WARM_GOAL] },
+    ],
+  },
+  { ranks: 2, op: 'allReduce', bytes: 4, spans: [FIRST, AFTER_FIRST, { ...WARM, goals: [WARM_GOAL] }] },
+  oversubscribed(4, 1_200, 3, [FIRST, AFTER_FIRST]),
+  oversubscribed(8, 600, 3, [FIRST, AFTER_FIRST]),
+  // 10,000 calls of 64 ranks on 2 cores take tens of seconds a job, tensorcomm's and Open MPI's alike.
+  oversubscribed(64, 60, 2, [FIRST]),
+];
+
+/** The call counts a job reads the clock at: every span's ends, ascending. */
+export function clockCounts(spans: readonly Span[]): number[] {
+  const ends = new Set(spans.flatMap((s) => [s.from, s.to]).filter((count) => count > 0));
+  return [...ends].sort((a, b) => a - b);
+}
+
+/** A span's mean µs a call, from a job's milliseconds at `counts` (clockCounts'). */
+export function spanMeanUs(counts: readonly number[], ms: readonly number[], span: Span): number {
+  const at = (count: number) => (count === 0 ? 0 : ms[counts.indexOf(count)]);
+  return ((at(span.to) - at(span.from)) * 1000) / (span.to - span.from);
+}
+
+export interface SpanFigures {
+  ranks: number;
+  op: ColdCase['op'];
+  bytes: number;
+  span: Span;
+  /** The median over jobs, µs a call. */
+  tensorcommUs: number;
+  mpiUs?: number;
+  /** The median of the paired jobs' ratios. */
+  ratio?: number;
+}
+
+export interface ColdCallsReport {
+  node: string;
+  jobs: number;
+  spans: SpanFigures[];
+  /** Why Open MPI's figures are missing. */
+  skipped?: string;
+}
+
+/** Per span, the median over jobs of ours and Open MPI's, and of their pairs' ratios. */
+export function summarize(
+  theCase: ColdCase,
+  ours: readonly number[][],
+  mpi: readonly number[][] | undefined,
+) {
+  const counts = clockCounts(theCase.spans);
+  return theCase.spans.map((span): SpanFigures => {
+    const oursUs = ours.map((ms) => spanMeanUs(counts, ms, span));
+    const mpiUs = mpi?.map((ms) => spanMeanUs(counts, ms, span));
+    return {
+      ranks: theCase.ranks,
+      op: theCase.op,
+      bytes: theCase.bytes,
+      span,
+      tensorcommUs: median(oursUs),
+      mpiUs: mpiUs && median(mpiUs),
+      ratio: mpiUs && median(oursUs.map((us, job) => us / mpiUs[job])),
+    };
+  });
+}
+
+/** The span's goals and whether each holds, e.g. `<=5us:MISSED`; a ratio goal without Open MPI's figure is left out. */
+export function verdicts(figures: SpanFigures): string[] {
+  const judged = (goal: string, met: boolean) => `${goal}:${met ? 'met' : 'MISSED'}`;
+  return (figures.span.goals ?? []).flatMap((goal) => {
+    if ('maxUs' in goal) return [judged(`<=${goal.maxUs}us`, figures.tensorcommUs <= goal.maxUs)];
+    return figures.ratio === undefined ? [] : [judged(`<=${goal.maxRatio}x`, figures.ratio <= goal.maxRatio)];
+  });
+}
+
+const count = (n: number) => n.toLocaleString('en-US');
+const spanText = (span: Span) => `${count(span.from + 1)}-${count(span.to)}(${span.warm ? 'warm' : 'cold'})`;
+
+const COLUMNS: Column<SpanFigures>[] = [
+  { title: 'ranks', width: 6, cell: (f) => String(f.ranks) },
+  { title: 'op', width: 10, cell: (f) => f.op },
+  { title: 'size(B)', width: 8, cell: (f) => String(f.bytes) },
+  { title: 'calls', width: 22, cell: (f) => spanText(f.span) },
+  { title: 'tensorcomm(us)', width: 15, cell: (f) => fixed(f.tensorcommUs) },
+  { title: 'openmpi(us)', width: 12, cell: (f) => fixed(f.mpiUs) },
+  { title: 'ratio', width: 9, cell: (f) => (f.ratio === undefined ? '-' : `${fixed(f.ratio, 1)}x`) },
+  { title: 'goal', width: 26, cell: (f) => verdicts(f).join(',') },
+];
+
+async function tensorcommJob(theCase: ColdCase): Promise<number[]> {
+  const args: ColdCallsArgs = {
+    op: theCase.op,
+    elements: theCase.bytes / 4,
+    counts: clockCounts(theCase.spans),
+  };
+  const script = fileURLToPath(new URL('./cold-calls-job.ts', import.meta.url));
+  const { stdout } = await exec(
+    process.execPath,
+    ['--import', 'tsx', script, String(theCase.ranks), JSON.stringify(args)],
+    { timeout: JOB_TIMEOUT_MS },
+  );
+  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as number[];
+}
+
+/** Open MPI (bench/floors/mpi_cold_calls.c, compiled into `dir` once): a fresh job of the case's calls; ENOENT without Open MPI. */
+function mpiJobs(dir: string): (theCase: ColdCase) => Promise<number[]> {
+  const binary = join(dir, 'mpi_cold_calls');
+  let compiled: Promise<unknown> | undefined;
+  return async (theCase) => {
+    const source = fileURLToPath(new URL('./floors/mpi_cold_calls.c', import.meta.url));
+    compiled ??= exec('mpicc', ['-O2', '-o', binary, source], { timeout: 60_000 });
+    await compiled;
+    const op = theCase.op === 'roundTrip' ? 'rtt' : 'allreduce';
+    const counts = clockCounts(theCase.spans).map(String);
+    const mpirun = ['--allow-run-as-root', '--oversubscribe', '-np', String(theCase.ranks), binary];
+    const { stdout } = await exec('mpirun', [...mpirun, op, String(theCase.bytes), ...counts], {
+      timeout: JOB_TIMEOUT_MS,
+    });
+    return (JSON.parse(stdout) as { ms: number[] }).ms;
+  };
+}
+
+export async function runColdCallsBench(
+  options: { quick?: boolean; log?: Log; cases?: readonly ColdCase[]; jobs?: number } = {},
+): Promise<ColdCallsReport> {
+  const log = options.log ?? console.log;
+  const cases = options.cases ?? (options.quick ? COLD_CASES.filter((c) => c.ranks < 64) : COLD_CASES);
+  const jobs = options.jobs ?? (options.quick ? 1 : 3);
+  const dir = await mkdtemp(join(tmpdir(), 'tensorcomm-cold-calls-'));
+  const ours: number[][][] = cases.map(() => []);
+  const mpi: number[][][] = cases.map(() => []);
+  let skipped: string | undefined;
+  try {
+    const mpiJob = mpiJobs(dir);
+    for (let job = 0; job < jobs; job++) {
+      for (const [i, theCase] of cases.entries()) {
+        ours[i].push(await tensorcommJob(theCase));
+        if (skipped !== undefined) continue;
+        try {
+          mpi[i].push(await mpiJob(theCase));
+        } catch (error) {
+          const { code, message } = error as { code?: string; message: string };
+          skipped =
+            code === 'ENOENT'
+              ? 'Open MPI not installed; apt-get install -y openmpi-bin libopenmpi-dev'
+              : `failed: ${message.split('\n')[0]}`;
+        }
+      }
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+  const spans = cases.flatMap((c, i) => summarize(c, ours[i], skipped === undefined ? mpi[i] : undefined));
+  log(
+    `# cold vs warm: thread ranks' small calls from a fresh job's first call (Node ${process.version}, ` +
+      `${availableParallelism()} cores), Open MPI the same calls from its start in the same run; ` +
+      `mean us a call over the span, median of ${jobs} job${jobs === 1 ? '' : 's'} each, ratio the median of the pairs'`,
+  );
+  if (skipped !== undefined) log(`# Open MPI: skipped (${skipped})`);
+  for (const line of formatTable(COLUMNS, spans)) log(line);
+  return { node: process.version, jobs, spans, skipped };
+}
+
+export const main = benchMain('bench/cold-calls', runColdCallsBench);
+
+if (isMainModule(import.meta.url)) await main();
