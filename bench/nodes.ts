@@ -48,35 +48,45 @@ export interface NodesReport {
   skipped: string[];
 }
 
-/** Runs the rank script on `nodes` x `perNode` processes and returns rank 0's figures. */
-async function tensorcommFigures(nodes: number, perNode: number, quick: boolean): Promise<Figures> {
+/**
+ * Runs `script` (a path from the repository root, with `args`) on `nodes` x
+ * `perNode` processes of distinct node ids, torchrun's environment each, and
+ * returns what rank 0 printed; fails naming the first rank that exited badly.
+ */
+export async function runOnNodes(
+  nodes: number,
+  perNode: number,
+  script: string,
+  args: readonly string[],
+): Promise<string> {
   const port = String(await freePort());
   const worldSize = nodes * perNode;
   const runs = Array.from({ length: worldSize }, (_, rank) => {
-    const run = runCollecting(
-      process.execPath,
-      ['--import', 'tsx', 'bench/nodes-rank.ts', ...(quick ? ['--quick'] : [])],
-      {
-        cwd: REPO_ROOT,
-        env: {
-          ...process.env,
-          RANK: String(rank),
-          WORLD_SIZE: String(worldSize),
-          LOCAL_RANK: String(rank % perNode),
-          LOCAL_WORLD_SIZE: String(perNode),
-          MASTER_ADDR: '127.0.0.1',
-          MASTER_PORT: port,
-          TENSORCOMM_NODE_ID: `bench-node-${Math.floor(rank / perNode)}`,
-        },
+    const run = runCollecting(process.execPath, ['--import', 'tsx', script, ...args], {
+      cwd: REPO_ROOT,
+      env: {
+        ...process.env,
+        RANK: String(rank),
+        WORLD_SIZE: String(worldSize),
+        LOCAL_RANK: String(rank % perNode),
+        LOCAL_WORLD_SIZE: String(perNode),
+        MASTER_ADDR: '127.0.0.1',
+        MASTER_PORT: port,
+        TENSORCOMM_NODE_ID: `bench-node-${Math.floor(rank / perNode)}`,
       },
-    );
+    });
     return run.then(({ code, out }) =>
       code === 0 ? out : Promise.reject(new Error(`rank ${rank} exited with ${code}: ${out.trim()}`)),
     );
   });
-  const outputs = await Promise.all(runs);
-  const line = /^nodes-bench (.*)$/m.exec(outputs[0]);
-  if (!line) throw new Error(`rank 0 printed no figures: ${outputs[0]}`);
+  return (await Promise.all(runs))[0];
+}
+
+/** Runs the rank script on `nodes` x `perNode` processes and returns rank 0's figures. */
+async function tensorcommFigures(nodes: number, perNode: number, quick: boolean): Promise<Figures> {
+  const out = await runOnNodes(nodes, perNode, 'bench/nodes-rank.ts', quick ? ['--quick'] : []);
+  const line = /^nodes-bench (.*)$/m.exec(out);
+  if (!line) throw new Error(`rank 0 printed no figures: ${out}`);
   return JSON.parse(line[1]) as Figures;
 }
 

@@ -114,6 +114,27 @@ describe('ByteRing', () => {
   });
 });
 
+describe("RingSegment's parked word", () => {
+  it('stays set while any wait sleeps and clears once the last one woke', () => {
+    const dir = newJob();
+    const owner = RingSegment.create(dir, 0, 1, 16 << 10);
+    const writer = RingSegment.open(dir, 0, 1, 16 << 10) as RingSegment;
+    try {
+      expect(writer.isParked()).toBe(false);
+      owner.sleeping();
+      owner.sleeping();
+      expect(writer.isParked()).toBe(true);
+      owner.awake();
+      expect(writer.isParked()).toBe(true);
+      owner.awake();
+      expect(writer.isParked()).toBe(false);
+    } finally {
+      writer.close();
+      owner.close();
+    }
+  });
+});
+
 describe('FileTensorStore rings between the ranks of a node', () => {
   it('hands a value to several consumers with its tag and producer, no value file, nothing left after', async () => {
     const [p, c, d] = ringStores(3);

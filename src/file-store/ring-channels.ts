@@ -17,6 +17,7 @@
 
 import type { ByteRing } from '../runtime/byte-ring.ts';
 import { CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
+import { libc } from '../runtime/libc.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
 import {
@@ -180,7 +181,7 @@ export class RingChannels {
     this.#index = new Map(ranks.map((r, i) => [r, i]));
     this.#ringBytes = options.ringBytes ?? defaultRingBytes(ranks.length);
     this.#inlineMax = Math.min(INLINE_MAX_BYTES, this.#ringBytes / 4);
-    this.#spin = new SpinPolicy(options.spin ?? false);
+    this.#spin = new SpinPolicy(options.spin ?? false, { yieldCore: () => libc().schedYield() });
     this.#maxBuffered = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
     this.#cross = options.crossMemory === false ? undefined : crossMemory();
     this.#inbox = RingSegment.create(host.dir, host.rank, ranks.length - 1, this.#ringBytes);
@@ -503,37 +504,35 @@ export class RingChannels {
       this.#outbox.ringDue();
       if (!spun && this.#spin.pays()) {
         spun = true;
-        const caught = this.#spinUntilRecord(Math.min(SPIN_MS, remaining));
-        this.#spin.spun(caught);
-        if (caught) continue;
+        if (this.#spin.spin(this.#lookForRecord, Math.min(SPIN_MS, remaining))) continue;
       }
-      this.#inbox.setParked(true);
-      this.#service();
-      const ready = attempt();
-      if (ready !== undefined) return ready;
-      await new Promise<void>((resolve) => {
-        const wake = () => {
-          clearTimeout(timer);
-          this.#waiters.delete(wake);
-          resolve();
-        };
-        const timer = setTimeout(wake, Math.min(remaining, this.#host.pollMs));
-        this.#waiters.add(wake);
-      });
+      this.#inbox.sleeping();
+      try {
+        this.#service();
+        const ready = attempt();
+        if (ready !== undefined) return ready;
+        await new Promise<void>((resolve) => {
+          const wake = () => {
+            clearTimeout(timer);
+            this.#waiters.delete(wake);
+            resolve();
+          };
+          const timer = setTimeout(wake, Math.min(remaining, this.#host.pollMs));
+          this.#waiters.add(wake);
+        });
+      } finally {
+        this.#inbox.awake();
+      }
     }
   }
 
-  /** Spins until some inbound ring holds a record; false when `ms` passed first. */
-  #spinUntilRecord(ms: number): boolean {
-    const until = performance.now() + ms;
-    do {
-      // The clock is read once per round of looks: it costs more than a look.
-      for (let round = 0; round < 16; round++) {
-        for (const inbound of this.#inbound) if (inbound.ring.hasRecord()) return true;
-      }
-    } while (performance.now() < until);
+  /** Whether some inbound ring holds a record, looked at in rounds: one costs less than a reading of the clock. */
+  readonly #lookForRecord = (): boolean => {
+    for (let round = 0; round < 16; round++) {
+      for (const inbound of this.#inbound) if (inbound.ring.hasRecord()) return true;
+    }
     return false;
-  }
+  };
 
   #assertReadable(from: number | undefined, where: () => string): void {
     const broken = from === undefined ? undefined : this.#inbound.find((i) => i.rank === from)?.broken;
@@ -542,7 +541,6 @@ export class RingChannels {
 
   #onRing(): void {
     if (this.#closed) return;
-    this.#inbox.setParked(false);
     this.#service();
     this.wakeAll();
   }

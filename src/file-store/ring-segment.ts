@@ -8,7 +8,7 @@
  *
  * Layout (little-endian): a 4 KiB header
  *   u32 magic 'TCRS', u32 version, u32 owner rank, u32 rings, u32 ring data bytes,
- *   at byte 64 the owner's `parked` word (1 while it sleeps on its doorbell),
+ *   at byte 64 the owner's `parked` word (1 while any of its waits sleeps on its doorbell),
  *   at byte 128 its `reads peers` word (1 when it can copy from peers' memory: cross-memory.ts),
  * then per ring its control block and data (byte-ring.ts).
  */
@@ -43,6 +43,8 @@ export class RingSegment {
   readonly #mapping: Mapping;
   /** The owner's file, open until close: a sealed one is reachable only while it is. */
   readonly #owned: { path: string; fd: number } | undefined;
+  /** Owner: its waits asleep now (see sleeping). */
+  #sleepers = 0;
 
   private constructor(
     mapping: Mapping,
@@ -116,9 +118,24 @@ export class RingSegment {
     }
   }
 
-  /** Owner: says it is about to sleep (1) or is awake (0); writers ring its doorbell only while it sleeps. */
-  setParked(parked: boolean): void {
-    Atomics.store(this.#words, PARKED_WORD, parked ? 1 : 0);
+  /**
+   * Owner: a wait is about to sleep; writers ring the owner's doorbell from
+   * now until every wait that slept has woken (several can sleep at once:
+   * one waking must not leave the others unrung).
+   */
+  sleeping(): void {
+    if (this.#sleepers++ === 0) Atomics.store(this.#words, PARKED_WORD, 1);
+  }
+
+  /**
+   * Owner: a wait that called `sleeping` is awake again, woken or having
+   * found what it waited for on its last look. Once none sleeps the word is
+   * cleared at once: left set, every burst a peer writes would ring a
+   * doorbell nobody listens to until the owner next sleeps (a write system
+   * call on the peer's side, an event-loop turn on the owner's).
+   */
+  awake(): void {
+    if (--this.#sleepers === 0) Atomics.store(this.#words, PARKED_WORD, 0);
   }
 
   /** Writer: whether the owner sleeps on its doorbell (read after publishing a record). */

@@ -22,7 +22,7 @@
 import net from 'node:net';
 import { FrameDecoder } from '../rendezvous/protocol.ts';
 import { CommTimeoutError, InvalidStateError, type RankFailedError } from '../runtime/errors.ts';
-import { hasLibc } from '../runtime/libc.ts';
+import { hasLibc, libc } from '../runtime/libc.ts';
 import { type NetworkBytes, type NetworkStats, networkStatsOf } from '../runtime/network-stats.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
@@ -178,7 +178,7 @@ export class NetworkTensorStore implements TensorStore {
     this.#budget = { used: 0, limit: settings.maxBufferedBytes };
     this.#onRefused = settings.onRefused;
     // Reading a socket without the event loop takes libc's recv (Linux with glibc).
-    this.#spin = new SpinPolicy(settings.spin && hasLibc());
+    this.#spin = new SpinPolicy(settings.spin && hasLibc(), { yieldCore: () => libc().schedYield() });
     server.on('connection', (socket) => this.#accept(socket));
   }
 
@@ -558,11 +558,13 @@ export class NetworkTensorStore implements TensorStore {
     if (found !== undefined || timeoutMs === 0 || !this.#spin.pays()) return found;
     const conns = peers().filter((conn) => conn.readsWaiting);
     if (conns.length === 0) return undefined;
-    const until = performance.now() + SPIN_MS;
-    do {
-      for (const conn of conns) if (conn.readWaiting()) found ??= look();
-    } while (found === undefined && performance.now() < until);
-    this.#spin.spun(found !== undefined);
+    this.#spin.spin(
+      () => {
+        for (const conn of conns) if (conn.readWaiting()) found ??= look();
+        return found !== undefined;
+      },
+      Math.min(SPIN_MS, timeoutMs),
+    );
     return found;
   }
 
