@@ -11,6 +11,8 @@ export interface BenchArgs {
   json?: string;
   /** bench/run and bench/node-versions: the start-up and 4 B rows on this Node major, or on `all` (node-versions.ts). */
   node?: string;
+  /** bench/run: also run the layers' benches and every Node version's rows, and write all the tables to this page. */
+  markdown?: string;
 }
 
 export type Log = (line: string) => void;
@@ -23,14 +25,15 @@ export function parseBenchArgs(argv: readonly string[], script: string): BenchAr
         quick: { type: 'boolean', default: false },
         json: { type: 'string' },
         node: { type: 'string' },
+        markdown: { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
     });
-    return { quick: values.quick, json: values.json, node: values.node };
+    return { quick: values.quick, json: values.json, node: values.node, markdown: values.markdown };
   } catch (error) {
     throw new TypeError(
-      `${script}: ${(error as Error).message}; usage: [--quick] [--json <file>] [--node <major>|all]`,
+      `${script}: ${(error as Error).message}; usage: [--quick] [--json <file>] [--node <major>|all] [--markdown <file>]`,
     );
   }
 }
@@ -55,6 +58,11 @@ export function benchMain<R>(
     if (args.node !== undefined) {
       throw new TypeError(
         `${script} runs on the Node that runs it; --node is for bench/run and bench/node-versions`,
+      );
+    }
+    if (args.markdown !== undefined) {
+      throw new TypeError(
+        `${script}: --markdown is for bench/run, which writes every part's tables to one page`,
       );
     }
     const report = await run({ quick: args.quick, log });
