@@ -6,8 +6,6 @@
  * headline table is written from the same run (between its markers).
  */
 import type { Log } from './cli.ts';
-import type { Goal } from './compare.ts';
-import { fixed } from './table.ts';
 
 export interface BenchMachine {
   node: string;
@@ -103,21 +101,4 @@ export function replaceBetweenMarkers(text: string, name: string, lines: readonl
   const to = text.indexOf(end);
   if (from < 0 || to < from) throw new Error(`no ${start} … ${end} markers to write between`);
   return `${text.slice(0, from + start.length)}\n${lines.join('\n')}\n${text.slice(to)}`;
-}
-
-/** The goals as a markdown table: each figure beside its anchor from the same run, the ratio and the verdict. */
-export function goalsMarkdown(goals: readonly Goal[]): string[] {
-  const figure = (value: number | undefined, unit: string) =>
-    value === undefined ? '-' : `${fixed(value)} ${unit}`;
-  const verdict = (g: Goal) => (g.met === undefined ? 'not measured' : g.met ? 'met' : 'missed');
-  return [
-    '| figure | tensorcomm | anchor | ratio | goal |',
-    '| --- | --- | --- | --- | --- |',
-    ...goals.map(
-      (g) =>
-        `| ${g.figure} | ${figure(g.tensorcomm, g.unit)} | ${g.against}: ${figure(g.anchor, g.unit)} | ${
-          g.ratio === undefined ? '-' : `${fixed(g.ratio)}×`
-        } | ${g.goal}: ${verdict(g)}${g.note ? ` (${g.note})` : ''} |`,
-    ),
-  ];
 }

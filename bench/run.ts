@@ -21,7 +21,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
 import { anchorVersions } from './anchor-versions.ts';
 import { runAnchors } from './anchors.ts';
-import { BenchPage, goalsMarkdown, replaceBetweenMarkers } from './benchmarks-page.ts';
+import { BenchPage, replaceBetweenMarkers } from './benchmarks-page.ts';
 import { isMainModule, type Log, parseBenchArgs, writeJson } from './cli.ts';
 import { runColdCallsBench } from './cold-calls.ts';
 import { runCollectivesBench } from './collectives.ts';
@@ -29,6 +29,7 @@ import { evaluateGoals, printComparison, printGoals } from './compare.ts';
 import { runCompressionBench } from './compression.ts';
 import { runDebugOverhead } from './debug-overhead.ts';
 import { runFileStoreBench } from './file-store.ts';
+import { headlineMarkdown } from './headline.ts';
 import { main as runKernels } from './kernels.ts';
 import { main as runNodeVersions, runNodeVersionsBench } from './node-versions.ts';
 import { runNodesBench } from './nodes.ts';
@@ -150,7 +151,14 @@ export async function main(argv: readonly string[] = process.argv.slice(2), prin
   if (page && args.markdown !== undefined) {
     await writeFile(args.markdown, page.markdown(machine, await anchorVersions(), PART_METHODS));
     const readme = await readFile(README, 'utf8');
-    await writeFile(README, replaceBetweenMarkers(readme, 'headline', goalsMarkdown(goals)));
+    await writeFile(
+      README,
+      replaceBetweenMarkers(
+        readme,
+        'headline',
+        headlineMarkdown({ smallCalls, coldCalls, processCalls, goals, startup }),
+      ),
+    );
     log(`# every table written to ${args.markdown}, the headline figures to README.md`);
   }
   return report;

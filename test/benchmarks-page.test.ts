@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BenchPage, replaceBetweenMarkers } from '../bench/benchmarks-page.ts';
+import { headlineMarkdown } from '../bench/headline.ts';
 
 const MACHINE = {
   node: 'v24.22.3',
@@ -78,5 +79,58 @@ describe('the benchmarks page', () => {
       'intro\n<!-- headline:start -->\n| a |\n| b |\n<!-- headline:end -->\nafter\n',
     );
     expect(() => replaceBetweenMarkers('no markers', 'headline', [])).toThrow('<!-- headline:start -->');
+  });
+});
+
+describe('the README headline', () => {
+  it('puts each figure beside its anchors from the same run, and leaves out what the run lacks', () => {
+    const lines = headlineMarkdown({
+      smallCalls: {
+        rounds: [
+          { allReduceUs: 1, rttUs: 2, mpiAllReduceUs: 0.5, mpiRttUs: 0.5 },
+          { allReduceUs: 3, rttUs: 4, mpiAllReduceUs: 0.5, mpiRttUs: 1 },
+          { allReduceUs: 2, rttUs: 3, mpiAllReduceUs: 0.5, mpiRttUs: 1 },
+        ],
+        allReduceRatio: 4,
+        rttRatio: 3,
+      },
+      coldCalls: {
+        node: 'v24',
+        jobs: 3,
+        spans: [
+          { ranks: 2, op: 'roundTrip', bytes: 4, span: { from: 0, to: 1_000 }, tensorcommUs: 40 },
+          {
+            ranks: 2,
+            op: 'roundTrip',
+            bytes: 4,
+            span: { from: 0, to: 3_000 },
+            tensorcommUs: 30,
+            mpiUs: 0.3,
+            ratio: 100,
+          },
+        ],
+      },
+      processCalls: { node: 'v24', jobs: 3, spans: [], skipped: {} },
+      goals: [],
+      startup: [
+        {
+          worldSize: 64,
+          entry: 'startup-rank.ts',
+          floorMs: 400,
+          firstMs: 600,
+          coldMs: 500,
+          warmMs: 50,
+          peakRssBytes: 0,
+        },
+      ],
+    });
+    expect(lines).toEqual([
+      '| figure | tensorcomm | anchors, same run | ratio |',
+      '| --- | --- | --- | --- |',
+      '| 4 B round trip, 2 thread ranks, warm | 3.00 µs | Open MPI 1.00 µs | 3.00× Open MPI |',
+      '| 4 B allReduce, 2 thread ranks, warm | 2.00 µs | Open MPI 0.50 µs | 4.00× Open MPI |',
+      "| 4 B round trip, 2 thread ranks, a fresh job's first 3,000 (cold) | 30.00 µs | Open MPI 0.30 µs | 100.00× Open MPI |",
+      "| start-up of 64 thread ranks, a process's first job | 600 ms | 64 bare Workers 400 ms | 1.50× bare Workers |",
+    ]);
   });
 });
