@@ -3,7 +3,8 @@
  * trainer), ranks 1, 2 and 3 on node 1 (rollouts), node ids distinct on this
  * machine so ranks of different nodes talk over the network store's TCP and
  * ranks of node 1 through its shared memory. Times a sync of the model to 1,
- * 2 and 3 of the rollouts, each loading it into a model of its own, and a
+ * 2 and 3 of the rollouts, each loading it into a model of its own (with
+ * `into`, or borrowing and `copy_`-ing each tensor in), and a
  * plain TCP copy of the same bytes from rank 0 to rank 1 (node:net, one
  * socket, read straight into the receiver's tensors): what crossing once
  * costs here. Every figure is the median over interleaved rounds, each from a
@@ -13,7 +14,13 @@ import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
 import { median } from '../src/cli/bench/median.ts';
 import { initProcess, Tensor, WeightSyncEngine } from '../src/index.ts';
-import { NODES_MODES, type NodesArgs, type NodesMode, type NodesSample } from './weight-sync-nodes.ts';
+import {
+  type Loading,
+  NODES_MODES,
+  type NodesArgs,
+  type NodesMode,
+  type NodesSample,
+} from './weight-sync-nodes.ts';
 import { filledWith } from './weight-sync-rank.ts';
 
 const TENSOR_BYTES = 8 << 20;
@@ -43,14 +50,19 @@ const engines = [1, 2, 3].map((receivers) => {
   return options.receivers.includes(rank) || rank === 0 ? new WeightSyncEngine(world, options) : undefined;
 });
 
-async function sync(engine: WeightSyncEngine | undefined): Promise<void> {
+const params = new Map(model);
+
+async function sync(engine: WeightSyncEngine | undefined, loading: Loading): Promise<void> {
   if (!engine) return;
   if (engine.role === 'sender') {
     await engine.send(model);
     return;
   }
-  let i = 0;
-  for await (const [, t] of engine.receive({ borrow: true })) model[i++][1].copy_(t);
+  if (loading === 'into') {
+    for await (const _ of engine.receive({ into: params, borrow: true }));
+    return;
+  }
+  for await (const [name, t] of engine.receive({ borrow: true })) params.get(name)!.copy_(t);
 }
 
 /**
@@ -123,11 +135,12 @@ const exact = new Map<NodesMode, boolean>(NODES_MODES.map((m) => [m, true]));
 for (let round = 0; round <= args.reps; round++) {
   for (const mode of NODES_MODES) {
     const receivers = mode === 'tcp copy' ? 1 : Number(mode.slice(-1));
+    const loading = mode.split(' ')[0] as Loading;
     // Stale weights on the rollouts, so each sync must deliver the whole model again.
     if (rank !== 0) for (const [, t] of model) t.bytes().fill(0);
     await world.barrier();
     const started = performance.now();
-    await (mode === 'tcp copy' ? tcpCopy(socket) : sync(engines[receivers - 1]));
+    await (mode === 'tcp copy' ? tcpCopy(socket) : sync(engines[receivers - 1], loading));
     await world.barrier();
     if (round > 0) times.get(mode)!.push(performance.now() - started);
     if (rank > 0 && rank <= receivers && !holdsTrainerModel()) exact.set(mode, false);

@@ -184,5 +184,6 @@ export { ThreadGroupManager } from './thread-group/thread-group-manager.ts';
 export type { WeightSyncStats } from './weight-sync/delta.ts';
 export { type ReceiveOptions, WeightSyncEngine } from './weight-sync/engine.ts';
 export { WeightSyncError, WeightSyncHeaderError } from './weight-sync/errors.ts';
+export type { LoadInto } from './weight-sync/into.ts';
 export type { WeightSyncOptions } from './weight-sync/options.ts';
 export type { WeightStream } from './weight-sync/plan.ts';

@@ -4,6 +4,9 @@
  * landed in (whether that is the caller's to keep is the receiver's choice of
  * buffer). A split tensor is assembled into memory of its own.
  *
+ * Given a landing in the caller's `into` (into.ts), a tensor is the target
+ * itself: each piece is copied there unless it landed there already.
+ *
  * In delta mode a bucket may be skipped (delta.ts): its tensors are not
  * yielded, and neither is a split tensor with a piece in it: the sender
  * skips a bucket only when every tensor with a piece there is unchanged, so
@@ -12,6 +15,7 @@
 import { Tensor } from '../tensor/tensor.ts';
 import { WeightSyncError } from './errors.ts';
 import { type BucketEntry, type BucketHeader, tensorBytes } from './header.ts';
+import type { Landing } from './into.ts';
 
 interface OpenTensor {
   entry: BucketEntry;
@@ -22,27 +26,48 @@ interface OpenTensor {
 }
 
 export class ChunkAssembler {
+  /** Whether a tensor yielded from its bucket's memory is copied out of it (the bucket is reused). */
+  readonly #copyViews: boolean;
   #partial: OpenTensor | undefined;
 
-  /** The tensors completed by this bucket, in order; `chunks` holds each entry's bytes. */
-  *tensors(header: BucketHeader, chunks: readonly Uint8Array[]): Generator<[string, Tensor]> {
+  constructor(copyViews: boolean) {
+    this.#copyViews = copyViews;
+  }
+
+  /**
+   * The tensors completed by this bucket, in order; `chunks` holds each entry's bytes, `landings` (aligned
+   * with the entries) where the caller's `into` takes them.
+   */
+  *tensors(
+    header: BucketHeader,
+    chunks: readonly Uint8Array[],
+    landings: ReadonlyArray<Landing | undefined> = [],
+  ): Generator<[string, Tensor]> {
     for (const [i, e] of header.entries.entries()) {
+      const landing = landings[i];
       const chunk = chunks[i];
+      if (landing && chunk !== landing.bytes) landing.bytes.set(chunk);
+      const piece = landing ? undefined : chunk;
       if (this.#partial !== undefined) {
-        const done = this.#continue(this.#partial, e, chunk, header.index);
+        const done = this.#continue(this.#partial, e, piece, header.index);
         if (done) yield [e.name, done];
         continue;
       }
       const total = this.#start(e, header.index);
       if (e.chunkBytes === total) {
-        yield [e.name, Tensor.fromBuffer(chunk.buffer, chunk.byteOffset, e.shape, e.dtype)];
+        yield [e.name, landing?.target ?? this.#view(chunk, e)];
         continue;
       }
-      const tensor = Tensor.empty(e.shape, e.dtype);
-      tensor.bytes().set(chunk);
+      const tensor = landing?.target ?? Tensor.empty(e.shape, e.dtype);
+      if (piece) tensor.bytes().set(piece);
       this.#partial = { entry: e, tensor, total, received: e.chunkBytes };
     }
     this.#checkEnd(header);
+  }
+
+  #view(chunk: Uint8Array, e: BucketEntry): Tensor {
+    const view = Tensor.fromBuffer(chunk.buffer, chunk.byteOffset, e.shape, e.dtype);
+    return this.#copyViews ? view.clone() : view;
   }
 
   /** A bucket skipped in delta mode: its entries are followed, and no tensor with a piece in it is yielded. */
@@ -78,7 +103,7 @@ export class ChunkAssembler {
     );
   }
 
-  /** The next piece of `p` (`chunk` undefined: skipped); the tensor once complete, if none was skipped. */
+  /** The next piece of `p` (`chunk` undefined: skipped, or already in place); the tensor once complete, if none was skipped. */
   #continue(
     p: OpenTensor,
     e: BucketEntry,

@@ -2,7 +2,8 @@
  * Hands one bucket to a set of receivers: what a sender does for the
  * receivers it sends to, and what a relay does for its node's other
  * receivers. Lent: the header and a view per entry, as one message to each.
- * Packed: the header to each, then, once all took it, the payload. A
+ * Packed: the header to each, then, once all took it, the payload: one
+ * message from a sender, one per entry from a relay (receiver.ts). A
  * receiver pairs payloads with buckets by their order on the stream, so a
  * payload goes out only after its source's previous bucket's did (`turn`),
  * even when every receiver took this header first.
@@ -18,8 +19,13 @@ export interface PayloadTurn {
   issued: () => void;
 }
 
-/** A bucket's bytes: lent, one view per entry; packed, the payload (its used part). */
-export type BucketContent = { views: readonly Tensor[] } | { payload: Uint8Array };
+/** A bucket's bytes: lent, one view per entry; packed, the payload's messages (none for an empty or skipped bucket). */
+export type BucketContent = { views: readonly Tensor[] } | { payloads: readonly Uint8Array[] };
+
+/** `bytes` as a uint8 tensor on the same memory: what p2p sends and receives into. */
+export function bytesTensor(bytes: Uint8Array): Tensor {
+  return Tensor.fromBuffer(bytes.buffer, bytes.byteOffset, [bytes.byteLength], 'uint8');
+}
 
 export async function deliverBucket(
   group: ThreadGroup,
@@ -40,10 +46,10 @@ export async function deliverBucket(
   // for the payload (phase).
   await Promise.all(headers);
   await turn.after;
-  const bytes = content.payload;
-  if (bytes.byteLength === 0) return;
-  const payload = Tensor.fromBuffer(bytes.buffer, bytes.byteOffset, [bytes.byteLength], 'uint8');
-  const sends = targets.map((r) => group.send(payload, r, { tag: tags.payload, timeoutMs }));
+  const sends = content.payloads.flatMap((bytes) => {
+    const payload = bytesTensor(bytes);
+    return targets.map((r) => group.send(payload, r, { tag: tags.payload, timeoutMs }));
+  });
   turn.issued();
   await Promise.all(sends);
 }

@@ -21,6 +21,7 @@ import type { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import type { WeightSyncStats } from './delta.ts';
 import { WeightSyncError } from './errors.ts';
+import { checkLoadInto, type LoadInto } from './into.ts';
 import { resolveOptions, type WeightSyncConfig, type WeightSyncOptions } from './options.ts';
 import type { WeightStream } from './plan.ts';
 import { messageOf } from './protocol.ts';
@@ -39,6 +40,20 @@ export interface ReceiveOptions {
    * share one allocation of their own, freed once all are dropped.
    */
   borrow?: boolean;
+  /**
+   * Loads the sync straight into the caller's tensors (e.g. the model's
+   * parameters): per tensor name, the contiguous host tensor of the same
+   * dtype and shape to write it into, as a Map or a function. Each such
+   * tensor is yielded as that target, already holding the value, and costs
+   * the receiver one copy (`borrow` + `copy_` costs two where a relay hands
+   * the bucket on). A name `into` does not give (undefined) is yielded as
+   * without `into` (a view with `borrow`, else a tensor of the caller's own).
+   * A target of another dtype or shape, or not a contiguous host tensor,
+   * fails the sync on every rank with a WeightSyncError naming the tensor and
+   * both, before any byte of its bucket is written. Targets must not be
+   * changed during the receive.
+   */
+  into?: LoadInto;
 }
 
 export class WeightSyncEngine {
@@ -101,7 +116,10 @@ export class WeightSyncEngine {
     }
   }
 
-  /** On every receiver: the stream's tensors, in order. Each yielded tensor is the caller's (unless `borrow`). */
+  /**
+   * On every receiver: the stream's tensors, in order. Each yielded tensor is the caller's (unless `borrow`), or
+   * with `into` the caller's target, loaded.
+   */
   async *receive(options: ReceiveOptions = {}): AsyncGenerator<[string, Tensor]> {
     const where = 'WeightSyncEngine.receive';
     if (!this.#receiver) throw this.#wrongRole(where, 'receiver');
@@ -110,12 +128,13 @@ export class WeightSyncEngine {
       options === null ||
       !['undefined', 'boolean'].includes(typeof options.borrow)
     ) {
-      throw new TypeError(`${where}: options must be { borrow?: boolean }`);
+      throw new TypeError(`${where}: options must be { borrow?: boolean, into?: Map | function }`);
     }
+    const into = checkLoadInto(options.into, where);
     const layer = layerCall();
     this.#begin(where, layer);
     try {
-      yield* this.#receiver.receive(options.borrow ?? false, where);
+      yield* this.#receiver.receive(options.borrow ?? false, into, where);
       // The program's loop waits for the receive's end here: the rank's clock catches up with it (what the
       // loop computed between tensors overlapped the receive).
       await layer.settle(Promise.resolve());

@@ -25,6 +25,15 @@
  * hands each bucket on (relay.ts) as soon as it has landed, and reuses or
  * gives back its memory only once every follower has it; a caller of its own
  * that does not borrow (and may change its tensors) gets it only then too.
+ * A relay hands a packed bucket on as one message per entry, so that a
+ * follower loading into its model (`into`, into.ts) has each entry written
+ * straight into its target: one copy, where a whole bucket would land in a
+ * buffer first and be copied again from there.
+ *
+ * With `into` a receiver lands buckets as when borrowing (reused buffers,
+ * lent buckets), since the caller keeps no bucket memory: a target is
+ * copied into from the bucket, and a tensor `into` does not give is yielded
+ * as a view or, not borrowing, as a copy of its own.
  *
  * Delta mode (delta.ts): a skipped bucket is its header alone. It is taken
  * only from a sender whose sync it is unchanged since is the one this
@@ -35,11 +44,12 @@ import { CollectiveMismatchError } from '../runtime/errors.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ChunkAssembler } from './assembler.ts';
-import type { BucketContent } from './deliver.ts';
+import { type BucketContent, bytesTensor } from './deliver.ts';
 import { countBucket, emptyStats, type WeightSyncStats } from './delta.ts';
 import { chainDigest, DIGEST_SEED, hex } from './digest.ts';
 import { WeightSyncError, WeightSyncHeaderError } from './errors.ts';
 import { type BucketHeader, decodeBucketHeader, startedTensors } from './header.ts';
+import { type Landing, type LoadInto, landingsOf } from './into.ts';
 import type { WeightSyncConfig } from './options.ts';
 import { LINGER_TIMEOUTS, letGo, messageOf, quiet } from './protocol.ts';
 import { type ReceivedRecord, recvRecord } from './record.ts';
@@ -59,12 +69,13 @@ export class BucketReceiver {
     this.#config = config;
   }
 
-  receive(borrow: boolean, where: string): AsyncGenerator<[string, Tensor]> {
-    const reused = borrow ? this.#reused : undefined;
+  receive(borrow: boolean, into: LoadInto | undefined, where: string): AsyncGenerator<[string, Tensor]> {
+    const reused = borrow || into !== undefined ? this.#reused : undefined;
+    const landing = { reused, into, copyViews: into !== undefined && !borrow };
     const done = (stats: WeightSyncStats) => {
       this.lastSync = stats;
     };
-    return new ReceiveSession(this.#group, this.#config, reused, this.#holds, done, where).run();
+    return new ReceiveSession(this.#group, this.#config, landing, this.#holds, done, where).run();
   }
 
   /** Reused buffer `slot`, allocated on first use (a packed bucket received borrowing) and kept for later syncs. */
@@ -74,13 +85,25 @@ export class BucketReceiver {
   };
 }
 
+/** Where a session's buckets land. */
+interface SessionLanding {
+  /** The two reused buffers (borrowing, or `into`); undefined when each bucket gets memory of its own. */
+  reused: ((slot: number) => Uint8Array) | undefined;
+  into: LoadInto | undefined;
+  /** A tensor yielded from reused memory is copied out of it (`into` without `borrow`). */
+  copyViews: boolean;
+}
+
 class ReceiveSession {
   readonly #group: ThreadGroup;
   readonly #config: WeightSyncConfig;
-  /** The two reused buffers when borrowing; undefined when each bucket gets memory of its own. */
+  /** The two reused buffers (borrowing, or `into`); undefined when each bucket gets memory of its own. */
   readonly #reused: ((slot: number) => Uint8Array) | undefined;
+  readonly #into: LoadInto | undefined;
   /** Where each received bucket's entries are (one chunk per entry), until the caller moves past it. */
   readonly #landed = new Map<number, Uint8Array[]>();
+  /** Per bucket, where each entry goes in the caller's `into` (checked with its header), until the caller moves past it. */
+  readonly #landings = new Map<number, Array<Landing | undefined>>();
   /** Lent buckets taken with their header, until their entries are checked and landed. */
   readonly #lentViews = new Map<number, ReceivedRecord>();
   /** Buckets lent by their sender (borrowing): returned when the caller moves past them. */
@@ -93,7 +116,7 @@ class ReceiveSession {
   readonly #posted: Promise<void>[] = [];
   readonly #released: Array<() => void> = [];
   readonly #releasedPromises: Promise<void>[] = [];
-  readonly #assembler = new ChunkAssembler();
+  readonly #assembler: ChunkAssembler;
   /** Relaying: each bucket's header as received, until it is handed on with the payload. */
   readonly #rawHeaders = new Map<number, Uint8Array>();
   /** Relaying: resolves once bucket i was handed on to this rank's followers. */
@@ -113,14 +136,16 @@ class ReceiveSession {
   constructor(
     group: ThreadGroup,
     config: WeightSyncConfig,
-    reused: ((slot: number) => Uint8Array) | undefined,
+    landing: SessionLanding,
     holds: Map<number, number>,
     done: (stats: WeightSyncStats) => void,
     where: string,
   ) {
     this.#group = group;
     this.#config = config;
-    this.#reused = reused;
+    this.#reused = landing.reused;
+    this.#into = landing.into;
+    this.#assembler = new ChunkAssembler(landing.copyViews);
     this.#holds = holds;
     this.#done = done;
     this.#where = where;
@@ -134,7 +159,7 @@ class ReceiveSession {
       while (!ended) {
         const header = await this.#next(index);
         if (header.unchangedSince > 0) this.#assembler.skip(header);
-        else yield* this.#assembler.tensors(header, this.#landed.get(index)!);
+        else yield* this.#assembler.tensors(header, this.#landed.get(index)!, this.#landings.get(index));
         ended = header.last;
         this.#release(index++);
       }
@@ -237,6 +262,7 @@ class ReceiveSession {
 
   #release(index: number): void {
     this.#landed.delete(index);
+    this.#landings.delete(index);
     const loan = this.#loans.get(index);
     this.#loans.delete(index);
     // Made here if nobody waits for it yet, so that its resolver exists.
@@ -288,6 +314,8 @@ class ReceiveSession {
     });
     try {
       const header = this.#checkHeader(index, sender, received.record);
+      if (this.#into && header.unchangedSince === 0)
+        this.#landings.set(index, landingsOf(this.#into, header, this.#where));
       if (this.#config.routes.followersOf(this.#group.rank, sender).length > 0) {
         // Copied: a lent record is the sender's memory, given back before the bucket goes on.
         this.#rawHeaders.set(index, (received.record as Uint8Array).slice());
@@ -370,10 +398,7 @@ class ReceiveSession {
 
   /** A sender's stream end came where its next bucket header was due: it failed, or its stream is shorter. */
   #endedEarly(index: number, sender: number, end: StreamEnd): Error {
-    // A relay hands on only stream ends that did not fail: a failed one is the relay's own, and names it.
-    if (end.failed && this.#source(sender) !== sender)
-      return new WeightSyncError(`${this.#where}: ${end.error}`);
-    if (end.failed) return this.#senderFailed(sender, end.error);
+    if (end.failed) return this.#endFailed(sender, end.error);
     const previous = this.#sender(index - 1);
     return new WeightSyncError(
       `${this.#where}: senders iterated weight streams of different lengths: sender ${sender}'s stream ended ` +
@@ -382,7 +407,9 @@ class ReceiveSession {
     );
   }
 
-  #senderFailed(sender: number, error: string): Error {
+  /** A failed stream end's error: its sender's, or through a relay the relay's own, which names it (a relay hands on only ends that did not fail). */
+  #endFailed(sender: number, error: string): Error {
+    if (this.#source(sender) !== sender) return new WeightSyncError(`${this.#where}: ${error}`);
     return new WeightSyncError(`${this.#where}: sender ${sender} failed: ${error}`);
   }
 
@@ -390,7 +417,7 @@ class ReceiveSession {
     const { index, payloadBytes } = header;
     const sender = this.#sender(index);
     if (header.unchangedSince > 0) {
-      this.#handOn(header, header.views ? { views: [] } : { payload: new Uint8Array(0) });
+      this.#handOn(header, []);
       return header;
     }
     if (header.views) {
@@ -405,56 +432,72 @@ class ReceiveSession {
       }
       if (this.#reused) {
         // Borrowing: the sender's own tensors, until the caller moves past this bucket.
-        this.#landed.set(index, chunks);
         this.#loans.set(index, loan.release);
-        this.#handOn(header, { views: chunks.map(bytesTensor) });
+        this.#landedAs(header, chunks);
         return header;
       }
       const own = new Uint8Array(new SharedArrayBuffer(payloadBytes));
       for (const [i, e] of header.entries.entries()) own.set(chunks[i], e.offset);
-      this.#landed.set(index, chunksOf(header, own));
+      this.#landedAs(header, chunksOf(header, own));
       await loan.release();
-      this.#handOn(header, { views: chunksOf(header, own).map(bytesTensor) });
       return header;
     }
     if (payloadBytes === 0) {
-      this.#landed.set(
-        index,
+      this.#landedAs(
+        header,
         header.entries.map(() => new Uint8Array(0)),
       );
-      this.#handOn(header, { payload: new Uint8Array(0) });
       return header;
     }
     const { tags, timeoutMs } = this.#config;
     const options = { tag: tags.payload, timeoutMs };
     const buffer = this.#reused?.(index % 2) ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
-    const target = Tensor.fromBuffer(buffer.buffer, buffer.byteOffset, [payloadBytes], 'uint8');
     const source = this.#source(sender);
+    if (source !== sender) {
+      // From the relay, one message per entry (relay.ts): each lands in its target where `into` gives one.
+      const landings = this.#landings.get(index);
+      const chunks = header.entries.map(
+        (e, i) => landings?.[i]?.bytes ?? buffer.subarray(e.offset, e.offset + e.chunkBytes),
+      );
+      const receives = chunks
+        .filter((c) => c.byteLength > 0)
+        .map((c) => this.#group.recv(bytesTensor(c), source, options));
+      await this.#fromRelay(`bucket ${index}`, sender, Promise.all(receives));
+      this.#landedAs(header, chunks);
+      return header;
+    }
+    const target = bytesTensor(buffer.subarray(0, payloadBytes));
     if (!this.#reused) {
-      await this.#fromRelay(`bucket ${index}`, sender, this.#group.recv(target, source, options));
-      this.#landed.set(index, chunksOf(header, buffer));
-      this.#handOn(header, { payload: buffer });
+      await this.#group.recv(target, source, options);
+      this.#landedAs(header, chunksOf(header, buffer));
       return header;
     }
     // Borrowing: the sender's bucket itself where the group can lend it (no copy), else `target`. The
     // sender reuses that bucket only after every receiver released it, when its caller moved past it.
-    const borrowed = await this.#fromRelay(
-      `bucket ${index}`,
-      sender,
-      this.#group.recvBorrowed(target, source, options),
-    );
-    this.#landed.set(index, chunksOf(header, borrowed.tensor.bytes()));
+    const borrowed = await this.#group.recvBorrowed(target, source, options);
     this.#loans.set(index, borrowed.release);
-    this.#handOn(header, { payload: borrowed.tensor.bytes().subarray(0, payloadBytes) });
+    this.#landedAs(header, chunksOf(header, borrowed.tensor.bytes()));
     return header;
   }
 
-  /** Relaying this bucket's sender: hands the bucket on as it landed here (relay.ts). */
-  #handOn(header: BucketHeader, content: BucketContent): void {
+  /** Bucket `header.index` landed in `chunks` (one per entry): the caller gets it from there, and a relay hands it on. */
+  #landedAs(header: BucketHeader, chunks: Uint8Array[]): void {
+    this.#landed.set(header.index, chunks);
+    this.#handOn(header, chunks);
+  }
+
+  /**
+   * Relaying this bucket's sender: hands the bucket on as it landed here (relay.ts); packed, one message per
+   * non-empty entry, so that each lands where the follower wants it.
+   */
+  #handOn(header: BucketHeader, chunks: readonly Uint8Array[]): void {
     const followers = this.#config.routes.followersOf(this.#group.rank, this.#sender(header.index));
     if (followers.length === 0) return;
     const raw = this.#rawHeaders.get(header.index)!;
     this.#rawHeaders.delete(header.index);
+    const content: BucketContent = header.views
+      ? { views: chunks.map(bytesTensor) }
+      : { payloads: chunks.filter((c) => c.byteLength > 0) };
     this.#forwarded[header.index] = this.#relay.forward(header.index, followers, raw, content);
   }
 
@@ -485,14 +528,16 @@ class ReceiveSession {
     // Relaying: the stream ends go on behind every bucket (and a failed forward fails the sync).
     await Promise.all(this.#forwarded);
     const ends = await Promise.all(
-      senders.map(async (s) => ({
-        s,
-        received: await this.#fromRelay(
-          'the stream end',
-          s,
-          recvRecord(this.#group, lend, this.#source(s), { tag: tags.header, timeoutMs }),
-        ),
-      })),
+      senders.map(async (s) => {
+        const receiving = recvRecord(this.#group, lend, this.#source(s), { tag: tags.header, timeoutMs });
+        const received = await this.#fromRelay('the stream end', s, receiving);
+        // A failed end fails the sync at once: a relay that fails sends one in place of every sender's end.
+        if (isStreamEnd(received.record) && this.#decodeEnd(received.record, s).failed) {
+          letGo(received.release());
+          this.#checkEnd(s, received.record);
+        }
+        return { s, received };
+      }),
     );
     try {
       for (const { s, received } of ends) this.#checkEnd(s, received.record);
@@ -526,7 +571,7 @@ class ReceiveSession {
       );
     }
     const end = this.#decodeEnd(raw, s);
-    if (end.failed) throw this.#senderFailed(s, end.error);
+    if (end.failed) throw this.#endFailed(s, end.error);
     if (end.buckets === this.#buckets && end.tensors === this.#tensors && end.digest === this.#digest) return;
     const planned = `${end.buckets} buckets (${end.tensors} tensors, digest ${hex(end.digest)})`;
     const longer =
@@ -566,11 +611,6 @@ class ReceiveSession {
     this.#relay.fail(error);
     return error;
   }
-}
-
-/** A lent bucket's entry as the views a relay hands on. */
-function bytesTensor(bytes: Uint8Array): Tensor {
-  return Tensor.fromBuffer(bytes.buffer, bytes.byteOffset, [bytes.byteLength], 'uint8');
 }
 
 /** Each entry's bytes in a packed payload. */

@@ -99,9 +99,9 @@ export class BucketSender {
         if (buffer) await this.#ownStep(() => pack(bucket, buffer));
         const content: BucketContent =
           since > 0 && !lend
-            ? { payload: new Uint8Array(0) }
+            ? { payloads: [] }
             : buffer
-              ? { payload: buffer.subarray(0, bucket.payloadBytes) }
+              ? { payloads: bucket.payloadBytes > 0 ? [buffer.subarray(0, bucket.payloadBytes)] : [] }
               : { views: since > 0 ? [] : bucket.chunks.map(chunkView) };
         const turn: PayloadTurn = { after: payloadTurn, issued: () => {} };
         payloadTurn = new Promise((resolve) => (turn.issued = resolve));
