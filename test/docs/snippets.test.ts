@@ -66,22 +66,25 @@ const FRAGMENT_MODULES: Record<string, string[]> = {
   vitest: ['describe', 'expect', 'it'],
 };
 
+/** The names an import or export list `{ a, type B, c as d }` binds: a, B, d. */
+function boundNames(list: string): string[] {
+  return list
+    .split(',')
+    .map(
+      (item) =>
+        item
+          .trim()
+          .replace(/^type\s+/, '')
+          .split(/\s+as\s+/)
+          .at(-1)!,
+    )
+    .filter((name) => name !== '');
+}
+
 /** The names a barrel module re-exports (`export { a, type B } from …`), as its source lists them. */
 function exportedNames(path: string): string[] {
   const source = readFileSync(join(root, path), 'utf8');
-  return [...source.matchAll(/^export (?:type )?\{([^}]*)\}/gm)].flatMap((m) =>
-    m[1]
-      .split(',')
-      .map(
-        (item) =>
-          item
-            .trim()
-            .replace(/^type\s+/, '')
-            .split(/\s+as\s+/)
-            .at(-1)!,
-      )
-      .filter((name) => name !== ''),
-  );
+  return [...source.matchAll(/^export (?:type )?\{([^}]*)\}/gm)].flatMap((m) => boundNames(m[1]));
 }
 
 /** A block as a file of the program: its text, and the page line of each of its lines (0 where none). */
@@ -106,17 +109,7 @@ function splitImports(lines: string[]): { imports: number; imported: Set<string>
     imports++;
   }
   const imported = new Set(
-    lines
-      .slice(0, imports)
-      .flatMap((line) => /\{([^}]*)\}/.exec(line)?.[1].split(',') ?? [])
-      .map(
-        (item) =>
-          item
-            .trim()
-            .replace(/^type\s+/, '')
-            .split(/\s+as\s+/)
-            .at(-1)!,
-      ),
+    lines.slice(0, imports).flatMap((line) => boundNames(/\{([^}]*)\}/.exec(line)?.[1] ?? '')),
   );
   return { imports, imported };
 }
