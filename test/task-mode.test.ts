@@ -81,6 +81,22 @@ describe('ranks as tasks of one thread', () => {
     }
   });
 
+  it("a monitored barrier one rank never reaches: group rank 0 names it, the others report rank 0's words", async () => {
+    const error = await spawnThreads(fixture('task-faults-rank.ts'), {
+      worldSize: 3,
+      threads: 1,
+      args: 'monitored',
+      graceMs: 500,
+    }).catch((e: unknown) => e);
+    const failures = (error as JobFailedError).failures;
+    const message = (rank: number) => failures.find((f) => f.rank === rank)?.error.message;
+    const where = 'monitoredBarrier() call #0 on group "world"';
+    expect(message(0)).toBe(`${where}: rank 2 failed to pass monitoredBarrier within 500 ms`);
+    expect(message(1)).toBe(
+      `${where}: rank 1 arrived, but group rank 0 reports: rank 2 failed to pass monitoredBarrier within 500 ms`,
+    );
+  });
+
   it('a receive whose message never comes times out naming its sender', async () => {
     const error = await spawnThreads(fixture('task-faults-rank.ts'), {
       worldSize: 2,

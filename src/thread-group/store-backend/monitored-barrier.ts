@@ -52,18 +52,35 @@ function notPassed(
   timeoutMs: number,
 ): CommTimeoutError {
   const ranks = missing.map((f) => f.rank);
-  const global = ranks.map((r) => x.globalRank(r));
-  const which = ranks.length === 1 ? `rank ${ranks[0]}` : `ranks ${ranks.join(', ')}`;
-  const globalNote = global.some((g, i) => g !== ranks[i])
-    ? ` (group ranks; global ${global.length === 1 ? 'rank' : 'ranks'} ${global.join(', ')})`
-    : '';
   // A rank known to have left or failed is named with why; the others simply did not come in time.
   const reasons = missing
     .filter((f) => f.error instanceof RankFailedError)
     .map((f) => `\n  rank ${f.rank}: ${f.error.message.split('\n')[0]}`);
   return new CommTimeoutError(
-    `${x.where()}: ${which}${globalNote} failed to pass monitoredBarrier within ${timeoutMs} ms${reasons.join('')}`,
+    `${x.where()}: ${notPassedVerdict(
+      ranks,
+      ranks.map((r) => x.globalRank(r)),
+      timeoutMs,
+    )}${reasons.join('')}`,
   );
+}
+
+/** Rank 0's verdict on the group ranks that did not come in time, with their global ranks where those differ. */
+export function notPassedVerdict(
+  ranks: readonly number[],
+  global: readonly number[],
+  timeoutMs: number,
+): string {
+  const which = ranks.length === 1 ? `rank ${ranks[0]}` : `ranks ${ranks.join(', ')}`;
+  const globalNote = global.some((g, i) => g !== ranks[i])
+    ? ` (group ranks; global ${global.length === 1 ? 'rank' : 'ranks'} ${global.join(', ')})`
+    : '';
+  return `${which}${globalNote} failed to pass monitoredBarrier within ${timeoutMs} ms`;
+}
+
+/** What a rank that arrived fails with when rank 0 reports a failure: rank 0's words. */
+export function reportedByRoot(where: string, globalRank: number, report: string): string {
+  return `${where}: rank ${globalRank} arrived, but group rank ${ROOT} reports: ${report}`;
 }
 
 /** A failure as rank 0 answers it: a byte for its kind, so the others fail with the same kind, then its message. */
@@ -86,7 +103,7 @@ async function arrive(x: Exchange): Promise<void> {
   const bytes = answer.numel > 0 ? Buffer.from(answer.bytes()) : undefined;
   await x.finish(0, ROOT);
   if (bytes !== undefined) {
-    const message = `${x.where()}: rank ${x.globalRank(x.rank)} arrived, but group rank ${ROOT} reports: ${bytes.subarray(1).toString('utf8')}`;
+    const message = reportedByRoot(x.where(), x.globalRank(x.rank), bytes.subarray(1).toString('utf8'));
     if (bytes[0] === KIND.notPassed) throw new CommTimeoutError(message);
     if (bytes[0] === KIND.mismatch) throw new CallMismatchError(message, x.globalRank(ROOT));
     throw new RankFailedError(message, x.globalRank(ROOT));

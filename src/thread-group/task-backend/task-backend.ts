@@ -21,7 +21,7 @@ import {
 } from '../backend.ts';
 import type { Reduction } from '../reduction.ts';
 import { callWhere } from '../store-backend/call-failure.ts';
-import { verdictTimeoutMs } from '../store-backend/monitored-barrier.ts';
+import { notPassedVerdict, reportedByRoot, verdictTimeoutMs } from '../store-backend/monitored-barrier.ts';
 import { type GroupHub, joinHub, leaveHub } from './group-hub.ts';
 import type { ArriveOptions, Complete, Failure } from './meeting.ts';
 import * as collectives from './task-collectives.ts';
@@ -112,15 +112,19 @@ export class TaskBackend extends Backend {
     const waitMs = root ? call.timeoutMs : verdictTimeoutMs(call.timeoutMs);
     const timedOut = (_: unknown, missing: readonly number[]): Failure => {
       const named = waitAllRanks ? missing : missing.slice(0, 1);
-      const which = `${named.length === 1 ? 'rank' : 'ranks'} ${named.map((p) => this.#group.ranks[p]).join(', ')}`;
-      const verdict = `${which} failed to pass monitoredBarrier within ${call.timeoutMs} ms`;
-      return (m) =>
-        new CommTimeoutError(
+      const verdict = notPassedVerdict(
+        named,
+        named.map((p) => this.#group.ranks[p]),
+        call.timeoutMs,
+      );
+      return (m) => {
+        const where = callWhere(m.call, m.group);
+        return new CommTimeoutError(
           m.group.rank === MONITORED_BARRIER_ROOT
-            ? `${callWhere(m.call, m.group)}: ${verdict}`
-            : `${callWhere(m.call, m.group)}: rank ${m.group.ranks[m.group.rank]} arrived, but group rank ` +
-                `${MONITORED_BARRIER_ROOT} reports: ${verdict}`,
+            ? `${where}: ${verdict}`
+            : reportedByRoot(where, m.group.ranks[m.group.rank], verdict),
         );
+      };
     };
     const options = { ...this.#options, waitMs, timedOut: root ? timedOut : undefined };
     return this.#meet(call, null, collectives.barrier, options);
