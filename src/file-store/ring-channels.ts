@@ -17,7 +17,7 @@
 
 import type { ByteRing } from '../runtime/byte-ring.ts';
 import { CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
-import { libc } from '../runtime/libc.ts';
+import { schedYield } from '../runtime/libc.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
 import {
@@ -181,7 +181,7 @@ export class RingChannels {
     this.#index = new Map(ranks.map((r, i) => [r, i]));
     this.#ringBytes = options.ringBytes ?? defaultRingBytes(ranks.length);
     this.#inlineMax = Math.min(INLINE_MAX_BYTES, this.#ringBytes / 4);
-    this.#spin = new SpinPolicy(options.spin ?? false, { yieldCore: () => libc().schedYield() });
+    this.#spin = new SpinPolicy(options.spin ?? false, { yieldCore: schedYield() ?? undefined });
     this.#maxBuffered = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
     this.#cross = options.crossMemory === false ? undefined : crossMemory();
     this.#inbox = RingSegment.create(host.dir, host.rank, ranks.length - 1, this.#ringBytes);

@@ -22,7 +22,7 @@
 import net from 'node:net';
 import { FrameDecoder } from '../rendezvous/protocol.ts';
 import { CommTimeoutError, InvalidStateError, type RankFailedError } from '../runtime/errors.ts';
-import { hasLibc, libc } from '../runtime/libc.ts';
+import { schedYield } from '../runtime/libc.ts';
 import { type NetworkBytes, type NetworkStats, networkStatsOf } from '../runtime/network-stats.ts';
 import { SpareBuffers } from '../runtime/spare-buffers.ts';
 import { SPIN_MS, SpinPolicy } from '../runtime/spin-policy.ts';
@@ -178,7 +178,8 @@ export class NetworkTensorStore implements TensorStore {
     this.#budget = { used: 0, limit: settings.maxBufferedBytes };
     this.#onRefused = settings.onRefused;
     // Reading a socket without the event loop takes libc's recv (Linux with glibc).
-    this.#spin = new SpinPolicy(settings.spin && hasLibc(), { yieldCore: () => libc().schedYield() });
+    const yieldCore = settings.spin ? schedYield() : null;
+    this.#spin = new SpinPolicy(yieldCore !== null, { yieldCore: yieldCore ?? undefined });
     server.on('connection', (socket) => this.#accept(socket));
   }
 

@@ -68,6 +68,14 @@ export function hasLibc(): boolean {
   }
 }
 
+let coreYielder: (() => number) | null | undefined;
+
+/** libc's sched_yield, which gives this thread's core to another runnable thread; null without libc. */
+export function schedYield(): (() => number) | null {
+  if (coreYielder === undefined) coreYielder = hasLibc() ? libc().schedYield : null;
+  return coreYielder;
+}
+
 export function errno(): number {
   return koffi().errno();
 }

@@ -7,7 +7,7 @@
  */
 import type { AbortWord } from './abort-word.ts';
 import { CommTimeoutError } from './errors.ts';
-import { hasLibc, libc } from './libc.ts';
+import { schedYield } from './libc.ts';
 
 const PARK_CHUNK_MS = 50;
 /** How long a wait spins before parking. Waking from a park takes an event-loop turn, longer than a small call. */
@@ -116,14 +116,6 @@ const BLOCK_CHUNK_MS = 10;
 /** A yielding wait looks at the clock and the abort word after this many yields. */
 const YIELDS_PER_CHECK = 16;
 
-let schedYield: (() => number) | undefined | null;
-
-/** Whether blocking waits give their core away with sched_yield (Linux with glibc) rather than Atomics.wait. */
-function yieldsCore(): boolean {
-  if (schedYield === undefined) schedYield = hasLibc() ? libc().schedYield : null;
-  return schedYield !== null;
-}
-
 /**
  * Keeps the thread until the word is ready or `until` passes; returns the
  * last value read. Where libc has sched_yield it gives the core away in
@@ -140,7 +132,7 @@ function keepThread(
   abort: WaitStop | undefined,
   sleepers: number | undefined,
 ): number {
-  const giveCore = schedYield;
+  const giveCore = schedYield();
   // Counted before the value it sleeps on is read (see wake).
   const counted = !giveCore && sleepers !== undefined;
   if (counted) Atomics.add(words, sleepers, 1);
@@ -201,7 +193,8 @@ export function waitBriefly(
   let value = Atomics.load(words, index);
   if (ready(value)) return true;
   const blocks = blockMs !== undefined && oversubscribed;
-  const yields = blocks && yieldsCore();
+  // Blocking waits give their core away with sched_yield where libc has it, else block (Atomics.wait).
+  const yields = blocks && schedYield() !== null;
   // A yielding wait gives its core away at once: a spin would burn the slice of the thread it waits for.
   if (!yields) {
     const spinUntil = readClock() + spinMs;
