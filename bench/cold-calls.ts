@@ -45,10 +45,11 @@ export interface ColdCase {
   spans: Span[];
 }
 
-const FIRST = { from: 0, to: 1_000 };
-const AFTER_FIRST = { from: 1_000, to: 10_000 };
+/** The spans every cold bench reports: a job's first 1,000 calls and the next 9,000 (cold), and far in (warm). */
+export const FIRST = { from: 0, to: 1_000 };
+export const AFTER_FIRST = { from: 1_000, to: 10_000 };
 /** Far enough in that Node 20's TurboFan has compiled the call path (it takes ~10,000 calls). */
-const WARM = { from: 15_000, to: 25_000, warm: true };
+export const WARM = { from: 15_000, to: 25_000, warm: true };
 const oversubscribed = (ranks: number, shortJob: number, maxRatio: number, spans: Span[]): ColdCase => ({
   ranks,
   op: 'allReduce',
@@ -111,6 +112,14 @@ export interface ColdCallsReport {
   skipped?: string;
 }
 
+/** An anchor's span: the median over its jobs, and the median of job-by-job ratios (ours / the anchor's). */
+export function besideAnchor(
+  oursUs: readonly number[],
+  theirsUs: readonly number[],
+): { us: number; x: number } {
+  return { us: median(theirsUs), x: median(oursUs.map((us, job) => us / theirsUs[job])) };
+}
+
 /** Per span, the median over jobs of ours and Open MPI's, and of their pairs' ratios. */
 export function summarize(
   theCase: ColdCase,
@@ -120,15 +129,20 @@ export function summarize(
   const counts = clockCounts(theCase.spans);
   return theCase.spans.map((span): SpanFigures => {
     const oursUs = ours.map((ms) => spanMeanUs(counts, ms, span));
-    const mpiUs = mpi?.map((ms) => spanMeanUs(counts, ms, span));
+    const anchor =
+      mpi &&
+      besideAnchor(
+        oursUs,
+        mpi.map((ms) => spanMeanUs(counts, ms, span)),
+      );
     return {
       ranks: theCase.ranks,
       op: theCase.op,
       bytes: theCase.bytes,
       span,
       tensorcommUs: median(oursUs),
-      mpiUs: mpiUs && median(mpiUs),
-      ratio: mpiUs && median(oursUs.map((us, job) => us / mpiUs[job])),
+      mpiUs: anchor?.us,
+      ratio: anchor?.x,
     };
   });
 }
@@ -143,7 +157,8 @@ export function verdicts(figures: SpanFigures): string[] {
 }
 
 const count = (n: number) => n.toLocaleString('en-US');
-const spanText = (span: Span) => `${count(span.from + 1)}-${count(span.to)}(${span.warm ? 'warm' : 'cold'})`;
+export const spanText = (span: Span) =>
+  `${count(span.from + 1)}-${count(span.to)}(${span.warm ? 'warm' : 'cold'})`;
 
 const COLUMNS: Column<SpanFigures>[] = [
   { title: 'ranks', width: 6, cell: (f) => String(f.ranks) },
@@ -171,22 +186,50 @@ async function tensorcommJob(theCase: ColdCase): Promise<number[]> {
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as number[];
 }
 
-/** Open MPI (bench/floors/mpi_cold_calls.c, compiled into `dir` once): a fresh job of the case's calls; ENOENT without Open MPI. */
-function mpiJobs(dir: string): (theCase: ColdCase) => Promise<number[]> {
+/**
+ * Open MPI's fresh jobs (bench/floors/mpi_cold_calls.c, compiled into `dir` at the first): `ranks`
+ * processes make `op` of `bytes` and read the clock at `counts`; `mpirunArgs` go before `-np` (e.g.
+ * a transport). ENOENT without Open MPI.
+ */
+export function mpiColdJobs(
+  dir: string,
+): (
+  op: ColdCase['op'],
+  ranks: number,
+  bytes: number,
+  counts: readonly number[],
+  mpirunArgs?: string[],
+) => Promise<number[]> {
   const binary = join(dir, 'mpi_cold_calls');
   let compiled: Promise<unknown> | undefined;
-  return async (theCase) => {
+  return async (op, ranks, bytes, counts, mpirunArgs = []) => {
     const source = fileURLToPath(new URL('./floors/mpi_cold_calls.c', import.meta.url));
     compiled ??= exec('mpicc', ['-O2', '-o', binary, source], { timeout: 60_000 });
     await compiled;
-    const op = theCase.op === 'roundTrip' ? 'rtt' : 'allreduce';
-    const counts = clockCounts(theCase.spans).map(String);
-    const mpirun = ['--allow-run-as-root', '--oversubscribe', '-np', String(theCase.ranks), binary];
-    const { stdout } = await exec('mpirun', [...mpirun, op, String(theCase.bytes), ...counts], {
-      timeout: JOB_TIMEOUT_MS,
-    });
-    return (JSON.parse(stdout) as { ms: number[] }).ms;
+    const mpirun = ['--allow-run-as-root', '--oversubscribe', ...mpirunArgs, '-np', String(ranks), binary];
+    const args = [...mpirun, op === 'roundTrip' ? 'rtt' : 'allreduce', String(bytes), ...counts.map(String)];
+    const { stdout } = await exec('mpirun', args, { timeout: JOB_TIMEOUT_MS });
+    return clockReadings(stdout);
   };
+}
+
+/** An anchor job's clock readings: the `{ ms }` of the last line it printed. */
+export function clockReadings(stdout: string): number[] {
+  return (JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as { ms: number[] }).ms;
+}
+
+/** Why a cold anchor could not run, as a line for the report. */
+export function anchorSkipped(anchor: 'gloo' | 'mpi', error: unknown): string {
+  const { code, message } = error as { code?: string; message: string };
+  if (code === 'ENOENT') {
+    return anchor === 'gloo'
+      ? 'python3 not found; apt-get install -y python3-torch'
+      : 'Open MPI not installed; apt-get install -y openmpi-bin libopenmpi-dev';
+  }
+  if (anchor === 'gloo' && /No module named 'torch'/.test(message)) {
+    return 'python3-torch not installed; apt-get install -y python3-torch';
+  }
+  return `failed: ${message.split('\n')[0]}`;
 }
 
 export async function runColdCallsBench(
@@ -200,19 +243,15 @@ export async function runColdCallsBench(
   const mpi: number[][][] = cases.map(() => []);
   let skipped: string | undefined;
   try {
-    const mpiJob = mpiJobs(dir);
+    const mpiJob = mpiColdJobs(dir);
     for (let job = 0; job < jobs; job++) {
       for (const [i, theCase] of cases.entries()) {
         ours[i].push(await tensorcommJob(theCase));
         if (skipped !== undefined) continue;
         try {
-          mpi[i].push(await mpiJob(theCase));
+          mpi[i].push(await mpiJob(theCase.op, theCase.ranks, theCase.bytes, clockCounts(theCase.spans)));
         } catch (error) {
-          const { code, message } = error as { code?: string; message: string };
-          skipped =
-            code === 'ENOENT'
-              ? 'Open MPI not installed; apt-get install -y openmpi-bin libopenmpi-dev'
-              : `failed: ${message.split('\n')[0]}`;
+          skipped = anchorSkipped('mpi', error);
         }
       }
     }

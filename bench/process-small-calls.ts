@@ -23,7 +23,19 @@ import { promisify } from 'node:util';
 import { median } from '../src/cli/bench/median.ts';
 import { launchProcesses } from '../src/index.ts';
 import { benchMain, isMainModule, type Log } from './cli.ts';
-import { clockCounts, type Span, spanMeanUs } from './cold-calls.ts';
+import {
+  AFTER_FIRST,
+  anchorSkipped,
+  besideAnchor,
+  clockCounts,
+  clockReadings,
+  FIRST,
+  mpiColdJobs,
+  type Span,
+  spanMeanUs,
+  spanText,
+  WARM,
+} from './cold-calls.ts';
 import type { ColdCallsArgs } from './cold-calls-rank.ts';
 import { runOnNodes } from './nodes.ts';
 import { type Column, fixed, formatTable } from './table.ts';
@@ -47,10 +59,6 @@ export interface ProcessCase {
   op: ColdCallsArgs['op'];
   spans: ProcessSpan[];
 }
-
-const FIRST = { from: 0, to: 1_000 };
-const AFTER_FIRST = { from: 1_000, to: 10_000 };
-const WARM = { from: 15_000, to: 25_000, warm: true };
 
 /** The rows, with issue 42's goals on the spans they judge. */
 export const PROCESS_CASES: readonly ProcessCase[] = [
@@ -96,8 +104,7 @@ export function summarizeCase(
     const oursUs = us(ours);
     const anchor = (name: Anchor) => {
       const theirs = us(anchors[name]);
-      if (theirs.length !== oursUs.length) return { us: undefined, x: undefined };
-      return { us: median(theirs), x: median(oursUs.map((value, job) => value / theirs[job])) };
+      return theirs.length === oursUs.length ? besideAnchor(oursUs, theirs) : { us: undefined, x: undefined };
     };
     const gloo = anchor('gloo');
     const mpi = anchor('mpi');
@@ -120,17 +127,12 @@ export function goalMet(figures: ProcessSpanFigures): boolean | undefined {
   return maxGloo === undefined || figures.xGloo === undefined ? undefined : figures.xGloo <= maxGloo;
 }
 
-const count = (n: number) => n.toLocaleString('en-US');
 const times = (x: number | undefined) => (x === undefined ? '-' : `${fixed(x)}x`);
 
 const COLUMNS: Column<ProcessSpanFigures>[] = [
   { title: 'layout', width: 10, cell: (f) => f.layout },
   { title: 'op (4 B)', width: 10, cell: (f) => f.op },
-  {
-    title: 'calls',
-    width: 20,
-    cell: (f) => `${count(f.span.from + 1)}-${count(f.span.to)} ${f.span.warm ? 'warm' : 'cold'}`,
-  },
+  { title: 'calls', width: 20, cell: (f) => spanText(f.span) },
   { title: 'tensorcomm', width: 11, cell: (f) => fixed(f.tensorcommUs) },
   { title: 'gloo', width: 9, cell: (f) => fixed(f.glooUs) },
   { title: 'x gloo', width: 8, cell: (f) => times(f.xGloo) },
@@ -167,41 +169,20 @@ async function tensorcommJob(theCase: ProcessCase, args: ColdCallsArgs): Promise
 function anchorJobs(
   dir: string,
 ): Record<Anchor, (theCase: ProcessCase, counts: number[]) => Promise<number[]>> {
-  const floor = (file: string) => fileURLToPath(new URL(`./floors/${file}`, import.meta.url));
-  const binary = join(dir, 'mpi_cold_calls');
-  let compiled: Promise<unknown> | undefined;
-  const parse = (stdout: string) =>
-    (JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as { ms: number[] }).ms;
-  const opName = (theCase: ProcessCase) => (theCase.op === 'roundTrip' ? 'rtt' : 'allreduce');
+  const mpi = mpiColdJobs(dir);
   return {
     gloo: async (theCase, counts) => {
-      const args = [floor('gloo_cold_calls.py'), opName(theCase), String(BYTES), ...counts.map(String)];
-      return parse((await exec(PYTHON, args, { timeout: JOB_TIMEOUT_MS })).stdout);
+      const script = fileURLToPath(new URL('./floors/gloo_cold_calls.py', import.meta.url));
+      const op = theCase.op === 'roundTrip' ? 'rtt' : 'allreduce';
+      const { stdout } = await exec(PYTHON, [script, op, String(BYTES), ...counts.map(String)], {
+        timeout: JOB_TIMEOUT_MS,
+      });
+      return clockReadings(stdout);
     },
-    mpi: async (theCase, counts) => {
-      compiled ??= exec('mpicc', ['-O2', '-o', binary, floor('mpi_cold_calls.c')], { timeout: 60_000 });
-      await compiled;
-      // Across nodes Open MPI may not use shared memory either.
-      const transport = theCase.layout === 'nodes' ? ['--mca', 'btl', 'tcp,self'] : [];
-      const mpirun = ['--allow-run-as-root', '--oversubscribe', ...transport, '-np', '2', binary];
-      const args = [...mpirun, opName(theCase), String(BYTES), ...counts.map(String)];
-      return parse((await exec('mpirun', args, { timeout: JOB_TIMEOUT_MS })).stdout);
-    },
+    // Across nodes Open MPI may not use shared memory either.
+    mpi: (theCase, counts) =>
+      mpi(theCase.op, 2, BYTES, counts, theCase.layout === 'nodes' ? ['--mca', 'btl', 'tcp,self'] : []),
   };
-}
-
-/** Why an anchor could not run, as a line for the report. */
-function skipReason(anchor: Anchor, error: unknown): string {
-  const { code, message } = error as { code?: string; message: string };
-  if (code === 'ENOENT') {
-    return anchor === 'gloo'
-      ? 'python3 not found; apt-get install -y python3-torch'
-      : 'Open MPI not installed; apt-get install -y openmpi-bin libopenmpi-dev';
-  }
-  if (anchor === 'gloo' && /No module named 'torch'/.test(message)) {
-    return 'python3-torch not installed; apt-get install -y python3-torch';
-  }
-  return `failed: ${message.split('\n')[0]}`;
 }
 
 export async function runProcessSmallCallsBench(
@@ -228,7 +209,7 @@ export async function runProcessSmallCallsBench(
           try {
             anchors[i][anchor].push(await anchorJob[anchor](theCase, counts));
           } catch (error) {
-            skipped[anchor] = skipReason(anchor, error);
+            skipped[anchor] = anchorSkipped(anchor, error);
           }
         }
       }
