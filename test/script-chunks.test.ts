@@ -81,6 +81,27 @@ describe('script chunks', () => {
     for (const rank of await job()) expect(byCache(rank.loaded)).toEqual(everyChunk(true));
   });
 
+  it("the job's last rank to finish writes the code caches, none while another still runs (writing them changes V8's flags for every thread a moment)", async () => {
+    const file = rootImporter(
+      scratch,
+      'last-writes.mjs',
+      `import { readdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+export default async function main(ctx) {
+  await ctx.world.barrier();
+  if (ctx.rank === 0) return [];
+  // Rank 0 has long finished: a cache written at its end would be here.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const [{ chunk }] = globalThis[Symbol.for('tensorcomm.codeCaches')].loaded();
+  return readdirSync(dirname(fileURLToPath(chunk))).filter((name) => name.endsWith('.v8cache'));
+}`,
+    );
+    const dir = dirname(fileURLToPath((await entryBundle(file))!.setupUrl));
+    expect(await spawnThreads(file, { worldSize: 2 })).toEqual([[], []]);
+    expect(readdirSync(dir).filter((name) => name.endsWith('.v8cache'))).toContain('setup.v8cache');
+  });
+
   it('print nothing: a cached job in a process of its own writes no warning', async () => {
     const file = cacheReporter('quiet.mjs');
     const driver = join(scratch, 'driver.mts');

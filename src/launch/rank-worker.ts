@@ -57,8 +57,10 @@ async function run(data: RankWorkerData, report: ReportRank): Promise<void> {
     throw error;
   }
   await ctx.close();
-  // One thread per job is enough; before the report, after which the thread may be stopped.
-  if (data.identity.rank === 0) saveCodeCaches();
+  // One thread per job is enough: the last rank to finish, since writing a cache made under other flags
+  // sets them for a moment in every thread (script-chunk-loader.ts), where they would reach ranks still
+  // running. Before the report, after which the thread may be stopped.
+  if (Atomics.sub(new Int32Array(data.unfinished), 0, 1) === 1) saveCodeCaches();
   try {
     report({ kind: 'result', value: packTensors(value) });
   } catch (error) {

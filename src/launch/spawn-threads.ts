@@ -109,6 +109,11 @@ export interface RankWorkerData {
   setupUrl: string;
   args: unknown;
   abort: SharedArrayBuffer;
+  /**
+   * One Int32: the job's ranks that have not yet finished. The last to finish writes the code caches
+   * (rank-worker.ts): writing them gives V8 other flags for a moment, in every thread of the process.
+   */
+  unfinished: SharedArrayBuffer;
   shared: unknown;
   job: JobOptions;
 }
@@ -233,6 +238,8 @@ export async function runRankThreads<R = unknown>(
   // The threads start and load under V8's own flags, which the caches of Node's built-in modules and of
   // the bundle were made under; the ranks turn tiering on past their start-up barrier (v8-tiering.ts).
   const threadsExited = rankThreadsStarting();
+  const unfinished = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
+  new Int32Array(unfinished)[0] = worldSize;
   try {
     const dataOf = (rank: number): RankWorkerData => ({
       identity: { rank, worldSize, name: names[rank], device: devices[rank], names, devices },
@@ -241,6 +248,7 @@ export async function runRankThreads<R = unknown>(
       setupUrl: rankSetup,
       args: packedArgs,
       abort: abort.buffer,
+      unfinished,
       shared,
       job,
     });
