@@ -4,10 +4,12 @@
  * choice lives here, above both backends, so neither knows the other.
  */
 import { NcclBackend, ncclServes } from '../nccl/nccl-backend.ts';
+import { ClockBoard, clockBoardBytes } from '../predict/clock-board.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { Backend, GroupView } from '../thread-group/backend.ts';
+import type { ClockExchange } from '../thread-group/predicted-calls.ts';
 import { StoreBackend } from '../thread-group/store-backend/store-backend.ts';
 import { TaskBackend } from '../thread-group/task-backend/task-backend.ts';
 
@@ -50,8 +52,17 @@ export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
   });
 }
 
-/** The backend of a group's predict-mode twin (`id`), where its members exchange virtual clocks. */
-export function clockExchange(view: GroupView, id: string, choice: BackendChoice): Backend {
-  const twin = { ...view, id };
-  return choice.tasks ? new TaskBackend(twin, choice.tasks.abort) : new StoreBackend(choice.store, twin);
+/**
+ * Where a group's members exchange virtual clocks in predict mode (`id`): a board in memory they all
+ * map, where the store has it (threads), for the collectives; a twin backend for the point-to-point
+ * calls' stamps, and for the collectives where there is no board.
+ */
+export function clockExchange(view: GroupView, id: string, choice: BackendChoice): ClockExchange {
+  const twinView = { ...view, id };
+  if (choice.tasks) return { twin: new TaskBackend(twinView, choice.tasks.abort) };
+  const region =
+    view.size > 1 ? choice.store.sharedRegion?.(`${id}:board`, clockBoardBytes(view.size)) : undefined;
+  const board = region && new ClockBoard(region, { ...view, timeoutMs: choice.timeoutMs });
+  // With a board the twin carries no collective, so it takes no region slots for them.
+  return { twin: new StoreBackend(choice.store, twinView, { sharedRegion: !board }), board };
 }

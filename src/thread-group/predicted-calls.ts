@@ -20,8 +20,9 @@
  * at that layer call's clock, and waits on it move that clock, not the
  * rank's (predict/layer-clock.ts).
  */
+import type { ClockBoard } from '../predict/clock-board.ts';
 import { callIssuer, emulatedArrivalUs } from '../predict/layer-clock.ts';
-import { predictCollective } from '../predict/predict-collective.ts';
+import { type CollectivePrediction, predictCollective } from '../predict/predict-collective.ts';
 import type { CallIssuer, CallTiming, RankClock } from '../predict/rank-clock.ts';
 import { timedWork } from '../predict/timed-work.ts';
 import { runErrand } from '../runtime/errands.ts';
@@ -29,6 +30,18 @@ import type { Work } from '../runtime/work.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { Backend, CallInfo } from './backend.ts';
 import type { OpName } from './ops.ts';
+
+/**
+ * Where the members exchange clocks: the twin backend, and for collectives a board in memory they all
+ * map where there is one (predict/clock-board.ts).
+ */
+export interface ClockExchange {
+  twin: Backend;
+  board?: ClockBoard;
+}
+
+/** Collective sizes whose model answers a group keeps (a model of many channels takes tens of µs). */
+const MODELS_KEPT = 256;
 
 /** The twin's calls: no fingerprints (the group's own call was checked), matched by their own numbering. */
 const SIGNATURE = 'predict clock';
@@ -45,16 +58,19 @@ export interface PredictedGroup {
 export class GroupPrediction {
   readonly #clock: RankClock;
   readonly #exchange: Backend;
+  readonly #board: ClockBoard | undefined;
   readonly #group: PredictedGroup;
   #exchangeSeq = 0;
   /** The latest collective's exchange, once issued: the next one goes after it. */
   #exchanging: Promise<unknown> = Promise.resolve();
+  readonly #models = new Map<string, CollectivePrediction>();
   /** The end of the group's latest collective: the same on every member, so never exchanged. */
   #lastEnd: Promise<number> = Promise.resolve(0);
 
-  constructor(clock: RankClock, exchange: Backend, group: PredictedGroup) {
+  constructor(clock: RankClock, exchange: ClockExchange, group: PredictedGroup) {
     this.#clock = clock;
-    this.#exchange = exchange;
+    this.#exchange = exchange.twin;
+    this.#board = exchange.board;
     this.#group = group;
   }
 
@@ -74,22 +90,10 @@ export class GroupPrediction {
   collective<T>(op: OpName, seq: number, bytes: number, outcome: T | Promise<T>): Work<T> {
     const group = this.#group;
     const issuer = callIssuer(this.#clock);
-    const mine = Tensor.fromArray([issuer.now(), bytes], undefined, 'float64');
-    // The exchange goes once the call itself has ended (and the one before it was issued, so they keep
-    // their order): run beside the call, its waits took the rank's thread from the call's own work.
-    const info = this.#info(this.#exchangeSeq++);
-    const exchanged = (this.#exchanging = Promise.all([this.#exchanging, settled(outcome)]).then(() =>
-      this.#exchange.allReduce(info, mine, 'max'),
-    ));
+    const met = this.#meet(issuer.now(), bytes, outcome);
     const previous = this.#lastEnd;
-    const timing = Promise.all([exchanged, previous]).then(([, previousEnd]) => {
-      const [latestUs, callBytes] = mine.data as Float64Array;
-      const model = predictCollective({
-        op,
-        bytes: callBytes,
-        ranks: group.ranks,
-        topology: this.#clock.topology,
-      });
+    const timing = Promise.all([met, previous]).then(([{ latestUs, bytes: callBytes }, previousEnd]) => {
+      const model = this.#model(op, callBytes);
       const startUs = Math.max(latestUs, previousEnd);
       return { startUs, endUs: startUs + model.us, bytes: callBytes, model };
     });
@@ -109,6 +113,29 @@ export class GroupPrediction {
       endUs: t.endUs,
       busbwGBps: t.model.busbwGBps,
     }));
+  }
+
+  /**
+   * The latest member's clock at a collective's issue, and the largest bytes a member knew of it: posted
+   * to the board as it is issued and read there once the call ended, or else exchanged on the twin once
+   * it ended (and the exchange before it was issued, so they keep their order): run beside the call, the
+   * exchange's waits took the rank's thread from the call's own work.
+   */
+  #meet(issuedUs: number, bytes: number, outcome: unknown): Promise<{ latestUs: number; bytes: number }> {
+    const index = this.#exchangeSeq++;
+    const ended = Promise.all([this.#exchanging, settled(outcome)]);
+    const board = this.#board;
+    if (board) board.post(index, issuedUs, bytes);
+    const met = board
+      ? ended.then(() => board.meet(index))
+      : ended.then(async () => {
+          const mine = Tensor.fromArray([issuedUs, bytes], undefined, 'float64');
+          await this.#exchange.allReduce(this.#info(index), mine, 'max');
+          const [latestUs, callBytes] = mine.data as Float64Array;
+          return { latestUs, bytes: callBytes };
+        });
+    this.#exchanging = met;
+    return met;
   }
 
   /**
@@ -165,6 +192,19 @@ export class GroupPrediction {
   #stamp(src: number, tag: number): Promise<Float64Array> {
     const stamp = Tensor.zeros([4], 'float64');
     return this.#exchange.recv(this.#info(-1), stamp, src, tag).then(() => stamp.data as Float64Array);
+  }
+
+  /** The model's answer for a collective of the group: the same for every call of that op and size. */
+  #model(op: OpName, bytes: number): CollectivePrediction {
+    const key = `${op} ${bytes}`;
+    let model = this.#models.get(key);
+    if (model === undefined) {
+      // A job of ever new sizes keeps only the latest.
+      if (this.#models.size === MODELS_KEPT) this.#models.clear();
+      model = predictCollective({ op, bytes, ranks: this.#group.ranks, topology: this.#clock.topology });
+      this.#models.set(key, model);
+    }
+    return model;
   }
 
   #transfer(bytes: number, from: number, to: number) {

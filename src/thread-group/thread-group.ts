@@ -53,7 +53,7 @@ import { withFaults } from './fault-hook.ts';
 import { membersByNode } from './group-nodes.ts';
 import { objectToTensor, tensorToObject } from './object-bytes.ts';
 import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
-import { GroupPrediction } from './predicted-calls.ts';
+import { type ClockExchange, GroupPrediction } from './predicted-calls.ts';
 import { RecentSignature, type Signed } from './recent-signatures.ts';
 import { type CollectiveReduceOp, checkReduction, type Reduction, reductionName } from './reduction.ts';
 import { settledWithin, UnfinishedCalls } from './unfinished-calls.ts';
@@ -101,10 +101,10 @@ export interface GroupInfo {
   /** Each member's node index (group-nodes.ts), by group rank; absent where every member is on node 0. */
   nodes?: readonly number[];
   /**
-   * In predict mode: the backend of the group's twin, where members exchange their virtual clocks.
+   * In predict mode: where members exchange their virtual clocks.
    * @internal
    */
-  predictExchange?: Backend;
+  predictExchange?: ClockExchange;
 }
 
 export class ThreadGroup {
@@ -946,7 +946,7 @@ export class ThreadGroup {
     if (this.#destroyed) return;
     this.#destroyed = true;
     this.#backend?.destroy();
-    this.#info.predictExchange?.destroy();
+    this.#info.predictExchange?.twin.destroy();
   }
 }
 
