@@ -9,6 +9,7 @@ import type { AbortWord } from '../runtime/abort-word.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { Backend, GroupView } from '../thread-group/backend.ts';
+import { ReducedStamps, sentOrReduced } from '../thread-group/clock-meetings.ts';
 import type { ClockExchange } from '../thread-group/predicted-calls.ts';
 import { StoreBackend } from '../thread-group/store-backend/store-backend.ts';
 import { TaskBackend } from '../thread-group/task-backend/task-backend.ts';
@@ -53,16 +54,20 @@ export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
 }
 
 /**
- * Where a group's members exchange virtual clocks in predict mode (`id`): a board in memory they all
- * map, where the store has it (threads), for the collectives; a twin backend for the point-to-point
- * calls' stamps, and for the collectives where there is no board.
+ * Where a group's members exchange virtual clocks in predict mode (`id`): a twin backend for the
+ * point-to-point calls' stamps, and for the collectives a board in memory they all map where the store
+ * has it (threads), else a meeting on the twin (thread-group/clock-meetings.ts).
  */
 export function clockExchange(view: GroupView, id: string, choice: BackendChoice): ClockExchange {
   const twinView = { ...view, id };
-  if (choice.tasks) return { twin: new TaskBackend(twinView, choice.tasks.abort) };
+  const group = { ...view, timeoutMs: choice.timeoutMs };
+  if (choice.tasks) {
+    const twin = new TaskBackend(twinView, choice.tasks.abort);
+    return { twin, meeting: sentOrReduced(twin, group) };
+  }
   const region =
     view.size > 1 ? choice.store.sharedRegion?.(`${id}:board`, clockBoardBytes(view.size)) : undefined;
-  const board = region && new ClockBoard(region, { ...view, timeoutMs: choice.timeoutMs });
   // With a board the twin carries no collective, so it takes no region slots for them.
-  return { twin: new StoreBackend(choice.store, twinView, { sharedRegion: !board }), board };
+  const twin = new StoreBackend(choice.store, twinView, { sharedRegion: !region });
+  return { twin, meeting: region ? new ClockBoard(region, group) : new ReducedStamps(twin, group) };
 }

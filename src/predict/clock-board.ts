@@ -5,10 +5,10 @@
  * group's next collective as it issues it, and reads every member's once the
  * collective ended, by which time the members that took part in it have
  * posted: a collective in which every member hears from every other
- * (allReduce, allGather, barrier, ...) finds every post there. A collective
- * exchange of the clocks beside each call (the twin backend,
- * thread-group/predicted-calls.ts) was a round trip of its own after every
- * call, which doubled a job's small calls.
+ * (allReduce, allGather, barrier, ...) finds every post there. Exchanged
+ * in a call of their own after each call (thread-group/clock-meetings.ts),
+ * the clocks take a round trip between the members that doubles a job's
+ * small calls.
  *
  * Each member owns DEPTH slots, taken in turn by its collectives' indexes: a
  * slot's stamp says which index its values are for (index + 1; zero-filled is
@@ -17,6 +17,7 @@
  */
 import type { SharedRegion } from '../runtime/tensor-store.ts';
 import { deadlineAfter, waitForWord, wake } from '../runtime/wait.ts';
+import type { ClockMeeting, MetClocks } from './clock-meeting.ts';
 
 /** Collectives a member may post ahead of the slowest reader before its next post waits. */
 const DEPTH = 64;
@@ -36,7 +37,7 @@ export function clockBoardBytes(size: number): number {
   return size * DEPTH * VALUES_PER_SLOT * Float64Array.BYTES_PER_ELEMENT + (size * (DEPTH + 1) + 1) * 4;
 }
 
-export class ClockBoard {
+export class ClockBoard implements ClockMeeting {
   readonly #region: SharedRegion;
   readonly #group: ClockBoardGroup;
   /** [clock, bytes] of each member's slots. */
@@ -66,7 +67,6 @@ export class ClockBoard {
     this.#sleepers = size * (DEPTH + 1);
   }
 
-  /** Posts this member's clock and bytes for the group's collective `index` (0, 1, ... in order). */
   post(index: number, clockUs: number, bytes: number): void {
     if (this.#pending.size === 0 && this.#slotFree(index)) {
       this.#write(index, clockUs, bytes);
@@ -85,11 +85,7 @@ export class ClockBoard {
     );
   }
 
-  /**
-   * The latest clock and the largest bytes the members posted for collective `index`, once all have;
-   * call in index order, after this member's post of it.
-   */
-  async meet(index: number): Promise<{ latestUs: number; bytes: number }> {
+  async meet(index: number): Promise<MetClocks> {
     await this.#pending.get(index);
     const { ranks, timeoutMs } = this.#group;
     const deadline = deadlineAfter(timeoutMs);

@@ -20,7 +20,7 @@
  * at that layer call's clock, and waits on it move that clock, not the
  * rank's (predict/layer-clock.ts).
  */
-import type { ClockBoard } from '../predict/clock-board.ts';
+import type { ClockMeeting, MetClocks } from '../predict/clock-meeting.ts';
 import { callIssuer, emulatedArrivalUs } from '../predict/layer-clock.ts';
 import { type CollectivePrediction, predictCollective } from '../predict/predict-collective.ts';
 import type { CallIssuer, CallTiming, RankClock } from '../predict/rank-clock.ts';
@@ -28,23 +28,21 @@ import { timedWork } from '../predict/timed-work.ts';
 import { runErrand } from '../runtime/errands.ts';
 import type { Work } from '../runtime/work.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import type { Backend, CallInfo } from './backend.ts';
+import type { Backend } from './backend.ts';
+import { twinCall } from './clock-meetings.ts';
 import type { OpName } from './ops.ts';
 
 /**
- * Where the members exchange clocks: the twin backend, and for collectives a board in memory they all
- * map where there is one (predict/clock-board.ts).
+ * Where the members exchange clocks: the twin backend (the point-to-point calls' stamps), and the
+ * collectives' meeting (predict/clock-meeting.ts).
  */
 export interface ClockExchange {
   twin: Backend;
-  board?: ClockBoard;
+  meeting: ClockMeeting;
 }
 
 /** Collective sizes whose model answers a group keeps (a model of many channels takes tens of µs). */
 const MODELS_KEPT = 256;
-
-/** The twin's calls: no fingerprints (the group's own call was checked), matched by their own numbering. */
-const SIGNATURE = 'predict clock';
 
 export interface PredictedGroup {
   name: string;
@@ -58,7 +56,7 @@ export interface PredictedGroup {
 export class GroupPrediction {
   readonly #clock: RankClock;
   readonly #exchange: Backend;
-  readonly #board: ClockBoard | undefined;
+  readonly #meeting: ClockMeeting;
   readonly #group: PredictedGroup;
   #exchangeSeq = 0;
   /** The latest collective's exchange, once issued: the next one goes after it. */
@@ -70,16 +68,12 @@ export class GroupPrediction {
   constructor(clock: RankClock, exchange: ClockExchange, group: PredictedGroup) {
     this.#clock = clock;
     this.#exchange = exchange.twin;
-    this.#board = exchange.board;
+    this.#meeting = exchange.meeting;
     this.#group = group;
   }
 
   get active(): boolean {
     return !this.#clock.stopped;
-  }
-
-  #info(seq: number): CallInfo {
-    return { seq, signature: SIGNATURE, timeoutMs: this.#group.timeoutMs, checks: false };
   }
 
   /**
@@ -117,23 +111,12 @@ export class GroupPrediction {
 
   /**
    * The latest member's clock at a collective's issue, and the largest bytes a member knew of it: posted
-   * to the board as it is issued and read there once the call ended, or else exchanged on the twin once
-   * it ended (and the exchange before it was issued, so they keep their order): run beside the call, the
-   * exchange's waits took the rank's thread from the call's own work.
+   * as it is issued, met once the call ended and the collective before it was met.
    */
-  #meet(issuedUs: number, bytes: number, outcome: unknown): Promise<{ latestUs: number; bytes: number }> {
+  #meet(issuedUs: number, bytes: number, outcome: unknown): Promise<MetClocks> {
     const index = this.#exchangeSeq++;
-    const ended = Promise.all([this.#exchanging, settled(outcome)]);
-    const board = this.#board;
-    if (board) board.post(index, issuedUs, bytes);
-    const met = board
-      ? ended.then(() => board.meet(index))
-      : ended.then(async () => {
-          const mine = Tensor.fromArray([issuedUs, bytes], undefined, 'float64');
-          await this.#exchange.allReduce(this.#info(index), mine, 'max');
-          const [latestUs, callBytes] = mine.data as Float64Array;
-          return { latestUs, bytes: callBytes };
-        });
+    this.#meeting.post(index, issuedUs, bytes);
+    const met = Promise.all([this.#exchanging, settled(outcome)]).then(() => this.#meeting.meet(index));
     this.#exchanging = met;
     return met;
   }
@@ -158,7 +141,7 @@ export class GroupPrediction {
       'float64',
     );
     // Nobody waits on it but the receiver; the rank's close waits for it to be taken.
-    runErrand(this.#exchange.send(this.#info(-1), stamp, dst, tag));
+    runErrand(this.#exchange.send(twinCall(-1, this.#group.timeoutMs), stamp, dst, tag));
     return this.#settled(issuer, outcome, Promise.resolve(timing), () =>
       this.#p2pRecord(op, bytes, model, timing, peer),
     );
@@ -191,7 +174,9 @@ export class GroupPrediction {
   /** The sender's stamp: its start, bytes, arrival, and 1 where an emulated link gave the arrival. */
   #stamp(src: number, tag: number): Promise<Float64Array> {
     const stamp = Tensor.zeros([4], 'float64');
-    return this.#exchange.recv(this.#info(-1), stamp, src, tag).then(() => stamp.data as Float64Array);
+    return this.#exchange
+      .recv(twinCall(-1, this.#group.timeoutMs), stamp, src, tag)
+      .then(() => stamp.data as Float64Array);
   }
 
   /** The model's answer for a collective of the group: the same for every call of that op and size. */
