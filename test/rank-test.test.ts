@@ -76,3 +76,24 @@ describe('warm threads, fresh jobs', () => {
     }
   });
 });
+
+describe('ranks as tasks of one thread', () => {
+  rankTest(
+    'threads: 1 runs every rank in one thread of its own',
+    { worldSize: 6, threads: 1 },
+    async (ctx) => {
+      const threads = await ctx.world.allGatherObject(threadId);
+      expect(new Set(threads).size).toBe(1);
+      // Not a warm thread of the file's: those ran the tests above.
+      expect(jobs).not.toContain(threads[0]);
+      const t = Tensor.full([2], ctx.rank);
+      await ctx.world.allReduce(t);
+      expect(t.toArray()).toEqual([15, 15]);
+    },
+  );
+
+  rankTest('a thread per rank again after it', { worldSize: 3 }, async (ctx) => {
+    const threads = await ctx.world.allGatherObject(threadId);
+    expect(new Set(threads).size).toBe(3);
+  });
+});

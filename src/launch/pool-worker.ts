@@ -42,12 +42,15 @@ async function prepare(module: string, arg: unknown): Promise<void> {
   }
 }
 
-let queue = Promise.resolve();
-port.on('message', (request: PoolRequest) => {
-  queue = queue.then(() =>
-    request.kind === 'job' ? runRank(request.data) : prepare(request.module, request.arg),
-  );
-});
-
-await importModule((workerData as PoolWorkerData).setupUrl);
-report({ kind: 'ready' });
+// A pool also starts a thread from here for a job of ranks as tasks (`threads: 1`), which rank-worker.ts
+// runs from its workerData as it loads: that thread takes no part in the pool's protocol.
+if ((workerData as { pool?: boolean }).pool === true) {
+  let queue = Promise.resolve();
+  port.on('message', (request: PoolRequest) => {
+    queue = queue.then(() =>
+      request.kind === 'job' ? runRank(request.data) : prepare(request.module, request.arg),
+    );
+  });
+  await importModule((workerData as PoolWorkerData).setupUrl);
+  report({ kind: 'ready' });
+}

@@ -199,15 +199,18 @@ export class RankThreadPool {
     if (this.#closed) throw new InvalidStateError('RankThreadPool: run after close()');
     // Before any thread starts: a bad worldSize must not start a thousand of them.
     checkJobOptions(options.worldSize, options, 'RankThreadPool');
+    const bundle = this.#bundle;
+    const locate = bundle
+      ? async () => ({ bootstrap: this.#bootstrap, setupUrl: bundle.setupUrl, entryModule: bundle.entryUrl })
+      : undefined;
+    // Ranks as tasks of one thread (`threads: 1`) start that thread themselves: no warm thread per rank.
+    if (options.threads === 1 && options.worldSize !== 1)
+      return runRankThreads<R>(entry, options, refuseThreadPerRank, 1, locate);
     const starting = Math.max(0, options.worldSize - this.idle);
     const perRank = options.rankThreadBytes ?? DEFAULT_RANK_THREAD_BYTES;
     checkThreadMemory(options.worldSize, perRank, 'RankThreadPool', starting);
     const threads = await this.#acquire(options.worldSize, prepare);
     let next = 0;
-    const bundle = this.#bundle;
-    const locate = bundle
-      ? async () => ({ bootstrap: this.#bootstrap, setupUrl: bundle.setupUrl, entryModule: bundle.entryUrl })
-      : undefined;
     try {
       // Its threads are started (and their memory checked) already: the job only borrows them.
       return await runRankThreads<R>(
@@ -260,4 +263,9 @@ export class RankThreadPool {
     this.#idle = [];
     await Promise.all(idle.map((t) => t.worker.terminate()));
   }
+}
+
+/** A job of tasks never starts a thread per rank. */
+function refuseThreadPerRank(): never {
+  throw new InvalidStateError('RankThreadPool: a job of ranks as tasks asked for a thread per rank');
 }

@@ -64,6 +64,7 @@ const KNOWN_OPTIONS = [
   'chaos',
   'rankThreadBytes',
   'predict',
+  'threads',
 ] as const satisfies ReadonlyArray<keyof RankTestOptions>;
 
 const EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
