@@ -88,14 +88,15 @@ export class ClockBoard implements ClockMeeting {
   async meet(index: number): Promise<MetClocks> {
     await this.#pending.get(index);
     const { ranks, timeoutMs } = this.#group;
-    const deadline = deadlineAfter(timeoutMs);
+    // Read off the clock only where a post is not there yet, which a collective seldom finds.
+    let deadline: number | undefined;
     let latestUs = Number.NEGATIVE_INFINITY;
     let bytes = 0;
     for (let member = 0; member < ranks.length; member++) {
       const stamp = this.#slot(member, index);
       if (Atomics.load(this.#words, stamp) !== index + 1)
         await waitForWord(this.#words, stamp, (value) => value === index + 1, {
-          deadline,
+          deadline: (deadline ??= deadlineAfter(timeoutMs)),
           abort: this.#region.abort,
           sleepers: this.#sleepers,
           describe: () => this.#notPosted(member, index),

@@ -20,7 +20,7 @@
  * at that layer call's clock, and waits on it move that clock, not the
  * rank's (predict/layer-clock.ts).
  */
-import type { ClockMeeting, MetClocks } from '../predict/clock-meeting.ts';
+import type { ClockMeeting } from '../predict/clock-meeting.ts';
 import { callIssuer, emulatedArrivalUs } from '../predict/layer-clock.ts';
 import { type CollectivePrediction, predictCollective } from '../predict/predict-collective.ts';
 import type { CallIssuer, CallTiming, RankClock } from '../predict/rank-clock.ts';
@@ -53,6 +53,12 @@ export interface PredictedGroup {
   timeoutMs: number;
 }
 
+/** A collective whose member's clock was posted (GroupPrediction.post), to be issued. */
+export interface PostedCollective {
+  issuer: CallIssuer;
+  index: number;
+}
+
 export class GroupPrediction {
   readonly #clock: RankClock;
   readonly #exchange: Backend;
@@ -77,14 +83,27 @@ export class GroupPrediction {
   }
 
   /**
-   * A collective's Work: settles once the call and its exchange have, carrying the call's predicted times.
-   * `bytes` is what this member knows of the call's size: the exchange takes the members' largest, so an
-   * object's size, known only where it is serialised (broadcastObject's source, ...), reaches every member.
+   * A collective about to be issued: this member's clock and what it knows of the call's size, posted
+   * before the call is, since a call may keep its thread until its peers come (a wait's spin), and they
+   * would then find no post when the call ended. `bytes` is what this member knows of the call's size:
+   * the members' largest counts, so an object's size, known only where it is serialised
+   * (broadcastObject's source, ...), reaches every member.
    */
-  collective<T>(op: OpName, seq: number, bytes: number, outcome: T | Promise<T>): Work<T> {
-    const group = this.#group;
+  post(bytes: number): PostedCollective {
     const issuer = callIssuer(this.#clock);
-    const met = this.#meet(issuer.now(), bytes, outcome);
+    const index = this.#exchangeSeq++;
+    this.#meeting.post(index, issuer.now(), bytes);
+    return { issuer, index };
+  }
+
+  /** A posted collective's Work: settles once the call and its meeting have, carrying its predicted times. */
+  collective<T>(op: OpName, seq: number, posted: PostedCollective, outcome: T | Promise<T>): Work<T> {
+    const group = this.#group;
+    // Met once the call ended and the collective before it was met.
+    const met = Promise.all([this.#exchanging, settled(outcome)]).then(() =>
+      this.#meeting.meet(posted.index),
+    );
+    this.#exchanging = met;
     const previous = this.#lastEnd;
     const timing = Promise.all([met, previous]).then(([{ latestUs, bytes: callBytes }, previousEnd]) => {
       const model = this.#model(op, callBytes);
@@ -96,7 +115,7 @@ export class GroupPrediction {
       (t) => t.endUs,
       () => 0,
     );
-    return this.#settled(issuer, outcome, timing, (t) => ({
+    return this.#settled(posted.issuer, outcome, timing, (t) => ({
       group: group.name,
       seq,
       op,
@@ -107,18 +126,6 @@ export class GroupPrediction {
       endUs: t.endUs,
       busbwGBps: t.model.busbwGBps,
     }));
-  }
-
-  /**
-   * The latest member's clock at a collective's issue, and the largest bytes a member knew of it: posted
-   * as it is issued, met once the call ended and the collective before it was met.
-   */
-  #meet(issuedUs: number, bytes: number, outcome: unknown): Promise<MetClocks> {
-    const index = this.#exchangeSeq++;
-    this.#meeting.post(index, issuedUs, bytes);
-    const met = Promise.all([this.#exchanging, settled(outcome)]).then(() => this.#meeting.meet(index));
-    this.#exchanging = met;
-    return met;
   }
 
   /**

@@ -53,7 +53,7 @@ import { withFaults } from './fault-hook.ts';
 import { membersByNode } from './group-nodes.ts';
 import { objectToTensor, tensorToObject } from './object-bytes.ts';
 import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
-import { type ClockExchange, GroupPrediction } from './predicted-calls.ts';
+import { type ClockExchange, GroupPrediction, type PostedCollective } from './predicted-calls.ts';
 import { RecentSignature, type Signed } from './recent-signatures.ts';
 import { type CollectiveReduceOp, checkReduction, type Reduction, reductionName } from './reduction.ts';
 import { settledWithin, UnfinishedCalls } from './unfinished-calls.ts';
@@ -223,6 +223,8 @@ export class ThreadGroup {
       return this.#rejected(where, error);
     }
     const debug = this.#tracker?.track(spec, seq, signed, options);
+    const prediction = this.#prediction?.active ? this.#prediction : undefined;
+    const posted = prediction && !spec.p2p ? prediction.post(signed.bytes) : undefined;
     let outcome: T | Promise<T>;
     try {
       outcome = run(backend, { seq, signature: signed.signature, timeoutMs, checks, debug });
@@ -234,8 +236,11 @@ export class ThreadGroup {
     const describe = debug
       ? () => debug.describe(this.#callName(signed, seq))
       : () => this.#callName(signed, seq);
-    if (this.#prediction?.active) {
-      return trackCall(this.#predicted(spec, seq, signed, options, outcome, debug), describe);
+    if (prediction) {
+      return trackCall(
+        this.#predicted(prediction, spec, seq, signed, options, outcome, debug, posted),
+        describe,
+      );
     }
     if (!(outcome instanceof Promise)) {
       debug?.endedAtOnce();
@@ -252,21 +257,22 @@ export class ThreadGroup {
 
   /** A call in predict mode: tracked as any other, its Work carrying its predicted times (predicted-calls.ts). */
   #predicted<T>(
+    prediction: GroupPrediction,
     spec: OpSpec,
     seq: number,
     signed: Signed,
     roles: RawRoles | undefined,
     outcome: T | Promise<T>,
     debug: TrackedCall | undefined,
+    posted: PostedCollective | undefined,
   ): Work<T> {
-    const prediction = this.#prediction as GroupPrediction;
     let watched = outcome;
     if (outcome instanceof Promise) {
       debug?.running();
       if (debug) watched = debug.watch(outcome);
       if (!spec.p2p) this.#unfinished.add(outcome);
     } else debug?.endedAtOnce();
-    if (!spec.p2p) return prediction.collective(spec.name, seq, signed.bytes, watched);
+    if (posted) return prediction.collective(spec.name, seq, posted, watched);
     const tag = (roles?.tag as number | undefined) ?? 0;
     if (spec.peerRole === 'dst') {
       return prediction.send(spec.name, roles?.dst as number, tag, signed.bytes, watched);
