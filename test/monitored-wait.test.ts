@@ -41,6 +41,18 @@ function leaves(board: ThreadStatusBoard, rank: number): void {
   new RankMonitor(rank, board, resolveDebugOptions(undefined)).close();
 }
 
+/** Rank 0's wait in `call` on `g` for up to 30 s, waiting for `waitingFor`; `waitedFor` is each look at its peers. */
+function waitOptions(g: GroupView, call: CallInfo, waitingFor: string, waitedFor: () => number[]) {
+  return {
+    group: g,
+    call,
+    abort: undefined,
+    deadline: performance.now() + 30_000,
+    waitingFor: () => waitingFor,
+    waitedFor,
+  };
+}
+
 /** Rank 0 waiting `waitMs` in a barrier for rank 1, its call checking every `peerCheckMs`: how many looks it took, and how it ended. */
 async function wait(
   peerCheckMs: number,
@@ -96,20 +108,18 @@ describe('a monitored slow wait', () => {
     const board = new ThreadStatusBoard(ThreadStatusBoard.createShared(2));
     const { call } = monitoredCall(group, board, PEER_CHECK_MS, 30_000);
     const words = new Int32Array(new SharedArrayBuffer(4));
-    const ended = await waitMonitored(words, 0, (value) => value === 1, {
-      group,
-      call,
-      abort: undefined,
-      deadline: performance.now() + 30_000,
-      waitingFor: () => 'group rank 1',
-      waitedFor: () => {
+    const ended = await waitMonitored(
+      words,
+      0,
+      (value) => value === 1,
+      waitOptions(group, call, 'group rank 1', () => {
         const missing = Atomics.load(words, 0) === 1 ? [] : [1];
         // Rank 1 arrives last, so the barrier completes; it returns and leaves its main function.
         Atomics.store(words, 0, 1);
         leaves(board, 1);
         return missing;
-      },
-    }).catch((error: unknown) => error);
+      }),
+    ).catch((error: unknown) => error);
     expect(ended).toBeUndefined();
   });
 
@@ -121,20 +131,18 @@ describe('a monitored slow wait', () => {
     // Who has arrived in the barrier (rank 0 has); it completes only once all have.
     const arrived = new Int32Array(new SharedArrayBuffer(12));
     arrived[0] = 1;
-    const ended = await waitMonitored(arrived, 2, (value) => value === 1, {
-      group: three,
-      call,
-      abort: undefined,
-      deadline: performance.now() + 30_000,
-      waitingFor: () => 'group ranks 1, 2',
-      waitedFor: () => {
+    const ended = await waitMonitored(
+      arrived,
+      2,
+      (value) => value === 1,
+      waitOptions(three, call, 'group ranks 1, 2', () => {
         const missing = [1, 2].filter((p) => Atomics.load(arrived, p) === 0);
         // Rank 1 arrives (the barrier still waits for rank 2), returns from its call regardless, and leaves.
         Atomics.store(arrived, 1, 1);
         leaves(board, 1);
         return missing;
-      },
-    }).catch((error: unknown) => error);
+      }),
+    ).catch((error: unknown) => error);
     expect(ended).toBeInstanceOf(RankFailedError);
     expect(String(ended)).toMatch(/waited for rank 2, which will never make this call/);
   });
@@ -145,19 +153,12 @@ describe('a monitored slow wait', () => {
     let delivered = false;
     const outcome = await new Promise<unknown>((resolve) => {
       const stop = watchMonitored(
-        {
-          group,
-          call,
-          abort: undefined,
-          deadline: performance.now() + 30_000,
-          waitingFor: () => 'group rank 1',
-          waitedFor: () => {
-            // Rank 1 sends what the wait waits for, and leaves.
-            delivered = true;
-            leaves(board, 1);
-            return [1];
-          },
-        },
+        waitOptions(group, call, 'group rank 1', () => {
+          // Rank 1 sends what the wait waits for, and leaves.
+          delivered = true;
+          leaves(board, 1);
+          return [1];
+        }),
         () => {
           if (!delivered) return false;
           stop();
