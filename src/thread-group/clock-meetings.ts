@@ -37,9 +37,6 @@ export function sentOrReduced(twin: Backend, group: TwinGroup): ClockMeeting {
   return group.size <= STAMPS_MAX_SIZE ? new SentStamps(twin, group) : new ReducedStamps(twin, group);
 }
 
-/** Each member's stamp as it issued the call: its clock and bytes. */
-const stamp = (clockUs: number, bytes: number) => Tensor.fromArray([clockUs, bytes], undefined, 'float64');
-
 abstract class TwinStamps implements ClockMeeting {
   /** This member's stamps posted and not yet met. */
   protected readonly mine = new Map<number, Tensor>();
@@ -50,7 +47,8 @@ abstract class TwinStamps implements ClockMeeting {
   ) {}
 
   post(index: number, clockUs: number, bytes: number): void {
-    this.mine.set(index, stamp(clockUs, bytes));
+    // Its clock and bytes as it issued the call.
+    this.mine.set(index, Tensor.fromArray([clockUs, bytes], undefined, 'float64'));
   }
 
   abstract meet(index: number): Promise<MetClocks>;
@@ -67,10 +65,11 @@ class SentStamps extends TwinStamps {
   override post(index: number, clockUs: number, bytes: number): void {
     super.post(index, clockUs, bytes);
     const { rank, size, timeoutMs } = this.group;
-    // Nobody waits on them but the peers; the rank's close waits for them to be taken.
+    // Only read, by every send: one tensor serves them all. Nobody waits on them but the peers; the rank's
+    // close waits for them to be taken.
+    const mine = this.mine.get(index) as Tensor;
     for (let peer = 0; peer < size; peer++)
-      if (peer !== rank)
-        runErrand(this.twin.send(twinCall(-1, timeoutMs), stamp(clockUs, bytes), peer, STAMP_TAG));
+      if (peer !== rank) runErrand(this.twin.send(twinCall(-1, timeoutMs), mine, peer, STAMP_TAG));
   }
 
   async meet(index: number): Promise<MetClocks> {
