@@ -217,3 +217,31 @@ describe('AbortWord', () => {
     expect(abort.error()).toMatchObject({ message: 'rank 1 (rank-1) exited with code 3', failedRank: 1 });
   });
 });
+
+describe('waitForWord on memory that processes map (no SharedArrayBuffer: nothing can park on it)', () => {
+  it('looks until the word is ready, or its deadline passes naming what it waited for', async () => {
+    const words = new Int32Array(new ArrayBuffer(8));
+    const ready = (value: number) => value === 7;
+    setTimeout(() => Atomics.store(words, 1, 7), 20);
+    const options = { deadline: performance.now() + 5_000, abort: undefined, describe: () => 'never' };
+    await waitForWord(words, 1, ready, options);
+    expect(Atomics.load(words, 1)).toBe(7);
+    const late = {
+      deadline: performance.now() + 30,
+      abort: undefined,
+      describe: () => 'rank 3 waited for word 0',
+    };
+    const error = await waitForWord(words, 0, ready, late).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CommTimeoutError);
+    expect((error as Error).message).toBe('rank 3 waited for word 0');
+  });
+
+  it("ends with the job's abort", async () => {
+    const words = new Int32Array(new ArrayBuffer(4));
+    const abort = new AbortWord();
+    setTimeout(() => abort.abort(2, 'rank 2 failed: boom'), 20);
+    const options = { deadline: performance.now() + 5_000, abort, describe: () => 'never' };
+    const error = await waitForWord(words, 0, (v) => v === 1, options).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RankFailedError);
+  });
+});

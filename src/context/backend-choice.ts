@@ -4,7 +4,13 @@
  * choice lives here, above both backends, so neither knows the other.
  */
 import { NcclBackend, ncclServes } from '../nccl/nccl-backend.ts';
-import { ClockBoard, clockBoardBytes } from '../predict/clock-board.ts';
+import {
+  type BoardMemory,
+  ClockBoard,
+  clockBoardBytes,
+  nodeFilesBoard,
+  regionBoard,
+} from '../predict/clock-board.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import type { Device } from '../tensor/dtype.ts';
@@ -56,7 +62,8 @@ export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
 /**
  * Where a group's members exchange virtual clocks in predict mode (`id`): a twin backend for the
  * point-to-point calls' stamps, and for the collectives a board in memory they all map where the store
- * has it (threads), else a meeting on the twin (thread-group/clock-meetings.ts).
+ * has it (threads: one region; processes of one node: a file each), else a meeting on the twin
+ * (thread-group/clock-meetings.ts).
  */
 export function clockExchange(view: GroupView, id: string, choice: BackendChoice): ClockExchange {
   const twinView = { ...view, id };
@@ -65,9 +72,22 @@ export function clockExchange(view: GroupView, id: string, choice: BackendChoice
     const twin = new TaskBackend(twinView, choice.tasks.abort);
     return { twin, meeting: sentOrReduced(twin, group) };
   }
-  const region =
-    view.size > 1 ? choice.store.sharedRegion?.(`${id}:board`, clockBoardBytes(view.size)) : undefined;
-  // With a board the twin carries no collective, so it takes no region slots for them.
-  const twin = new StoreBackend(choice.store, twinView, { sharedRegion: !region });
-  return { twin, meeting: region ? new ClockBoard(region, group) : new ReducedStamps(twin, group) };
+  const board = view.size > 1 ? boardMemory(view, `${id}:board`, choice.store) : undefined;
+  // With a board in one region the twin carries no collective, so it takes no region slots for them.
+  const twin = new StoreBackend(choice.store, twinView, { sharedRegion: board?.kind !== 'region' });
+  return { twin, meeting: board ? new ClockBoard(board.memory, group) : new ReducedStamps(twin, group) };
+}
+
+function boardMemory(
+  view: GroupView,
+  key: string,
+  store: TensorStore,
+): { kind: 'region' | 'files'; memory: BoardMemory } | undefined {
+  const region = store.sharedRegion?.(key, clockBoardBytes(view.size));
+  if (region) return { kind: 'region', memory: regionBoard(region, view.size) };
+  const nodeOf = store.nodeOf?.bind(store);
+  const node = nodeOf?.(view.ranks[view.rank]);
+  if (nodeOf && view.ranks.some((r) => nodeOf(r) !== node)) return undefined;
+  const files = nodeFilesBoard(store, key, view.ranks, view.rank);
+  return files && { kind: 'files', memory: files };
 }

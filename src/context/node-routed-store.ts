@@ -18,6 +18,7 @@ import {
   UnfinishedGets,
 } from '../runtime/store-bookkeeping.ts';
 import type {
+  NodeRegion,
   StoreEntry,
   StoreFinishOptions,
   StoreSetOptions,
@@ -60,6 +61,11 @@ export class NodeRoutedStore implements TensorStore {
   /** The network's bytes are the far store's: the node's own store moves none. */
   networkStats(): NetworkStats {
     return this.#far.networkStats?.() ?? noNetworkStats();
+  }
+
+  /** A region of this node's ranks only: the node's files. */
+  nodeRegion(key: string, owner: number, bytes: number): NodeRegion | undefined {
+    return this.#onThisNode(owner) ? this.#near.nodeRegion?.(key, owner, bytes) : undefined;
   }
 
   #onThisNode(rank: number): boolean {

@@ -43,6 +43,7 @@ import {
 } from '../runtime/store-bookkeeping.ts';
 import { encodeBounded, encodeKey, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type {
+  NodeRegion,
   StoreEntry,
   StoreFinishOptions,
   StoreSetOptions,
@@ -58,6 +59,7 @@ import { FileStoreCorruptError, FileStoreError } from './errors.ts';
 import { arenaFile, CLAIMS_DIR, doneDir, KeyFiles, TMP_DIR, topicOf } from './file-names.ts';
 import { readJobAbort } from './job-abort.ts';
 import { canMapFiles } from './mapped-file.ts';
+import { NodeRegionFile } from './node-region.ts';
 import { isStillAt, removeIfPresent } from './present-files.ts';
 import { ProducerArenas } from './producer-arenas.ts';
 import { asSpaceError } from './reserve-space.ts';
@@ -150,6 +152,8 @@ export class FileTensorStore implements TensorStore {
   readonly #arenas: ProducerArenas;
   readonly #arenaViews = new ArenaViews();
   readonly #rings: RingChannels | undefined;
+  /** nodeRegion's files, this rank's and its peers', by path. */
+  readonly #regions = new Map<string, NodeRegionFile>();
   #counter = 0;
   #abort: RankFailedError | undefined;
   #closed = false;
@@ -598,6 +602,21 @@ export class FileTensorStore implements TensorStore {
     }
   }
 
+  nodeRegion(key: string, owner: number, bytes: number): NodeRegion | undefined {
+    const where = () => `nodeRegion(${JSON.stringify(key)}, ${owner})`;
+    this.#assertUsable(where);
+    if (!canMapFiles()) return undefined;
+    const path = NodeRegionFile.path(this.dir, topicOf(key, where), owner);
+    let file = this.#regions.get(path);
+    if (!file) {
+      file =
+        owner === this.rank ? NodeRegionFile.create(this.dir, path, bytes) : NodeRegionFile.open(path, bytes);
+      if (!file) return undefined;
+      this.#regions.set(path, file);
+    }
+    return { buffer: file.mapping.buffer, abort: { throwIfAborted: () => this.#assertUsable(where) } };
+  }
+
   /**
    * Stops watching, rejects pending waits, releases mapped values and
    * withdraws values this rank published but did not wait for.
@@ -612,6 +631,8 @@ export class FileTensorStore implements TensorStore {
       closeSync(held.fd);
     }
     this.#arenaViews.close();
+    for (const file of this.#regions.values()) file.close();
+    this.#regions.clear();
     for (const [key, produced] of [...this.#produced]) {
       try {
         this.#release(key, produced);

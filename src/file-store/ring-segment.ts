@@ -17,15 +17,9 @@ import { ByteRing, RING_CONTROL_BYTES } from '../runtime/byte-ring.ts';
 import { FileStoreCorruptError, FileStoreError } from './errors.ts';
 import { TMP_DIR } from './file-names.ts';
 import { type Mapping, mapFile } from './mapped-file.ts';
-import { asSpaceError, reserveFileSpace } from './reserve-space.ts';
-import {
-  createJobFile,
-  discardJobFile,
-  type JobFile,
-  openJobFile,
-  publishJobFile,
-  removeJobFile,
-} from './sealed-files.ts';
+import { createMappedJobFile, type MappedJobFile } from './mapped-job-file.ts';
+import { asSpaceError } from './reserve-space.ts';
+import { openJobFile, removeJobFile } from './sealed-files.ts';
 
 const MAGIC = 0x53524354; // 'TCRS'
 const VERSION = 1;
@@ -72,27 +66,18 @@ export class RingSegment {
             `${where}: ${path} exists: another store of rank ${rank} uses this job directory`,
           )
         : asSpaceError(error, dir, bytes, where);
-    let file: JobFile;
+    let made: MappedJobFile;
     try {
-      file = createJobFile(path, bytes);
+      made = createMappedJobFile(dir, path, bytes, 'ring file', where, (buffer) => {
+        const header = new DataView(buffer, 0, HEADER_BYTES);
+        for (const [i, value] of [MAGIC, VERSION, rank, rings, ringBytes].entries()) {
+          header.setUint32(i * 4, value, true);
+        }
+      });
     } catch (error) {
       throw taken(error);
     }
-    let mapping: Mapping | undefined;
-    try {
-      reserveFileSpace(file.fd, 0, bytes, dir, where);
-      mapping = mapFile(file.fd, bytes, `ring file ${path}`, true);
-      const header = new DataView(mapping.buffer, 0, HEADER_BYTES);
-      for (const [i, value] of [MAGIC, VERSION, rank, rings, ringBytes].entries()) {
-        header.setUint32(i * 4, value, true);
-      }
-      publishJobFile(file, path);
-    } catch (error) {
-      mapping?.release();
-      discardJobFile(file, path);
-      throw taken(error);
-    }
-    return new RingSegment(mapping, rings, ringBytes, { path, fd: file.fd });
+    return new RingSegment(made.mapping, rings, ringBytes, { path, fd: made.fd });
   }
 
   /** Maps `rank`'s inbox to write into it; undefined when it does not exist (its store is not open). */

@@ -1,27 +1,97 @@
 /**
- * ClockBoard: where the thread ranks of one group meet in predict mode for a
- * collective's start, in shared memory (TensorStore.sharedRegion), without a
- * call of their own. Each member posts its clock and its bytes for the
- * group's next collective as it issues it, and reads every member's once the
- * collective ended, by which time the members that took part in it have
- * posted: a collective in which every member hears from every other
- * (allReduce, allGather, barrier, ...) finds every post there. Exchanged
- * in a call of their own after each call (thread-group/clock-meetings.ts),
- * the clocks take a round trip between the members that doubles a job's
- * small calls.
+ * ClockBoard: where the members of one group that share a machine's memory
+ * meet in predict mode for a collective's start, without a call of their own:
+ * thread ranks in one region they all map (TensorStore.sharedRegion), process
+ * ranks of one node each in a file of the job directory it writes and the
+ * others map (TensorStore.nodeRegion). Each member posts its clock and its
+ * bytes for the group's next collective as it issues it, and reads every
+ * member's once the collective ended, by which time the members that took
+ * part in it have posted: a collective in which every member hears from every
+ * other (allReduce, allGather, barrier, ...) finds every post there.
+ * Exchanged in a call of their own after each call
+ * (thread-group/clock-meetings.ts), the clocks take a round trip between the
+ * members that doubles a job's small calls.
  *
  * Each member owns DEPTH slots, taken in turn by its collectives' indexes: a
  * slot's stamp says which index its values are for (index + 1; zero-filled is
  * empty). A member reuses a slot only once every member has read it: each
- * counts the indexes it has met, in order.
+ * counts the indexes it has met, in order. A wait on another process's
+ * memory looks now and then (runtime/wait.ts): no notify crosses processes.
  */
-import type { SharedRegion } from '../runtime/tensor-store.ts';
-import { deadlineAfter, waitForWord, wake } from '../runtime/wait.ts';
+import type { SharedRegion, TensorStore } from '../runtime/tensor-store.ts';
+import { deadlineAfter, pollUntil, type WaitStop, waitForWord, wake } from '../runtime/wait.ts';
 import type { ClockMeeting, MetClocks } from './clock-meeting.ts';
 
 /** Collectives a member may post ahead of the slowest reader before its next post waits. */
 const DEPTH = 64;
 const VALUES_PER_SLOT = 2;
+/** A member's words: its slots' stamps, then its count of indexes met, then the waits sleeping on either. */
+const MET = DEPTH;
+const SLEEPERS = DEPTH + 1;
+const WORDS = DEPTH + 2;
+const VALUES_BYTES = DEPTH * VALUES_PER_SLOT * Float64Array.BYTES_PER_ELEMENT;
+
+/** Bytes of one member's slots. */
+export const BOARD_SLOTS_BYTES = VALUES_BYTES + WORDS * Int32Array.BYTES_PER_ELEMENT;
+
+/** One member's part of a board: its slots' [clock, bytes], and its words. */
+export interface BoardSlots {
+  values: Float64Array;
+  words: Int32Array;
+}
+
+/** Where the members' slots lie. */
+export interface BoardMemory {
+  /** Member `member`'s slots; undefined while that member has not made them (its file is not there yet). */
+  slots(member: number): BoardSlots | undefined;
+  /** Ends the board's waits: the job's abort. */
+  abort?: WaitStop;
+}
+
+/** A member's slots at `byteOffset` of `buffer`. */
+export function boardSlotsAt(buffer: ArrayBufferLike, byteOffset: number): BoardSlots {
+  return {
+    values: new Float64Array(buffer, byteOffset, DEPTH * VALUES_PER_SLOT),
+    words: new Int32Array(buffer, byteOffset + VALUES_BYTES, WORDS),
+  };
+}
+
+/** Bytes of the shared region a board for `size` members takes. */
+export function clockBoardBytes(size: number): number {
+  return size * BOARD_SLOTS_BYTES;
+}
+
+/** The board of `size` members in one region they all map: each member's slots after the one before's. */
+export function regionBoard(region: SharedRegion, size: number): BoardMemory {
+  if (region.byteLength < clockBoardBytes(size))
+    throw new RangeError(`a clock board for ${size} ranks needs ${clockBoardBytes(size)} bytes`);
+  const slots = Array.from({ length: size }, (_, member) =>
+    boardSlotsAt(region.buffer, region.byteOffset + member * BOARD_SLOTS_BYTES),
+  );
+  return { slots: (member) => slots[member], abort: region.abort };
+}
+
+/**
+ * The board of a group whose members are processes of one node, each
+ * member's slots in a file of its own (TensorStore.nodeRegion), this
+ * member's made now; undefined where the store maps no files.
+ */
+export function nodeFilesBoard(
+  store: TensorStore,
+  key: string,
+  ranks: readonly number[],
+  rank: number,
+): BoardMemory | undefined {
+  const own = store.nodeRegion?.(key, ranks[rank], BOARD_SLOTS_BYTES);
+  if (!own) return undefined;
+  return {
+    slots: (member) => {
+      const region = member === rank ? own : store.nodeRegion?.(key, ranks[member], BOARD_SLOTS_BYTES);
+      return region && boardSlotsAt(region.buffer, 0);
+    },
+    abort: own.abort,
+  };
+}
 
 export interface ClockBoardGroup {
   name: string;
@@ -32,39 +102,40 @@ export interface ClockBoardGroup {
   timeoutMs: number;
 }
 
-/** Bytes of the shared region a board for `size` members takes. */
-export function clockBoardBytes(size: number): number {
-  return size * DEPTH * VALUES_PER_SLOT * Float64Array.BYTES_PER_ELEMENT + (size * (DEPTH + 1) + 1) * 4;
-}
-
 export class ClockBoard implements ClockMeeting {
-  readonly #region: SharedRegion;
+  readonly #memory: BoardMemory;
   readonly #group: ClockBoardGroup;
-  /** [clock, bytes] of each member's slots. */
-  readonly #values: Float64Array;
-  /** Each member's slot stamps, then each member's count of indexes met, then the sleepers of both. */
-  readonly #words: Int32Array;
-  readonly #metAt: number;
-  readonly #sleepers: number;
+  /** Each member's slots, once found. */
+  readonly #slots: Array<BoardSlots | undefined>;
   /** Posts waiting for a slot to be read, by index; each goes after the one before. */
   readonly #pending = new Map<number, Promise<void>>();
   #lastPending: Promise<void> = Promise.resolve();
 
-  constructor(region: SharedRegion, group: ClockBoardGroup) {
-    const size = group.ranks.length;
-    if (region.byteLength < clockBoardBytes(size))
-      throw new RangeError(`a clock board for ${size} ranks needs ${clockBoardBytes(size)} bytes`);
-    this.#region = region;
+  constructor(memory: BoardMemory, group: ClockBoardGroup) {
+    this.#memory = memory;
     this.#group = group;
-    const valueCount = size * DEPTH * VALUES_PER_SLOT;
-    this.#values = new Float64Array(region.buffer as unknown as ArrayBuffer, region.byteOffset, valueCount);
-    this.#words = new Int32Array(
-      region.buffer as unknown as ArrayBuffer,
-      region.byteOffset + valueCount * Float64Array.BYTES_PER_ELEMENT,
-      size * (DEPTH + 1) + 1,
-    );
-    this.#metAt = size * DEPTH;
-    this.#sleepers = size * (DEPTH + 1);
+    this.#slots = group.ranks.map(() => undefined);
+  }
+
+  /** Member `member`'s slots; undefined while it has not made them. */
+  #of(member: number): BoardSlots | undefined {
+    this.#slots[member] ??= this.#memory.slots(member);
+    return this.#slots[member];
+  }
+
+  /** Resolves once word `word` of member `member`'s slots holds a value `ready` accepts. */
+  async #until(
+    member: number,
+    word: number,
+    ready: (value: number) => boolean,
+    deadline: number,
+    describe: () => string,
+  ): Promise<BoardSlots> {
+    const options = { deadline, abort: this.#memory.abort, describe };
+    const slots = this.#of(member) ?? (await pollUntil(() => this.#of(member), options));
+    if (!ready(Atomics.load(slots.words, word)))
+      await waitForWord(slots.words, word, ready, { ...options, sleepers: SLEEPERS });
+    return slots;
   }
 
   post(index: number, clockUs: number, bytes: number): void {
@@ -87,38 +158,37 @@ export class ClockBoard implements ClockMeeting {
 
   async meet(index: number): Promise<MetClocks> {
     await this.#pending.get(index);
-    const { ranks, timeoutMs } = this.#group;
     // Read off the clock only where a post is not there yet, which a collective seldom finds.
     let deadline: number | undefined;
     let latestUs = Number.NEGATIVE_INFINITY;
     let bytes = 0;
-    for (let member = 0; member < ranks.length; member++) {
-      const stamp = this.#slot(member, index);
-      if (Atomics.load(this.#words, stamp) !== index + 1)
-        await waitForWord(this.#words, stamp, (value) => value === index + 1, {
-          deadline: (deadline ??= deadlineAfter(timeoutMs)),
-          abort: this.#region.abort,
-          sleepers: this.#sleepers,
-          describe: () => this.#notPosted(member, index),
-        });
-      latestUs = Math.max(latestUs, this.#values[stamp * VALUES_PER_SLOT]);
-      bytes = Math.max(bytes, this.#values[stamp * VALUES_PER_SLOT + 1]);
+    const slot = index % DEPTH;
+    for (let member = 0; member < this.#group.ranks.length; member++) {
+      let slots = this.#of(member);
+      if (slots === undefined || Atomics.load(slots.words, slot) !== index + 1)
+        slots = await this.#until(
+          member,
+          slot,
+          (value) => value === index + 1,
+          (deadline ??= deadlineAfter(this.#group.timeoutMs)),
+          () => this.#notPosted(member, index),
+        );
+      latestUs = Math.max(latestUs, slots.values[slot * VALUES_PER_SLOT]);
+      bytes = Math.max(bytes, slots.values[slot * VALUES_PER_SLOT + 1]);
     }
-    const met = this.#metAt + this.#group.rank;
-    Atomics.store(this.#words, met, index + 1);
-    wake(this.#words, met, this.#sleepers);
+    const mine = this.#of(this.#group.rank) as BoardSlots;
+    Atomics.store(mine.words, MET, index + 1);
+    wake(mine.words, MET, SLEEPERS);
     return { latestUs, bytes };
-  }
-
-  #slot(member: number, index: number): number {
-    return member * DEPTH + (index % DEPTH);
   }
 
   /** Whether every member has met the index that last took `index`'s slot. */
   #slotFree(index: number): boolean {
     const needed = index - DEPTH + 1;
-    for (let member = 0; member < this.#group.ranks.length; member++)
-      if (Atomics.load(this.#words, this.#metAt + member) < needed) return false;
+    for (let member = 0; member < this.#group.ranks.length; member++) {
+      const slots = this.#of(member);
+      if (needed > 0 && (slots === undefined || Atomics.load(slots.words, MET) < needed)) return false;
+    }
     return true;
   }
 
@@ -126,24 +196,26 @@ export class ClockBoard implements ClockMeeting {
     const needed = index - DEPTH + 1;
     const deadline = deadlineAfter(this.#group.timeoutMs);
     for (let member = 0; member < this.#group.ranks.length; member++)
-      await waitForWord(this.#words, this.#metAt + member, (value) => value >= needed, {
+      await this.#until(
+        member,
+        MET,
+        (value) => value >= needed,
         deadline,
-        abort: this.#region.abort,
-        sleepers: this.#sleepers,
-        describe: () =>
+        () =>
           `predict mode: group ${this.#group.name}: rank ${this.#group.ranks[this.#group.rank]} waited ` +
           `${this.#group.timeoutMs} ms for rank ${this.#group.ranks[member]} to end collective ${needed - 1}, ` +
           `${DEPTH} collectives behind it`,
-      });
+      );
   }
 
   #write(index: number, clockUs: number, bytes: number): void {
-    const stamp = this.#slot(this.#group.rank, index);
-    this.#values[stamp * VALUES_PER_SLOT] = clockUs;
-    this.#values[stamp * VALUES_PER_SLOT + 1] = bytes;
+    const { values, words } = this.#of(this.#group.rank) as BoardSlots;
+    const slot = index % DEPTH;
+    values[slot * VALUES_PER_SLOT] = clockUs;
+    values[slot * VALUES_PER_SLOT + 1] = bytes;
     // Stored after the values: a reader that sees the stamp sees them.
-    Atomics.store(this.#words, stamp, index + 1);
-    wake(this.#words, stamp, this.#sleepers);
+    Atomics.store(words, slot, index + 1);
+    wake(words, slot, SLEEPERS);
   }
 
   #notPosted(member: number, index: number): string {

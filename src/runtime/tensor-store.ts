@@ -11,6 +11,7 @@
 import type { Tensor } from '../tensor/tensor.ts';
 import type { AbortWord } from './abort-word.ts';
 import type { NetworkStats } from './network-stats.ts';
+import type { WaitStop } from './wait.ts';
 
 export interface StoreWaitOptions {
   /** How long to wait (default: the store's); 0 looks once, so a get of a value not yet set claims nothing. */
@@ -111,6 +112,15 @@ export interface TensorStore {
    */
   sharedRegion?(key: string, bytes: number): SharedRegion | undefined;
   /**
+   * Optional, where the ranks of a node map files of the job directory
+   * (FileTensorStore): `owner`'s region of `bytes` zero-filled bytes under
+   * `key`, made when the owner asks for it and mapped by the node's other
+   * ranks that ask; undefined for a peer's while it has not made it. Several
+   * processes map it: no wait can park on its words (runtime/wait.ts polls).
+   * @internal
+   */
+  nodeRegion?(key: string, owner: number, bytes: number): NodeRegion | undefined;
+  /**
    * Optional, where values travel as bytes (NetworkTensorStore): the consumer
    * will copy the value of `key` from `options.from` into `into`, so the store
    * may write it there as it arrives (a value of other size, or one already
@@ -131,6 +141,13 @@ export interface TensorStore {
   srcRelease?(key: string): boolean;
   /** Releases what this rank holds in the store (channels, pooled buffers). */
   close(): void;
+}
+
+/** Bytes of a file that the ranks of one node map (TensorStore.nodeRegion). */
+export interface NodeRegion {
+  buffer: ArrayBuffer;
+  /** Ends every wait on the region: the job's abort, the store closed. */
+  abort: WaitStop;
 }
 
 /** Bytes of shared memory that several ranks of one process map (TensorStore.sharedRegion). */

@@ -224,6 +224,9 @@ export async function waitForWord(
     waitBriefly(words, index, ready, options.deadline, options.abort, options.blockMs, sleepers)
   )
     return;
+  // Memory another process maps (a file of the job directory) cannot be parked on.
+  if (!(words.buffer instanceof SharedArrayBuffer))
+    return void (await pollUntil(() => ready(Atomics.load(words, index)) || undefined, options));
   if (sleepers !== undefined) Atomics.add(words, sleepers, 1);
   try {
     let value = Atomics.load(words, index);
@@ -245,5 +248,28 @@ export async function waitForWord(
     }
   } finally {
     if (sleepers !== undefined) Atomics.sub(words, sleepers, 1);
+  }
+}
+
+/** How often pollUntil looks. */
+const POLL_MS = 1;
+
+/**
+ * Resolves to what `found` returns once it returns something, looking every
+ * POLL_MS: for what no notify can announce (memory that several processes
+ * map, a file another process makes), where a wait is rare enough that a
+ * look per millisecond costs nothing. Rejects as waitForWord does.
+ */
+export async function pollUntil<T>(
+  found: () => T | undefined,
+  options: Pick<WaitOptions, 'deadline' | 'abort' | 'describe'>,
+): Promise<T> {
+  for (;;) {
+    const value = found();
+    if (value !== undefined) return value;
+    options.abort?.throwIfAborted();
+    const remaining = options.deadline - clock.now();
+    if (remaining <= 0) throw new CommTimeoutError(options.describe());
+    await new Promise((resolve) => setTimeout(resolve, Math.min(remaining, POLL_MS)));
   }
 }

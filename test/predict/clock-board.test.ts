@@ -1,20 +1,53 @@
 /**
- * The clock board thread ranks meet on in predict mode (src/predict/clock-board.ts):
- * members' boards over one shared region, driven from one thread, as rank
- * threads would drive them.
+ * The clock board ranks meet on in predict mode (src/predict/clock-board.ts),
+ * over both of its memories: one shared region (thread ranks) and a file per
+ * member that the others map (process ranks of one node: FileTensorStore's
+ * node regions). Members' boards are driven from one thread, as their ranks
+ * would drive them.
  */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ClockBoard, clockBoardBytes } from '../../src/predict/clock-board.ts';
+import { abortJob, FileTensorStore } from '../../src/file-store/index.ts';
+import {
+  type BoardMemory,
+  ClockBoard,
+  clockBoardBytes,
+  nodeFilesBoard,
+  regionBoard,
+} from '../../src/predict/clock-board.ts';
 import { AbortWord } from '../../src/runtime/abort-word.ts';
 import { CommTimeoutError, RankFailedError } from '../../src/runtime/errors.ts';
+import { storeJobs } from '../fixtures/store-jobs.ts';
 
-/** The boards of a group of `size` whose global ranks are 10, 11, ...: one per member, over one region. */
-function boards(size: number, timeoutMs = 5_000, abort?: AbortWord) {
-  const bytes = clockBoardBytes(size);
-  const region = { buffer: new SharedArrayBuffer(bytes + 64), byteOffset: 64, byteLength: bytes, abort };
-  const ranks = Array.from({ length: size }, (_, r) => 10 + r);
-  return ranks.map((_, rank) => new ClockBoard(region, { name: 'tp', ranks, rank, timeoutMs }));
+const { newJob, opened } = storeJobs('clock-board');
+
+/** The members' memories of a group whose global ranks are `ranks`, and how to fail the job. */
+interface Memories {
+  of: (rank: number) => BoardMemory;
+  fail: (rank: number, message: string) => void;
 }
+
+const kinds: Record<string, (ranks: number[]) => Memories> = {
+  'one shared region': (ranks) => {
+    const abort = new AbortWord();
+    const bytes = clockBoardBytes(ranks.length);
+    const memory = regionBoard(
+      { buffer: new SharedArrayBuffer(bytes + 64), byteOffset: 64, byteLength: bytes, abort },
+      ranks.length,
+    );
+    return { of: () => memory, fail: (rank, message) => abort.abort(rank, message) };
+  },
+  'a file per member': (ranks) => {
+    const dir = newJob();
+    const stores = ranks.map((rank) => new FileTensorStore({ dir, rank, pollMs: 10 }));
+    opened.push(...stores);
+    return {
+      of: (member) => nodeFilesBoard(stores[member], 'g~predict:board', ranks, member) as BoardMemory,
+      fail: (rank, message) => abortJob(dir, { message, failedRank: rank }),
+    };
+  },
+};
 
 /** Whether `promise` has settled after the event loop ran a little. */
 async function settledSoon(promise: Promise<unknown>): Promise<boolean> {
@@ -27,7 +60,16 @@ async function settledSoon(promise: Promise<unknown>): Promise<boolean> {
   return settled;
 }
 
-describe('ClockBoard', () => {
+describe.each(Object.keys(kinds))('ClockBoard over %s', (kind) => {
+  let memories: Memories;
+  /** The boards of a group of `size` whose global ranks are 10, 11, ...: one per member. */
+  function boards(size: number, timeoutMs = 5_000) {
+    const ranks = Array.from({ length: size }, (_, r) => 10 + r);
+    memories = kinds[kind](ranks);
+    const { of } = memories;
+    return ranks.map((_, rank) => new ClockBoard(of(rank), { name: 'tp', ranks, rank, timeoutMs }));
+  }
+
   it("gives every member the latest clock and the largest bytes of each collective's posts", async () => {
     const [a, b, c] = boards(3);
     a.post(0, 100, 8);
@@ -84,17 +126,42 @@ describe('ClockBoard', () => {
   });
 
   it("a post that waits for a slow reader fails with the job's abort, and the member's meet says so", async () => {
-    const abort = new AbortWord();
-    const [a, b] = boards(2, 5_000, abort);
+    const [a, b] = boards(2);
     for (let i = 0; i <= 64; i++) a.post(i, i, 1);
     for (let i = 0; i < 64; i++) {
       b.post(i, i, 1);
       await a.meet(i);
     }
     const met = a.meet(64);
-    abort.abort(11, 'rank 11 failed: out of memory');
+    memories.fail(11, 'rank 11 failed: out of memory');
     const error = await met.catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RankFailedError);
     expect((error as Error).message).toMatch(/out of memory/);
+  });
+});
+
+describe('ClockBoard over a file per member', () => {
+  it("waits for a peer whose file is not made yet, and its owner's close removes it", async () => {
+    const dir = newJob();
+    const [early, late] = [10, 11].map((rank) => new FileTensorStore({ dir, rank, pollMs: 10 }));
+    opened.push(early, late);
+    const ranks = [10, 11];
+    const group = { name: 'tp', ranks, timeoutMs: 5_000 };
+    const a = new ClockBoard(nodeFilesBoard(early, 'k:board', ranks, 0) as BoardMemory, {
+      ...group,
+      rank: 0,
+    });
+    a.post(0, 7, 32);
+    const met = a.meet(0);
+    expect(await settledSoon(met)).toBe(false);
+    const b = new ClockBoard(nodeFilesBoard(late, 'k:board', ranks, 1) as BoardMemory, { ...group, rank: 1 });
+    b.post(0, 90, 32);
+    expect(await met).toEqual({ latestUs: 90, bytes: 32 });
+    expect(await b.meet(0)).toEqual({ latestUs: 90, bytes: 32 });
+    const regions = () => readdirSync(join(dir, 'tmp')).filter((name) => name.startsWith('region.'));
+    expect(regions()).toHaveLength(2);
+    early.close();
+    late.close();
+    expect(regions()).toEqual([]);
   });
 });
