@@ -73,8 +73,12 @@ export function clockExchange(view: GroupView, id: string, choice: BackendChoice
     return { twin, meeting: sentOrReduced(twin, group) };
   }
   const board = view.size > 1 ? boardMemory(view, `${id}:board`, choice.store) : undefined;
-  // With a board in one region the twin carries no collective, so it takes no region slots for them.
-  const twin = new StoreBackend(choice.store, twinView, { sharedRegion: board?.kind !== 'region' });
+  // With a board in one region the twin carries no collective, so it takes no region slots for them;
+  // its stamps still go through the mailbox.
+  const twin = new StoreBackend(choice.store, twinView, {
+    sharedRegion: board?.kind !== 'region',
+    mailbox: true,
+  });
   return { twin, meeting: board ? new ClockBoard(board.memory, group) : new ReducedStamps(twin, group) };
 }
 
