@@ -41,7 +41,7 @@ export interface ClockExchange {
   meeting: ClockMeeting;
 }
 
-/** Collective sizes whose model answers a group keeps (a model of many channels takes tens of µs). */
+/** Model answers a group keeps, by call (op, size, and a message's ends). */
 const MODELS_KEPT = 256;
 
 export interface PredictedGroup {
@@ -188,19 +188,24 @@ export class GroupPrediction {
 
   /** The model's answer for a collective of the group: the same for every call of that op and size. */
   #model(op: OpName, bytes: number): CollectivePrediction {
-    const key = `${op} ${bytes}`;
+    return this.#predicted(`${op} ${bytes}`, op, bytes, this.#group.ranks);
+  }
+
+  /** The model's answer for a message between global ranks `from` and `to`. */
+  #transfer(bytes: number, from: number, to: number): CollectivePrediction {
+    return this.#predicted(`send ${bytes} ${from} ${to}`, 'send', bytes, [from, to]);
+  }
+
+  /** predictCollective's answer, kept under `key` (a model of many channels takes tens of µs). */
+  #predicted(key: string, op: OpName, bytes: number, ranks: readonly number[]): CollectivePrediction {
     let model = this.#models.get(key);
     if (model === undefined) {
       // A job of ever new sizes keeps only the latest.
       if (this.#models.size === MODELS_KEPT) this.#models.clear();
-      model = predictCollective({ op, bytes, ranks: this.#group.ranks, topology: this.#clock.topology });
+      model = predictCollective({ op, bytes, ranks, topology: this.#clock.topology });
       this.#models.set(key, model);
     }
     return model;
-  }
-
-  #transfer(bytes: number, from: number, to: number) {
-    return predictCollective({ op: 'send', bytes, ranks: [from, to], topology: this.#clock.topology });
   }
 
   /**
