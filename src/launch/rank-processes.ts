@@ -77,6 +77,13 @@ export class RankProcesses {
   readonly closed: Promise<void>;
   /** By global rank; other nodes' ranks count as settled, since this launcher does not run them. */
   private readonly settled: boolean[];
+  /**
+   * Ranks settled by their exit before their report was heard, with the failure the exit made, if
+   * it made one: Node reads a child's channel to its end after its 'exit' event, so a report sent
+   * before the exit may come after it (before 'close'), and is still taken: a result, or the error
+   * that tells what the exit's code does not.
+   */
+  private readonly exitedFirst = new Map<number, RankFailure | undefined>();
   private readonly children: ChildProcess[] = [];
   private readonly timers: NodeJS.Timeout[] = [];
   private aborted = false;
@@ -153,9 +160,14 @@ export class RankProcesses {
         if (error && running(child)) child.kill('SIGKILL');
       });
       child.on('message', (report: RankReport) => {
-        if (this.settled[rank]) return;
+        const exited = this.exitedFirst.has(rank);
+        if (this.settled[rank] && !exited) return;
         this.settled[rank] = true;
-        if (report.kind === 'result') this.results[local] = unpackTensors(report.value);
+        const exitFailure = this.exitedFirst.get(rank);
+        this.exitedFirst.delete(rank);
+        if (exitFailure) {
+          if (report.kind === 'error') exitFailure.error = reviveError(report.error);
+        } else if (report.kind === 'result') this.results[local] = unpackTensors(report.value);
         else this.fail(rank, reviveError(report.error));
       });
       child.on('error', (error) => {
@@ -168,12 +180,14 @@ export class RankProcesses {
         const early = signal ? undefined : this.o.earlyExit(rank);
         const failed = code !== 0 || signal !== null || (early !== undefined && early.calls.length > 0);
         if (!this.settled[rank] || (failed && !this.failures.some((f) => f.rank === rank))) {
+          const unheard = !this.settled[rank];
           this.settled[rank] = true;
           if (failed)
             this.fail(
               rank,
               new LaunchError(`rank ${rank} (${names[rank]}) ${exitDescription(code, signal, early)}`),
             );
+          if (unheard) this.exitedFirst.set(rank, failed ? this.failures.at(-1) : undefined);
         }
       });
     });
