@@ -73,12 +73,10 @@ export function clockExchange(view: GroupView, id: string, choice: BackendChoice
     return { twin, meeting: sentOrReduced(twin, group) };
   }
   const board = view.size > 1 ? boardMemory(view, `${id}:board`, choice.store) : undefined;
-  // With a board in one region the twin carries no collective, so it takes no region slots for them;
-  // its stamps still go through the mailbox.
-  const twin = new StoreBackend(choice.store, twinView, {
-    sharedRegion: board?.kind !== 'region',
-    mailbox: true,
-  });
+  // With a board in one region the twin carries no collective, so it takes no region slots for them,
+  // and no mailbox either: its stamps then take the keyed store, which costs a job of mixed calls less
+  // than stamps in a mailbox (whose waits spin or park beside the rank's own calls; measured).
+  const twin = new StoreBackend(choice.store, twinView, { sharedRegion: board?.kind !== 'region' });
   return { twin, meeting: board ? new ClockBoard(board.memory, group) : new ReducedStamps(twin, group) };
 }
 

@@ -50,13 +50,6 @@ export interface CallInfo {
    * @internal
    */
   debug?: CallDebug;
-  /**
-   * Nobody waits on the call as it is made (predict mode's stamps, sent beside the messages they
-   * time): a send's wait for its receiver parks at once instead of keeping the thread in a spin
-   * that the rank's own calls need.
-   * @internal
-   */
-  errand?: boolean;
 }
 
 /**

@@ -27,9 +27,9 @@ export interface TwinGroup {
   timeoutMs: number;
 }
 
-/** A call on the twin; `seq` -1 for a point-to-point one. `errand`: a stamp's send (CallInfo.errand). */
-export function twinCall(seq: number, timeoutMs: number, errand = false): CallInfo {
-  return { seq, signature: SIGNATURE, timeoutMs, checks: false, errand };
+/** A call on the twin; `seq` -1 for a point-to-point one. */
+export function twinCall(seq: number, timeoutMs: number): CallInfo {
+  return { seq, signature: SIGNATURE, timeoutMs, checks: false };
 }
 
 /** The meeting on a twin whose messages cost little (TaskBackend's). */
@@ -69,7 +69,7 @@ class SentStamps extends TwinStamps {
     // close waits for them to be taken.
     const mine = this.mine.get(index) as Tensor;
     for (let peer = 0; peer < size; peer++)
-      if (peer !== rank) runErrand(this.twin.send(twinCall(-1, timeoutMs, true), mine, peer, STAMP_TAG));
+      if (peer !== rank) runErrand(this.twin.send(twinCall(-1, timeoutMs), mine, peer, STAMP_TAG));
   }
 
   async meet(index: number): Promise<MetClocks> {

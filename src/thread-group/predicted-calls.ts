@@ -148,7 +148,7 @@ export class GroupPrediction {
       'float64',
     );
     // Nobody waits on it but the receiver; the rank's close waits for it to be taken.
-    runErrand(this.#exchange.send(twinCall(-1, this.#group.timeoutMs, true), stamp, dst, tag));
+    runErrand(this.#exchange.send(twinCall(-1, this.#group.timeoutMs), stamp, dst, tag));
     return this.#settled(issuer, outcome, Promise.resolve(timing), () =>
       this.#p2pRecord(op, bytes, model, timing, peer),
     );

@@ -4,16 +4,14 @@
  * map (thread ranks' shared region; process ranks of one node, a file each),
  * else in a reduction on the group's twin (a group spanning nodes).
  */
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { clockExchange } from '../../src/context/backend-choice.ts';
 import { NodeRoutedStore } from '../../src/context/node-routed-store.ts';
 import { FileTensorStore } from '../../src/file-store/index.ts';
 import { MemoryTensorStore } from '../../src/memory-store/memory-tensor-store.ts';
 import { ClockBoard } from '../../src/predict/clock-board.ts';
 import type { TensorStore } from '../../src/runtime/tensor-store.ts';
-import { markWaitClock, waitClockRead } from '../../src/runtime/wait.ts';
-import { Tensor } from '../../src/tensor/tensor.ts';
-import { ReducedStamps, twinCall } from '../../src/thread-group/clock-meetings.ts';
+import { ReducedStamps } from '../../src/thread-group/clock-meetings.ts';
 import { storeJobs } from '../fixtures/store-jobs.ts';
 
 const { newJob, opened } = storeJobs('clock-exchange');
@@ -46,26 +44,5 @@ describe('clockExchange', () => {
     expect(meetingOf(store, [0, 1, 2])).toBeInstanceOf(ReducedStamps);
     expect(meetingOf(store, [0, 1])).toBeInstanceOf(ClockBoard);
     far.close();
-  });
-
-  it("thread ranks' stamps go through the twin's mailbox, and a stamp's send leaves its thread at once", async () => {
-    const shared = MemoryTensorStore.createShared();
-    const stores = [0, 1].map((rank) => new MemoryTensorStore(shared, { rank }));
-    const keyed = stores.map((store) => vi.spyOn(store, 'srcSet'));
-    const twins = [0, 1].map((rank) => {
-      const view = { id: 'g', name: 'g', rank, size: 2, ranks: [0, 1] };
-      return clockExchange(view, 'g~predict', { store: stores[rank], devices: [], timeoutMs: 5_000 }).twin;
-    });
-    const stamp = Tensor.fromArray([1, 2, 3, 4], undefined, 'float64');
-    const mark = markWaitClock();
-    const sent = twins[0].send(twinCall(-1, 5_000, true), stamp, 1, 7);
-    // A spin for the receiver's answer reads the clock; a stamp's send parks at once.
-    expect(waitClockRead(mark)).toBe(false);
-    const got = Tensor.zeros([4], 'float64');
-    await twins[1].recv(twinCall(-1, 5_000), got, 0, 7);
-    await sent;
-    expect([...(got.data as Float64Array)]).toEqual([1, 2, 3, 4]);
-    for (const spy of keyed) expect(spy).not.toHaveBeenCalled();
-    for (const store of stores) store.close();
   });
 });

@@ -322,8 +322,7 @@ export class Mailbox {
     this.#awaitedUse = generation;
     if (this.#answered(Atomics.load(words, state))) return this.#verdict(dst, slot);
     const deadline = deadlineAfter(call.timeoutMs);
-    if (!call.errand && waitBriefly(words, state, this.#answered, deadline, this.#abort))
-      return this.#verdict(dst, slot);
+    if (waitBriefly(words, state, this.#answered, deadline, this.#abort)) return this.#verdict(dst, slot);
     // A slot whose wait failed stays taken: its receive may still answer in it.
     return waitMonitored(words, state, (word) => word >>> 2 === generation, {
       group: this.#group,

@@ -69,10 +69,8 @@ export class StoreBackend extends Backend {
   /**
    * `sharedRegion: false` for a backend that serves only some of the group's calls (NcclBackend's
    * fallback and bootstrap): region slots are taken by call number, and would wait for calls
-   * that go elsewhere. `mailbox`, by default whether the backend takes a region: false for a group
-   * that makes no point-to-point call (the start-up barrier's): its mailbox would hold a ring per
-   * ordered pair of ranks for nothing; true for one whose collectives go elsewhere but whose
-   * messages are its own (predict mode's twin).
+   * that go elsewhere. `mailbox: false` for a group that makes no point-to-point call (the
+   * start-up barrier's): its mailbox would hold a ring per ordered pair of ranks for nothing.
    */
   constructor(
     store: TensorStore,
@@ -85,7 +83,7 @@ export class StoreBackend extends Backend {
     const wanted = group.size > 1 && options.sharedRegion !== false;
     const shared = wanted ? store.sharedRegion?.(group.id, regionBytes(group.size)) : undefined;
     this.#region = shared && new CallRegion(shared, group);
-    this.#p2p = new StoreP2P(store, group, group.size > 1 && (options.mailbox ?? wanted));
+    this.#p2p = new StoreP2P(store, group, wanted && options.mailbox !== false);
   }
 
   override get lendsViews(): boolean {
