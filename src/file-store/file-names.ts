@@ -12,7 +12,8 @@
  * event is routed by the file's "channel", its kind letter and topic.
  * Temporary files live in tmp/, which is not watched, and so do the
  * producers' shared arenas (tmp/arena.<rank>.<nonce>.<index>), which live as
- * long as their store. Files that ranks map (arenas, ring files, large
+ * long as their store, and node regions (tmp/region.<topic>.<owner>,
+ * node-region.ts). Files that ranks map (arenas, ring files, regions, large
  * values) are links to sealed memory files where the system has them
  * (sealed-files.ts).
  */
