@@ -124,11 +124,13 @@ export class RankProcesses {
     for (const child of this.children) if (running(child)) child.kill('SIGKILL');
   }
 
-  private fail(rank: number, error: Error): void {
-    this.failures.push({ rank, error });
+  private fail(rank: number, error: Error): RankFailure {
+    const failure = { rank, error };
+    this.failures.push(failure);
     this.abort(`rank ${rank} (${this.o.names[rank]}) failed: ${error.name}: ${error.message}`, rank, [
-      { rank, error },
+      failure,
     ]);
+    return failure;
   }
 
   /** `ownCauses`: this node's failures that abort it, for the other nodes; undefined when the cause came from one of them. */
@@ -160,8 +162,7 @@ export class RankProcesses {
         if (error && running(child)) child.kill('SIGKILL');
       });
       child.on('message', (report: RankReport) => {
-        const exited = this.exitedFirst.has(rank);
-        if (this.settled[rank] && !exited) return;
+        if (this.settled[rank] && !this.exitedFirst.has(rank)) return;
         this.settled[rank] = true;
         const exitFailure = this.exitedFirst.get(rank);
         this.exitedFirst.delete(rank);
@@ -182,12 +183,13 @@ export class RankProcesses {
         if (!this.settled[rank] || (failed && !this.failures.some((f) => f.rank === rank))) {
           const unheard = !this.settled[rank];
           this.settled[rank] = true;
-          if (failed)
-            this.fail(
-              rank,
-              new LaunchError(`rank ${rank} (${names[rank]}) ${exitDescription(code, signal, early)}`),
-            );
-          if (unheard) this.exitedFirst.set(rank, failed ? this.failures.at(-1) : undefined);
+          const failure = failed
+            ? this.fail(
+                rank,
+                new LaunchError(`rank ${rank} (${names[rank]}) ${exitDescription(code, signal, early)}`),
+              )
+            : undefined;
+          if (unheard) this.exitedFirst.set(rank, failure);
         }
       });
     });

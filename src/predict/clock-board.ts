@@ -133,8 +133,7 @@ export class ClockBoard implements ClockMeeting {
   ): Promise<BoardSlots> {
     const options = { deadline, abort: this.#memory.abort, describe };
     const slots = this.#of(member) ?? (await pollUntil(() => this.#of(member), options));
-    if (!ready(Atomics.load(slots.words, word)))
-      await waitForWord(slots.words, word, ready, { ...options, sleepers: SLEEPERS });
+    await waitForWord(slots.words, word, ready, { ...options, sleepers: SLEEPERS });
     return slots;
   }
 
@@ -185,9 +184,10 @@ export class ClockBoard implements ClockMeeting {
   /** Whether every member has met the index that last took `index`'s slot. */
   #slotFree(index: number): boolean {
     const needed = index - DEPTH + 1;
+    if (needed <= 0) return true;
     for (let member = 0; member < this.#group.ranks.length; member++) {
       const slots = this.#of(member);
-      if (needed > 0 && (slots === undefined || Atomics.load(slots.words, MET) < needed)) return false;
+      if (slots === undefined || Atomics.load(slots.words, MET) < needed) return false;
     }
     return true;
   }
