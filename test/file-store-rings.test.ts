@@ -136,6 +136,23 @@ describe("RingSegment's parked word", () => {
 });
 
 describe('FileTensorStore rings between the ranks of a node', () => {
+  it("gives waits on node regions its doorbells: a park ends when another rank rings this rank's", async () => {
+    const [a, b] = ringStores(2);
+    const bellsA = a.nodeDoorbells();
+    const bellsB = b.nodeDoorbells();
+    expect(bellsA && bellsB).toBeDefined();
+    const started = performance.now();
+    // Parked for up to a minute: only the ring ends it within the test's time.
+    const parked = bellsA?.park(60_000);
+    setTimeout(() => bellsB?.ring(0), 20);
+    await parked;
+    expect(performance.now() - started).toBeLessThan(30_000);
+    // A store without rings has no doorbells: its waits look every millisecond.
+    const alone = new FileTensorStore({ dir: newJob(), rank: 0 });
+    opened.push(alone);
+    expect(alone.nodeDoorbells()).toBeUndefined();
+  });
+
   it('hands a value to several consumers with its tag and producer, no value file, nothing left after', async () => {
     const [p, c, d] = ringStores(3);
     const t = Tensor.arange(6, 'float32');

@@ -7,90 +7,33 @@
  * mismatch and on a receive that failed its checks; a lost rank; the bound on what a rank keeps aside.
  */
 import { expect } from 'vitest';
-import { CommTimeoutError, type RankContext, RankFailedError, Tensor } from '../src/index.ts';
-import { DTYPES, type DType, itemSize } from '../src/tensor/dtype.ts';
+import { CommTimeoutError, RankFailedError, Tensor } from '../src/index.ts';
+import { DTYPES } from '../src/tensor/dtype.ts';
 import { rankTest } from '../src/testing/index.ts';
 import { CallMismatchError } from '../src/thread-group/backend.ts';
-import { inlinePayloadMax, STASHED_MAX } from '../src/thread-group/store-backend/mailbox.ts';
+import { STASHED_MAX } from '../src/thread-group/store-backend/mailbox.ts';
 import { failure } from './fixtures/failure.ts';
-
-/** A tensor whose bytes say who sent it and which message it is. */
-function message(shape: number[], dtype: DType, from: number, n: number): Tensor {
-  const t = Tensor.zeros(shape, dtype);
-  const bytes = t.bytes();
-  for (let i = 0; i < bytes.length; i++)
-    bytes[i] = dtype === 'bool' ? (from + n + i) & 1 : (from * 31 + n * 7 + i) & 0xff;
-  return t;
-}
-
-function sameBytes(a: Tensor, b: Tensor): boolean {
-  return Buffer.from(a.bytes()).equals(Buffer.from(b.bytes()));
-}
-
-/** Element counts of a 1-D message just inside and just past the inline cutoff. */
-function aroundCutoff(worldSize: number, dtype: DType): number[] {
-  const inside = Math.floor(inlinePayloadMax(worldSize) / itemSize(dtype));
-  return [1, inside, inside + 1];
-}
-
-/** Every rank sends to the next and receives from the one before, every dtype and size at once. */
-async function ringOfMessages(ctx: RankContext, dtypes: readonly DType[]) {
-  const n = ctx.world.size;
-  const next = (ctx.rank + 1) % n;
-  const prev = (ctx.rank + n - 1) % n;
-  const shapes: number[][] = [[], [2, 3]];
-  for (const dtype of dtypes) for (const numel of aroundCutoff(n, dtype)) shapes.push([numel]);
-  let m = 0;
-  for (const dtype of dtypes) {
-    for (const shape of shapes) {
-      const out = message(shape, dtype, ctx.rank, m);
-      const into = Tensor.zeros(shape, dtype);
-      await Promise.all([ctx.world.send(out, next), ctx.world.recv(into, prev)]);
-      expect(sameBytes(into, message(shape, dtype, prev, m)), `${dtype}[${shape}] from ${prev}`).toBe(true);
-      m++;
-    }
-  }
-}
+import { messagesOnThreeTags, ringOfMessages } from './fixtures/mailbox-messages.ts';
 
 // Largest first: later tests reuse its warm rank threads.
 for (const worldSize of [8, 4, 3, 2]) {
   rankTest(
     `every dtype and size on both sides of the inline cutoff, on ${worldSize} thread ranks`,
     { worldSize },
-    (ctx) => ringOfMessages(ctx, DTYPES),
+    async (ctx) => expect(await ringOfMessages(ctx, DTYPES)).toEqual([]),
   );
 }
 
 rankTest(
   "17 thread ranks (the smallest group with the larger groups' smaller rings): messages around their cutoff",
   { worldSize: 17, collectiveTimeoutMs: 120_000 },
-  (ctx) => ringOfMessages(ctx, ['float32', 'uint8']),
+  async (ctx) => expect(await ringOfMessages(ctx, ['float32', 'uint8'])).toEqual([]),
 );
 
 rankTest(
   'many un-awaited sends on three tags, small and large, are received per tag in order in another order of tags',
   { worldSize: 2 },
-  async (ctx) => {
-    const count = 300;
-    const numel = (i: number) => (i % 7 === 3 ? 4096 : 1 + (i % 5));
-    const tagOf = (i: number) => i % 3;
-    if (ctx.rank === 0) {
-      const works = [];
-      for (let i = 0; i < count; i++) {
-        works.push(ctx.world.send(message([numel(i)], 'int32', 0, i), 1, { tag: tagOf(i) }));
-      }
-      await Promise.all(works);
-      return;
-    }
-    // Tag 2 first: the messages of tags 0 and 1 before each are kept aside for their receives.
-    for (const tag of [2, 0, 1]) {
-      for (let i = tag; i < count; i += 3) {
-        const into = Tensor.zeros([numel(i)], 'int32');
-        await ctx.world.recv(into, 0, { tag });
-        expect(sameBytes(into, message([numel(i)], 'int32', 0, i)), `message ${i}`).toBe(true);
-      }
-    }
-  },
+  async (ctx) => expect(await messagesOnThreeTags(ctx, 300)).toEqual([]),
 );
 
 rankTest(

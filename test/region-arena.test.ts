@@ -11,7 +11,7 @@ import { MemoryTensorStore } from '../src/memory-store/memory-tensor-store.ts';
 import { createArena, DEFAULT_ARENA_BYTES } from '../src/memory-store/region-arena.ts';
 import type { TensorStore } from '../src/runtime/tensor-store.ts';
 import { regionBytes } from '../src/thread-group/store-backend/call-region.ts';
-import { mailboxBytes } from '../src/thread-group/store-backend/mailbox.ts';
+import { mailboxBytes } from '../src/thread-group/store-backend/mailbox-memory.ts';
 
 const cpus = (n: number) => Array<'cpu'>(n).fill('cpu');
 

@@ -245,3 +245,69 @@ describe('waitForWord on memory that processes map (no SharedArrayBuffer: nothin
     expect(error).toBeInstanceOf(RankFailedError);
   });
 });
+
+describe('waitForWord on memory that processes map, with a doorbell to park on', () => {
+  /** A doorbell of the test's own: parks until rung, and records how long each park was allowed. */
+  function doorbell() {
+    const parks: number[] = [];
+    let ring: () => void = () => {};
+    const park = (ms: number) => {
+      parks.push(ms);
+      return new Promise<void>((resolve) => {
+        ring = resolve;
+      });
+    };
+    return { parks, park, ring: () => ring() };
+  }
+
+  it('parks counted on its sleepers word until rung, looks again, and uncounts itself', async () => {
+    const words = new Int32Array(new ArrayBuffer(8));
+    const bell = doorbell();
+    const options = {
+      deadline: performance.now() + 60_000,
+      abort: undefined,
+      describe: () => 'never',
+      sleepers: 1,
+      park: bell.park,
+    };
+    const waiting = waitForWord(words, 0, (v) => v === 5, options);
+    // Past the brief spin, parked: counted, so a waker in another process knows to ring.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(bell.parks.length).toBe(1);
+    expect(Atomics.load(words, 1)).toBe(1);
+    // A ring with the word not ready yet: it looks and parks again.
+    bell.ring();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(bell.parks.length).toBe(2);
+    Atomics.store(words, 0, 5);
+    bell.ring();
+    await waiting;
+    expect(Atomics.load(words, 1)).toBe(0);
+    // No park outlasts the bound that covers a wake gone astray, nor the deadline.
+    expect(Math.max(...bell.parks)).toBeLessThanOrEqual(20);
+  });
+
+  it('ends at its deadline naming what it waited for, and with the abort, uncounted either way', async () => {
+    const words = new Int32Array(new ArrayBuffer(8));
+    const park = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+    const late = { deadline: performance.now() + 30, abort: undefined, describe: () => 'rank 1 to answer' };
+    const timedOut = await waitForWord(words, 0, (v) => v === 1, { ...late, sleepers: 1, park }).catch(
+      (e: unknown) => e,
+    );
+    expect(timedOut).toBeInstanceOf(CommTimeoutError);
+    expect((timedOut as Error).message).toBe('rank 1 to answer');
+    const abort = new AbortWord();
+    setTimeout(() => abort.abort(2, 'rank 2 failed: boom'), 20);
+    const options = {
+      deadline: performance.now() + 5_000,
+      abort,
+      describe: () => 'never',
+      sleepers: 1,
+      park,
+    };
+    expect(await waitForWord(words, 0, (v) => v === 1, options).catch((e: unknown) => e)).toBeInstanceOf(
+      RankFailedError,
+    );
+    expect(Atomics.load(words, 1)).toBe(0);
+  });
+});

@@ -12,7 +12,7 @@ import {
   regionBoard,
 } from '../predict/clock-board.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
-import type { TensorStore } from '../runtime/tensor-store.ts';
+import { onOneNode, type TensorStore } from '../runtime/tensor-store.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { Backend, GroupView } from '../thread-group/backend.ts';
 import { ReducedStamps, sentOrReduced } from '../thread-group/clock-meetings.ts';
@@ -73,10 +73,13 @@ export function clockExchange(view: GroupView, id: string, choice: BackendChoice
     return { twin, meeting: sentOrReduced(twin, group) };
   }
   const board = view.size > 1 ? boardMemory(view, `${id}:board`, choice.store) : undefined;
-  // With a board in one region the twin carries no collective, so it takes no region slots for them,
-  // and no mailbox either: its stamps then take the keyed store, which costs a job of mixed calls less
-  // than stamps in a mailbox (whose waits spin or park beside the rank's own calls; measured).
-  const twin = new StoreBackend(choice.store, twinView, { sharedRegion: board?.kind !== 'region' });
+  // With a board the twin carries no collective, so it takes no region slots for them (a board in one
+  // region), and no mailbox: its stamps take the keyed store, which costs a job of mixed calls less than
+  // stamps in a mailbox (whose waits spin or park beside the rank's own calls; measured on threads).
+  const twin = new StoreBackend(choice.store, twinView, {
+    sharedRegion: board?.kind !== 'region',
+    mailbox: board === undefined,
+  });
   return { twin, meeting: board ? new ClockBoard(board.memory, group) : new ReducedStamps(twin, group) };
 }
 
@@ -87,9 +90,7 @@ function boardMemory(
 ): { kind: 'region' | 'files'; memory: BoardMemory } | undefined {
   const region = store.sharedRegion?.(key, clockBoardBytes(view.size));
   if (region) return { kind: 'region', memory: regionBoard(region, view.size) };
-  const nodeOf = store.nodeOf?.bind(store);
-  const node = nodeOf?.(view.ranks[view.rank]);
-  if (nodeOf && view.ranks.some((r) => nodeOf(r) !== node)) return undefined;
+  if (!onOneNode(store, view.ranks)) return undefined;
   const files = nodeFilesBoard(store, key, view.ranks, view.rank);
   return files && { kind: 'files', memory: files };
 }

@@ -18,6 +18,7 @@ import {
   UnfinishedGets,
 } from '../runtime/store-bookkeeping.ts';
 import type {
+  NodeDoorbells,
   NodeRegion,
   StoreEntry,
   StoreFinishOptions,
@@ -66,6 +67,11 @@ export class NodeRoutedStore implements TensorStore {
   /** A region of this node's ranks only: the node's files. */
   nodeRegion(key: string, owner: number, bytes: number): NodeRegion | undefined {
     return this.#onThisNode(owner) ? this.#near.nodeRegion?.(key, owner, bytes) : undefined;
+  }
+
+  /** The node's doorbells: those of the node's own store. */
+  nodeDoorbells(): NodeDoorbells | undefined {
+    return this.#near.nodeDoorbells?.();
   }
 
   #onThisNode(rank: number): boolean {

@@ -33,7 +33,7 @@ import { adoptKernelModule, kernelModule } from '../tensor/simd-kernels.ts';
 import { checkMembers, groupKeyPrefix } from '../thread-group/group-id.ts';
 import { nodeIndexes } from '../thread-group/group-nodes.ts';
 import { regionBytes } from '../thread-group/store-backend/call-region.ts';
-import { mailboxBytes } from '../thread-group/store-backend/mailbox.ts';
+import { mailboxBytes } from '../thread-group/store-backend/mailbox-memory.ts';
 import { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ThreadGroupManager } from '../thread-group/thread-group-manager.ts';
 import { type BackendChoice, chooseBackend, clockExchange } from './backend-choice.ts';

@@ -43,6 +43,7 @@ import {
 } from '../runtime/store-bookkeeping.ts';
 import { encodeBounded, encodeKey, MAX_ERROR_BYTES, MAX_TAG_BYTES } from '../runtime/store-limits.ts';
 import type {
+  NodeDoorbells,
   NodeRegion,
   StoreEntry,
   StoreFinishOptions,
@@ -234,8 +235,15 @@ export class FileTensorStore implements TensorStore {
   }
 
   #assertUsable(where: () => string): void {
-    if (this.#closed) throw closedError(where, 'file', this.rank);
-    if (this.#abort) throw new RankFailedError(this.#abort.message, this.#abort.failedRank);
+    const error = this.#unusable(where);
+    if (error) throw error;
+  }
+
+  /** Why the store cannot serve `where` any more: it closed, or the job was aborted. */
+  #unusable(where: () => string): Error | undefined {
+    if (this.#closed) return closedError(where, 'file', this.rank);
+    if (this.#abort) return new RankFailedError(this.#abort.message, this.#abort.failedRank);
+    return undefined;
   }
 
   #files(key: string, where: () => string): KeyFiles {
@@ -614,7 +622,13 @@ export class FileTensorStore implements TensorStore {
       if (!file) return undefined;
       this.#regions.set(path, file);
     }
-    return { buffer: file.mapping.buffer, abort: { throwIfAborted: () => this.#assertUsable(where) } };
+    const abort = { throwIfAborted: () => this.#assertUsable(where), error: () => this.#unusable(where) };
+    return { buffer: file.mapping.buffer, abort };
+  }
+
+  nodeDoorbells(): NodeDoorbells | undefined {
+    const rings = this.#rings;
+    return rings && { park: (ms) => rings.park(ms), ring: (rank) => rings.ringDoorbell(rank) };
   }
 
   /**

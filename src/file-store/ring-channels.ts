@@ -511,15 +511,7 @@ export class RingChannels {
         this.#service();
         const ready = attempt();
         if (ready !== undefined) return ready;
-        await new Promise<void>((resolve) => {
-          const wake = () => {
-            clearTimeout(timer);
-            this.#waiters.delete(wake);
-            resolve();
-          };
-          const timer = setTimeout(wake, Math.min(remaining, this.#host.pollMs));
-          this.#waiters.add(wake);
-        });
+        await this.park(Math.min(remaining, this.#host.pollMs));
       } finally {
         this.#inbox.awake();
       }
@@ -543,6 +535,24 @@ export class RingChannels {
     if (this.#closed) return;
     this.#service();
     this.wakeAll();
+  }
+
+  /** Resolves at the next ring of this rank's doorbell (or wakeAll), or once `ms` passed. */
+  park(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.#waiters.add(wake);
+    });
+  }
+
+  /** Rings `rank`'s doorbell, whether it sleeps or not: a wait of its, parked on it, has something to look at. */
+  ringDoorbell(rank: number): void {
+    this.#outbox.wake(rank);
   }
 
   /** Wakes every wait to look again (a record arrived, the job was aborted, the store closed). */

@@ -12,7 +12,14 @@ export const NO_RANK = -1;
 /** Word 0 while a raise writes its reason. */
 const CLAIMED = -0x7fffffff;
 
-export class AbortWord {
+/** What ends a rank's waits besides their own words: the job's abort, or its store closing (AbortWord is one). */
+export interface JobStop {
+  /** The error a wait ends with; undefined while the job goes on. */
+  error(): Error | undefined;
+  throwIfAborted(): void;
+}
+
+export class AbortWord implements JobStop {
   readonly #words: Int32Array;
   readonly #message: Uint8Array;
 

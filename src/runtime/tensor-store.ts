@@ -9,9 +9,8 @@
  * test/store-contract/ holds every store to this contract.
  */
 import type { Tensor } from '../tensor/tensor.ts';
-import type { AbortWord } from './abort-word.ts';
+import type { AbortWord, JobStop } from './abort-word.ts';
 import type { NetworkStats } from './network-stats.ts';
-import type { WaitStop } from './wait.ts';
 
 export interface StoreWaitOptions {
   /** How long to wait (default: the store's); 0 looks once, so a get of a value not yet set claims nothing. */
@@ -121,6 +120,13 @@ export interface TensorStore {
    */
   nodeRegion?(key: string, owner: number, bytes: number): NodeRegion | undefined;
   /**
+   * Optional, with nodeRegion: the node's doorbells, by which a wait on a
+   * node region parks its process and a rank of the node wakes it; undefined
+   * where the store has none (its waits then look every millisecond).
+   * @internal
+   */
+  nodeDoorbells?(): NodeDoorbells | undefined;
+  /**
    * Optional, where values travel as bytes (NetworkTensorStore): the consumer
    * will copy the value of `key` from `options.from` into `into`, so the store
    * may write it there as it arrives (a value of other size, or one already
@@ -147,7 +153,15 @@ export interface TensorStore {
 export interface NodeRegion {
   buffer: ArrayBuffer;
   /** Ends every wait on the region: the job's abort, the store closed. */
-  abort: WaitStop;
+  abort: JobStop;
+}
+
+/** The doorbells of a node's ranks (TensorStore.nodeDoorbells). */
+export interface NodeDoorbells {
+  /** Resolves when this rank's doorbell rings, or once `ms` passed (runtime/wait.ts's WaitOptions.park). */
+  park(ms: number): Promise<void>;
+  /** Rings the doorbell of `rank` (a global rank of this node). */
+  ring(rank: number): void;
 }
 
 /** Bytes of shared memory that several ranks of one process map (TensorStore.sharedRegion). */
@@ -162,4 +176,12 @@ export interface SharedRegion {
    * while other ranks share the thread, which would stand still with it.
    */
   mayBlock?: () => boolean;
+}
+
+/** Whether every rank of `ranks` sits on one node of `store` (a store that names no nodes is one node). */
+export function onOneNode(store: TensorStore, ranks: readonly number[]): boolean {
+  const nodeOf = store.nodeOf?.bind(store);
+  if (!nodeOf) return true;
+  const node = nodeOf(ranks[0]);
+  return ranks.every((rank) => nodeOf(rank) === node);
 }

@@ -109,6 +109,14 @@ export interface WaitOptions {
   sleepers?: number;
   /** The caller's own waitBriefly just saw the word not ready: park without a second spin. */
   spun?: boolean;
+  /**
+   * For memory that several processes map, which Atomics cannot park on:
+   * parks the process until its doorbell rings or `ms` pass (TensorStore.nodeDoorbells).
+   * The waker rings it where the wait counted itself on `sleepers` (or,
+   * without, where its own protocol says so); without `park` the wait looks
+   * every POLL_MS.
+   */
+  park?: (ms: number) => Promise<void>;
 }
 
 /** A blocked wait looks at the abort word this often (an abort need not notify the word waited on). */
@@ -225,8 +233,7 @@ export async function waitForWord(
   )
     return;
   // Memory another process maps (a file of the job directory) cannot be parked on.
-  if (!(words.buffer instanceof SharedArrayBuffer))
-    return void (await pollUntil(() => ready(Atomics.load(words, index)) || undefined, options));
+  if (!(words.buffer instanceof SharedArrayBuffer)) return waitOnMappedWord(words, index, ready, options);
   if (sleepers !== undefined) Atomics.add(words, sleepers, 1);
   try {
     let value = Atomics.load(words, index);
@@ -253,6 +260,41 @@ export async function waitForWord(
 
 /** How often pollUntil looks. */
 const POLL_MS = 1;
+/**
+ * How long a wait on mapped memory stays parked on its process's doorbell
+ * before it looks again: its waker rings, so this only bounds what a wake
+ * that went astray (its process's store closing) would cost.
+ */
+const DOORBELL_PARK_MS = 20;
+
+/**
+ * waitForWord's slow part on memory that several processes map: parked on
+ * the process's doorbell (`park`), counted on `sleepers` before each look so
+ * that a waker that stored the word after the look sees the count and rings;
+ * without a doorbell, a look every POLL_MS.
+ */
+async function waitOnMappedWord(
+  words: Int32Array,
+  index: number,
+  ready: (value: number) => boolean,
+  options: WaitOptions,
+): Promise<void> {
+  const look = () => ready(Atomics.load(words, index)) || undefined;
+  const { park, sleepers } = options;
+  if (!park) return void (await pollUntil(look, options));
+  if (sleepers !== undefined) Atomics.add(words, sleepers, 1);
+  try {
+    for (;;) {
+      if (look()) return;
+      options.abort?.throwIfAborted();
+      const remaining = options.deadline - clock.now();
+      if (remaining <= 0) throw new CommTimeoutError(options.describe());
+      await park(Math.min(remaining, DOORBELL_PARK_MS));
+    }
+  } finally {
+    if (sleepers !== undefined) Atomics.sub(words, sleepers, 1);
+  }
+}
 
 /**
  * Resolves to what `found` returns once it returns something, looking every

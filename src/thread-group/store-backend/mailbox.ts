@@ -1,8 +1,9 @@
 /**
- * Mailboxes: point-to-point messages between the thread ranks of one group
+ * Mailboxes: point-to-point messages between the ranks of one group that map
+ * common memory (thread ranks, or process ranks of one node: mailbox-memory.ts),
  * without the keyed handshake for small ones. Every ordered pair of group
  * ranks has a single-producer single-consumer ring (runtime/byte-ring.ts) in
- * a region the group's threads share, and every message of every stream
+ * that memory, and every message of every stream
  * (src, dst, tag) goes through it, in order, as one record: a small
  * contiguous host tensor with its bytes inline (MPI's eager protocol, Open
  * MPI's fastboxes), anything else as a marker saying the value waits in the
@@ -37,25 +38,25 @@
  * The fixed part is 28 bytes, so with the length word in front the payload
  * starts 8-byte aligned and is read in place as any dtype.
  */
-import type { AbortWord } from '../../runtime/abort-word.ts';
-import {
-  ByteRing,
-  NO_RECORD,
-  RING_CONTROL_BYTES,
-  RING_HEAD,
-  RING_SLEEPERS,
-  RING_TAIL,
-} from '../../runtime/byte-ring.ts';
+import type { JobStop } from '../../runtime/abort-word.ts';
+import { ByteRing, NO_RECORD, RING_HEAD, RING_SLEEPERS, RING_TAIL } from '../../runtime/byte-ring.ts';
 import { CollectiveMismatchError, CommTimeoutError } from '../../runtime/errors.ts';
 import { failureError } from '../../runtime/store-bookkeeping.ts';
 import { decodeText, encodeBounded, MAX_DIMS, MAX_ERROR_BYTES } from '../../runtime/store-limits.ts';
-import type { SharedRegion } from '../../runtime/tensor-store.ts';
-import { deadlineAfter, waitBriefly, waitForWord, wake } from '../../runtime/wait.ts';
+import { deadlineAfter, pollUntil, waitBriefly, waitForWord } from '../../runtime/wait.ts';
 import { type DType, dtypeCode, dtypeFromCode } from '../../tensor/dtype.ts';
 import { copyBytes } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { type CallInfo, CallMismatchError, COMPLETED, type GroupView } from '../backend.ts';
 import { ranksText } from './call-failure.ts';
+import {
+  ACK_HEADER_BYTES,
+  ackSlotOffset,
+  ackSlots,
+  type MailboxMemory,
+  mailboxRingBytes,
+  pairBytes,
+} from './mailbox-memory.ts';
 import { waitMonitored, watchMonitored } from './monitored-wait.ts';
 
 /** What receiveInto did: landed the message, saw nothing come within its brief wait, or left it to receive. */
@@ -68,18 +69,6 @@ export type MailKind = (typeof MAIL)[keyof typeof MAIL];
 
 /** Records of other streams a rank keeps aside per peer before it stops reading that peer's ring. */
 export const STASHED_MAX = 1024;
-/**
- * Ring bytes per ordered pair: the region grows with the square of the
- * group's size. Groups of a few ranks (tensor-parallel pairs, a node's GPUs)
- * get rings that carry 16 KiB messages inline: a message past the inline
- * size goes through the keyed store, whose handshake costs far more than
- * copying a few KiB.
- */
-const FEW_RANKS_RING_BYTES = 64 << 10;
-const FEW_RANKS_MAX = 4;
-const SMALL_GROUP_RING_BYTES = 8 << 10;
-const LARGE_GROUP_RING_BYTES = 2 << 10;
-const SMALL_GROUP_MAX = 16;
 /** Where a record's fields are (the layout in the file comment). */
 const KIND_AT = 0;
 const DTYPE_AT = 1;
@@ -115,10 +104,8 @@ function streamKey(tag: number, message: number): string {
   return `${tag}:${message}`;
 }
 
-/** An acknowledgement slot: its state, text length and sleepers (see wake) words, then the receive's error text. */
+/** An acknowledgement slot's words: its state, text length and sleepers (see wait.ts's wake); then the receive's error text. */
 const ACK = { state: 0, textLength: 1, sleepers: 2 } as const;
-const ACK_HEADER_BYTES = 16;
-const ACK_SLOT_BYTES = ACK_HEADER_BYTES + MAX_ERROR_BYTES;
 /**
  * A slot's state word holds the answer to its latest use: that use's number
  * (its generation) times 4 plus the verdict, which the receive stores in one
@@ -136,25 +123,6 @@ const GENERATIONS = 1 << 27;
 /** A ring's next record word holds its length once it is there (ByteRing.nextWord). */
 const published = (word: number) => word !== 0;
 
-function ringBytes(size: number): number {
-  if (size <= FEW_RANKS_MAX) return FEW_RANKS_RING_BYTES;
-  return size <= SMALL_GROUP_MAX ? SMALL_GROUP_RING_BYTES : LARGE_GROUP_RING_BYTES;
-}
-
-/** Inline sends in flight per ordered pair (more go through the store). */
-function ackSlots(size: number): number {
-  return size <= SMALL_GROUP_MAX ? 8 : 4;
-}
-
-function pairBytes(size: number): number {
-  return RING_CONTROL_BYTES + ringBytes(size) + ackSlots(size) * ACK_SLOT_BYTES;
-}
-
-/** Bytes of a group's mailbox region: a ring and its acknowledgement slots per ordered pair of its ranks. */
-export function mailboxBytes(size: number): number {
-  return size * size * pairBytes(size);
-}
-
 function headerBytes(ndim: number): number {
   return SHAPE_AT + 8 * ndim;
 }
@@ -164,17 +132,20 @@ function headerBytes(ndim: number): number {
  * ring (its record, with the header, stays within the half ring a record may take).
  */
 export function inlinePayloadMax(size: number): number {
-  return ringBytes(size) / 4;
+  return mailboxRingBytes(size) / 4;
+}
+
+/** The bytes of one ordered pair's mailbox: its ring, and the words of its acknowledgement slots. */
+interface Pair {
+  ring: ByteRing;
+  words: Int32Array;
+  bytes: Uint8Array;
 }
 
 export class Mailbox {
-  readonly #region: SharedRegion;
+  readonly #memory: MailboxMemory;
   readonly #group: GroupView;
-  readonly #abort: AbortWord | undefined;
-  readonly #ringBytes: number;
-  readonly #pairBytes: number;
-  readonly #words: Int32Array;
-  readonly #bytes: Uint8Array;
+  readonly #abort: JobStop | undefined;
   /** Per peer, the acknowledgement slots of this rank's sends to it that are free. */
   readonly #freeAcks: number[][];
   /** Per peer and slot, the generation of its latest use (see ACK_STATE). */
@@ -182,8 +153,9 @@ export class Mailbox {
   /** The generation a synchronous wait on a slot looks for (waits one at a time, so one field serves). */
   #awaitedUse = 0;
   readonly #answered = (word: number) => word >>> 2 === this.#awaitedUse;
-  readonly #outRings: (ByteRing | undefined)[];
-  readonly #inRings: (ByteRing | undefined)[];
+  /** Per peer, the pair this rank writes to it (once the peer made it), and the pair it reads from it. */
+  readonly #outPairs: (Pair | undefined)[];
+  readonly #inPairs: (Pair | undefined)[];
   /** Per peer, the record writes still waiting for room: later ones queue behind them, in order. */
   readonly #posting: (Promise<void> | undefined)[];
   /** Per peer, the records read on the way to others that no receive took yet. */
@@ -192,19 +164,15 @@ export class Mailbox {
   readonly #posted: Map<string, Posted>[];
   readonly #reading: boolean[];
 
-  constructor(region: SharedRegion, group: GroupView) {
-    this.#region = region;
+  constructor(memory: MailboxMemory, group: GroupView) {
+    this.#memory = memory;
     this.#group = group;
-    this.#abort = region.abort;
-    this.#ringBytes = ringBytes(group.size);
-    this.#pairBytes = pairBytes(group.size);
-    this.#words = new Int32Array(region.buffer, region.byteOffset, region.byteLength >> 2);
-    this.#bytes = new Uint8Array(region.buffer, region.byteOffset, region.byteLength);
+    this.#abort = memory.abort;
     const slots = ackSlots(group.size);
     this.#freeAcks = Array.from({ length: group.size }, () => Array.from({ length: slots }, (_, i) => i));
     this.#ackUses = new Int32Array(group.size * slots);
-    this.#outRings = new Array(group.size).fill(undefined);
-    this.#inRings = new Array(group.size).fill(undefined);
+    this.#outPairs = new Array(group.size).fill(undefined);
+    this.#inPairs = new Array(group.size).fill(undefined);
     this.#posting = new Array(group.size).fill(undefined);
     this.#stash = Array.from({ length: group.size }, () => new Map());
     this.#posted = Array.from({ length: group.size }, () => new Map());
@@ -317,8 +285,9 @@ export class Mailbox {
   acknowledged(call: CallInfo, dst: number, ticket: number): Promise<void> {
     const slot = (ticket & ACK_TICKET.slotMask) - 1;
     const generation = ticket >>> ACK_TICKET.slotBits;
-    const words = this.#words;
-    const state = this.#ackWord(this.#group.rank, dst, slot) + ACK.state;
+    // The message was posted, so its pair is there.
+    const { words } = this.#outPair(dst) as Pair;
+    const state = this.#ackWord(slot) + ACK.state;
     this.#awaitedUse = generation;
     if (this.#answered(Atomics.load(words, state))) return this.#verdict(dst, slot);
     const deadline = deadlineAfter(call.timeoutMs);
@@ -331,18 +300,20 @@ export class Mailbox {
       deadline,
       sleepers: state - ACK.state + ACK.sleepers,
       spun: true,
+      park: this.#memory.park,
       waitingFor: () => `${ranksText(this.#group, [dst])} to read its value`,
       waitedFor: () => [dst],
     }).then(() => this.#verdict(dst, slot));
   }
 
   #verdict(dst: number, slot: number): Promise<void> {
-    const at = this.#ackWord(this.#group.rank, dst, slot);
-    const state = this.#words[at + ACK.state] & 3;
+    const { words, bytes } = this.#outPair(dst) as Pair;
+    const at = this.#ackWord(slot);
+    const state = words[at + ACK.state] & 3;
     this.#freeAcks[dst].push(slot);
     if (state === ACK_STATE.received) return COMPLETED;
     const textAt = (at << 2) + ACK_HEADER_BYTES;
-    const text = decodeText(this.#bytes.subarray(textAt, textAt + this.#words[at + ACK.textLength]));
+    const text = decodeText(bytes.subarray(textAt, textAt + words[at + ACK.textLength]));
     const peer = this.#group.ranks[dst];
     const failure = { error: text, mismatch: state === ACK_STATE.mismatch };
     return Promise.reject(failureError(failure, (message) => new CallMismatchError(message, peer), peer));
@@ -351,27 +322,28 @@ export class Mailbox {
   /** Receive side: leaves the verdict on a message with ticket `ack` in the acknowledgement slot its sender waits on. */
   #answer(src: number, ack: number, error: unknown): void {
     if (ack === 0) return;
-    const at = this.#ackWord(src, this.#group.rank, (ack & ACK_TICKET.slotMask) - 1);
+    const { words, bytes } = this.#inPair(src);
+    const at = this.#ackWord((ack & ACK_TICKET.slotMask) - 1);
     let state: number = ACK_STATE.received;
     if (error !== undefined) {
       const text = encodeBounded(error instanceof Error ? error.message : String(error), MAX_ERROR_BYTES);
-      this.#bytes.set(text, (at << 2) + ACK_HEADER_BYTES);
-      this.#words[at + ACK.textLength] = text.length;
+      bytes.set(text, (at << 2) + ACK_HEADER_BYTES);
+      words[at + ACK.textLength] = text.length;
       state = error instanceof CollectiveMismatchError ? ACK_STATE.mismatch : ACK_STATE.failed;
     }
-    Atomics.store(this.#words, at + ACK.state, ((ack >>> ACK_TICKET.slotBits) << 2) | state);
-    wake(this.#words, at + ACK.state, at + ACK.sleepers);
+    Atomics.store(words, at + ACK.state, ((ack >>> ACK_TICKET.slotBits) << 2) | state);
+    this.#memory.wake(words, at + ACK.state, at + ACK.sleepers, src);
   }
 
-  /** Word index (in the region) of acknowledgement slot `slot` of the pair src → dst. */
-  #ackWord(src: number, dst: number, slot: number): number {
-    const pair = src * this.#group.size + dst;
-    return (pair * this.#pairBytes + RING_CONTROL_BYTES + this.#ringBytes + slot * ACK_SLOT_BYTES) >> 2;
+  /** Word index, in its pair's words, of acknowledgement slot `slot`. */
+  #ackWord(slot: number): number {
+    return ackSlotOffset(this.#group.size, slot) >> 2;
   }
 
   /** Writes the record in place in `dst`'s ring (no staging copy); false when the ring has no room now. */
   #tryPost(dst: number, tag: number, message: number, inline: Tensor | undefined, ack: number): boolean {
-    const ring = this.#outRing(dst);
+    const ring = this.#outPair(dst)?.ring;
+    if (ring === undefined) return false;
     const shape = inline?.shape ?? NO_SHAPE;
     const header = headerBytes(shape.length);
     const payloadBytes = inline ? inline.nbytes : 0;
@@ -387,7 +359,7 @@ export class Mailbox {
     for (let d = 0; d < shape.length; d++) h.setFloat64(at + SHAPE_AT + 8 * d, shape[d], true);
     if (inline) copyBytes(ring.data, at + header, inline.bytes(), 0, payloadBytes);
     ring.publish();
-    wake(ring.controlWords, RING_HEAD, RING_SLEEPERS);
+    this.#memory.wake(ring.controlWords, RING_HEAD, RING_SLEEPERS, dst);
     return true;
   }
 
@@ -400,7 +372,10 @@ export class Mailbox {
     ack: number,
     deadline: number,
   ): Promise<void> {
-    const ring = this.#outRing(dst);
+    const describe = () => `${ranksText(this.#group, [dst])} to make its mailbox`;
+    const { ring } =
+      this.#outPair(dst) ??
+      (await pollUntil(() => this.#outPair(dst), { deadline, abort: this.#abort, describe }));
     const words = ring.controlWords;
     for (;;) {
       ring.markBlocked();
@@ -411,6 +386,7 @@ export class Mailbox {
         call,
         abort: this.#abort,
         deadline,
+        park: this.#memory.park,
         waitingFor: () =>
           `${ranksText(this.#group, [dst])} to take this rank's earlier messages: its mailbox from this rank is full`,
         waitedFor: () => [dst],
@@ -482,7 +458,7 @@ export class Mailbox {
     }
     copyBytes(tensor.bytes(), 0, ring.data, at + headerBytes(ndim), tensor.nbytes);
     this.#answer(src, view.getUint32(at + TICKET_AT, true), undefined);
-    this.#free(ring);
+    this.#free(src, ring);
     return RECEIVED_INTO.landed;
   }
 
@@ -554,6 +530,7 @@ export class Mailbox {
             deadline: deadlineAfter(READER_SLICE_MS),
             abort: this.#abort,
             sleepers: RING_SLEEPERS,
+            park: this.#memory.park,
             describe,
           });
         } catch (error) {
@@ -569,7 +546,8 @@ export class Mailbox {
 
   /** Wakes `src`'s reader once no receive is posted any more, so it stops now rather than at its next slice. */
   #wakeReader(src: number): void {
-    if (this.#posted[src].size === 0) Atomics.notify(this.#inRing(src).controlWords, RING_HEAD);
+    if (this.#posted[src].size === 0)
+      this.#memory.notify(this.#inRing(src).controlWords, RING_HEAD, this.#group.rank);
   }
 
   /** Whom a receive waits for, in the keyed store's words, and what this rank holds of that peer's already. */
@@ -610,7 +588,7 @@ export class Mailbox {
     try {
       return { value: this.#hand(src, decode(ring.peek() as Uint8Array), consume) };
     } finally {
-      this.#free(ring);
+      this.#free(src, ring);
     }
   }
 
@@ -674,7 +652,7 @@ export class Mailbox {
       if (stash.size >= STASHED_MAX) return false;
       const record = decode(body);
       stash.set(key, { ...record, bytes: record.bytes?.slice() });
-      this.#free(ring);
+      this.#free(src, ring);
     }
   }
 
@@ -685,30 +663,43 @@ export class Mailbox {
     } catch (error) {
       receive.settle(undefined, error);
     } finally {
-      this.#free(ring);
+      this.#free(src, ring);
       this.#wakeReader(src);
     }
   }
 
-  #free(ring: ByteRing): void {
+  /** Releases the record read from `src`'s ring, and tells `src` of the room where it waits for some. */
+  #free(src: number, ring: ByteRing): void {
     ring.release();
-    if (ring.takeBlocked()) Atomics.notify(ring.controlWords, RING_TAIL);
+    if (ring.takeBlocked()) this.#memory.notify(ring.controlWords, RING_TAIL, src);
   }
 
-  #outRing(dst: number): ByteRing {
-    this.#outRings[dst] ??= this.#ring(this.#group.rank, dst);
-    return this.#outRings[dst];
+  /** The pair this rank writes to `dst`; undefined while `dst` has not made it. */
+  #outPair(dst: number): Pair | undefined {
+    this.#outPairs[dst] ??= this.#pair(this.#group.rank, dst);
+    return this.#outPairs[dst];
+  }
+
+  #inPair(src: number): Pair {
+    // This rank's own inbox, made with the mailbox.
+    this.#inPairs[src] ??= this.#pair(src, this.#group.rank) as Pair;
+    return this.#inPairs[src];
   }
 
   #inRing(src: number): ByteRing {
-    this.#inRings[src] ??= this.#ring(src, this.#group.rank);
-    return this.#inRings[src];
+    return this.#inPair(src).ring;
   }
 
-  #ring(src: number, dst: number): ByteRing {
-    const pair = src * this.#group.size + dst;
-    const offset = this.#region.byteOffset + pair * this.#pairBytes;
-    return new ByteRing(this.#region.buffer, offset, this.#ringBytes);
+  #pair(src: number, dst: number): Pair | undefined {
+    const at = this.#memory.pair(src, dst);
+    if (at === undefined) return undefined;
+    const size = this.#group.size;
+    const { buffer, byteOffset } = at;
+    return {
+      ring: new ByteRing(buffer, byteOffset, mailboxRingBytes(size)),
+      words: new Int32Array(buffer, byteOffset, pairBytes(size) >> 2),
+      bytes: new Uint8Array(buffer, byteOffset, pairBytes(size)),
+    };
   }
 }
 

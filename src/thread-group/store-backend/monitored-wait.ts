@@ -5,7 +5,7 @@
  * for and to fail at once when one of them failed this call or left; or the
  * same watch kept by a timer over a wait that something else ends.
  */
-import type { AbortWord } from '../../runtime/abort-word.ts';
+import type { JobStop } from '../../runtime/abort-word.ts';
 import { CommTimeoutError } from '../../runtime/errors.ts';
 import { waitForWord } from '../../runtime/wait.ts';
 import type { CallInfo, GroupView } from '../backend.ts';
@@ -14,7 +14,7 @@ import { departedError, peerFailureError, timeoutError } from './call-failure.ts
 export interface MonitoredWait {
   group: GroupView;
   call: CallInfo;
-  abort: AbortWord | undefined;
+  abort: JobStop | undefined;
   /** Absolute deadline in performance.now() milliseconds. */
   deadline: number;
   /** Whom the call waits for, in words (`group rank 1 (global rank 1)`). */
@@ -27,6 +27,8 @@ export interface MonitoredWait {
   sleepers?: number;
   /** See WaitOptions.spun: for the first slice only. */
   spun?: boolean;
+  /** See WaitOptions.park. */
+  park?: (ms: number) => Promise<void>;
 }
 
 export async function waitMonitored(
@@ -47,6 +49,7 @@ export async function waitMonitored(
         blockMs: wait.blockMs,
         sleepers: wait.sleepers,
         spun,
+        park: wait.park,
       });
       return;
     } catch (error) {

@@ -1,10 +1,10 @@
 /**
  * StoreP2P: a StoreBackend's point-to-point calls. Every message of a stream
  * (src, dst, tag) is numbered on both ends (p2p.ts). Where the group's ranks
- * map the same memory (threads sharing a MemoryTensorStore) each message goes
- * through the pair's mailbox (mailbox.ts): inline when small, else a marker
- * ahead of its value in the keyed store; elsewhere through the keyed store
- * alone. Here too: recvFromAny's choice of sender, and receives that lend the
+ * map common memory (threads sharing a MemoryTensorStore, processes of one
+ * node sharing its files: mailbox-memory.ts) each message goes through the
+ * pair's mailbox (mailbox.ts): inline when small, else a marker ahead of its
+ * value in the keyed store; elsewhere through the keyed store alone. Here too: recvFromAny's choice of sender, and receives that lend the
  * sender's value instead of copying it.
  */
 import type { TensorStore } from '../../runtime/tensor-store.ts';
@@ -20,7 +20,8 @@ import {
 import { TELL_TIMEOUT_MS } from './abandon.ts';
 import { layoutMismatchError } from './call-failure.ts';
 import { Exchange, runExchange } from './exchange.ts';
-import { MAIL, Mailbox, type MailRecord, mailboxBytes, RECEIVED_INTO } from './mailbox.ts';
+import { MAIL, Mailbox, type MailRecord, RECEIVED_INTO } from './mailbox.ts';
+import { mailboxMemory } from './mailbox-memory.ts';
 import { expectInline, inlineTensor, landInline } from './mailbox-p2p.ts';
 import { firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
 import { takeCopy } from './variable.ts';
@@ -39,15 +40,15 @@ export class StoreP2P {
    * in the order the receives were made (MPI's rule for any-source receives).
    */
   readonly #choosing = new Map<number, Promise<void>>();
-  /** Where messages go first when every member maps the same memory (see mailbox.ts). */
+  /** Where messages go first when every member maps common memory (see mailbox.ts). */
   readonly #mailbox: Mailbox | undefined;
 
   /** `mailbox`: whether to use one where the store offers memory every member maps. */
   constructor(store: TensorStore, group: GroupView, mailbox: boolean) {
     this.#store = store;
     this.#group = group;
-    const mail = mailbox ? store.sharedRegion?.(`${group.id}:mail`, mailboxBytes(group.size)) : undefined;
-    this.#mailbox = mail && new Mailbox(mail, group);
+    const memory = mailbox ? mailboxMemory(store, `${group.id}:mail`, group.ranks, group.rank) : undefined;
+    this.#mailbox = memory && new Mailbox(memory, group);
   }
 
   /** The exchange of message `message` of stream (src → dst, tag) in the keyed store. */
