@@ -35,6 +35,7 @@ import { RendezvousClient } from '../rendezvous/client.ts';
 import { RendezvousServer } from '../rendezvous/server.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
+import { setSpinBudget } from '../runtime/wait.ts';
 import { parseDevice } from '../tensor/dtype.ts';
 import { registerInterruptCheck } from '../tensor/interrupt.ts';
 import { listenAddress } from './listen-address.ts';
@@ -204,6 +205,8 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       watch = watchNodePeers(node.dir, watched, job.names);
     }
     const nodeRanks = nodes.ranksWith(env.rank);
+    // Waits on the node's shared memory (the mailboxes) spin only while every rank of the machine has a core.
+    setSpinBudget(nodes.ranksOnHost(env.rank).length / availableParallelism());
     const near = new FileTensorStore({
       dir: node.dir,
       rank: env.rank,
