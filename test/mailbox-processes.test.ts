@@ -5,10 +5,11 @@
  * every dtype around the inline cutoff at 2 and 3 ranks, many in-flight sends
  * on several tags, a message already there taken as the receive returns (the
  * mailbox's inline path: the keyed store's path never completes at once),
- * receives and sends that park and are woken, a ring filled past its room.
+ * receives and sends that park and are woken, a ring filled past its room,
+ * parked waits ended by a peer's death.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { launchProcesses } from '../src/index.ts';
+import { JobFailedError, launchProcesses, RankFailedError } from '../src/index.ts';
 import type { scenarios } from './fixtures/mailbox-processes.ts';
 import { scenarioFixture } from './fixtures/scenarios.ts';
 
@@ -62,5 +63,21 @@ describe('mailboxes between process ranks', { timeout: 120_000 }, () => {
 
   it('writes the sends that found the ring full as the receiver reads, in order', () => {
     expect(pair.fullRing).toEqual([[], []]);
+  });
+
+  it('ends the waits of a send and a receive parked on a rank that was killed, naming it, long before their timeout', async () => {
+    const started = performance.now();
+    const error = await fixture.run('lostPeer', processes(3)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(JobFailedError);
+    const { failures } = error as JobFailedError;
+    expect(failures[0].rank).toBe(1);
+    expect(failures[0].error.message).toMatch(/killed by SIGKILL/);
+    expect(failures.slice(1).map((f) => f.rank)).toEqual([0, 2]);
+    for (const { rank, error: e } of failures.slice(1)) {
+      expect(e.name, `rank ${rank}`).toBe(RankFailedError.name);
+      expect(e.message).toContain('rank 1 (rank-1)');
+    }
+    // The calls' timeout is 60 s; the abort woke them.
+    expect(performance.now() - started).toBeLessThan(30_000);
   });
 });
