@@ -34,6 +34,7 @@ import { NetworkTensorStore } from '../network-store/index.ts';
 import { RendezvousClient } from '../rendezvous/client.ts';
 import { RendezvousServer } from '../rendezvous/server.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
+import { SPIN_MS } from '../runtime/spin-policy.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
 import { parseDevice } from '../tensor/dtype.ts';
@@ -205,8 +206,9 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
       watch = watchNodePeers(node.dir, watched, job.names);
     }
     const nodeRanks = nodes.ranksWith(env.rank);
-    // Waits on the node's shared memory (the mailboxes) spin only while every rank of the machine has a core.
-    setSpinBudget(nodes.ranksOnHost(env.rank).length / availableParallelism());
+    // Waits on the node's shared memory (the mailboxes) spin only while every rank of the machine has a
+    // core, and then as long as the rings' waits do.
+    setSpinBudget(nodes.ranksOnHost(env.rank).length / availableParallelism(), SPIN_MS);
     const near = new FileTensorStore({
       dir: node.dir,
       rank: env.rank,

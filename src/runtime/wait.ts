@@ -10,17 +10,21 @@ import { CommTimeoutError } from './errors.ts';
 import { schedYield } from './libc.ts';
 
 const PARK_CHUNK_MS = 50;
-/** How long a wait spins before parking. Waking from a park takes an event-loop turn, longer than a small call. */
-let spinMs = 0.2;
+/** How long a wait of a thread rank spins before parking. Waking from a park takes an event-loop turn, longer than a small call. */
+const THREAD_SPIN_MS = 0.2;
+let spinMs = THREAD_SPIN_MS;
 /** Whether ranks outnumber cores: only then do waits that may block (blockMs) block. */
 let oversubscribed = false;
 
 /**
  * Spinning only pays while every waiting thread has a core: with more ranks
  * than cores a spinner burns the time slice the thread it waits for needs.
+ * `fullSpinMs`, the spin where it pays: a process rank's wait spins longer
+ * (runtime/spin-policy.ts's SPIN_MS), since its wake-up costs a doorbell's
+ * pipe and an event-loop turn on both sides.
  */
-export function setSpinBudget(threadsPerCore: number): void {
-  spinMs = threadsPerCore <= 1 ? 0.2 : 0.005;
+export function setSpinBudget(threadsPerCore: number, fullSpinMs = THREAD_SPIN_MS): void {
+  spinMs = threadsPerCore <= 1 ? fullSpinMs : 0.005;
   oversubscribed = threadsPerCore > 1;
 }
 
