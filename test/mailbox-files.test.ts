@@ -110,4 +110,20 @@ describe('mailboxes in files of the job directory', { timeout: 15_000 }, () => {
     b.close();
     expect(inboxes()).toEqual([]);
   });
+
+  it("gives up its inbox when its group is destroyed; a peer's mapping of it stays readable", async () => {
+    const [a, b] = stores();
+    const memories = [nodeFilesMailboxes(a, KEY, RANKS, 0), nodeFilesMailboxes(b, KEY, RANKS, 1)];
+    const inboxes = () =>
+      readdirSync(join(a.dir, 'tmp'))
+        .filter((name) => name.startsWith('region.'))
+        .sort();
+    expect(inboxes()).toEqual([`region.w%3Amail.0`, `region.w%3Amail.1`]);
+    const senders = memories[0]!.pair(0, 1);
+    memories[1]!.release();
+    expect(inboxes()).toEqual([`region.w%3Amail.0`]);
+    expect(new Int32Array(senders!.buffer, senders!.byteOffset, 4)[0]).toBe(0);
+    memories[0]!.release();
+    expect(inboxes()).toEqual([]);
+  });
 });

@@ -69,6 +69,10 @@ export class NodeRoutedStore implements TensorStore {
     return this.#onThisNode(owner) ? this.#near.nodeRegion?.(key, owner, bytes) : undefined;
   }
 
+  releaseNodeRegion(key: string, owner: number): void {
+    if (this.#onThisNode(owner)) this.#near.releaseNodeRegion?.(key, owner);
+  }
+
   /** The node's doorbells: those of the node's own store. */
   nodeDoorbells(): NodeDoorbells | undefined {
     return this.#near.nodeDoorbells?.();

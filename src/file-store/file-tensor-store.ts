@@ -626,6 +626,16 @@ export class FileTensorStore implements TensorStore {
     return { buffer: file.mapping.buffer, abort };
   }
 
+  releaseNodeRegion(key: string, owner: number): void {
+    const path = NodeRegionFile.path(
+      this.dir,
+      topicOf(key, () => `releaseNodeRegion(${JSON.stringify(key)})`),
+      owner,
+    );
+    this.#regions.get(path)?.close();
+    this.#regions.delete(path);
+  }
+
   nodeDoorbells(): NodeDoorbells | undefined {
     const rings = this.#rings;
     return rings && { park: (ms) => rings.park(ms), ring: (rank) => rings.ringDoorbell(rank) };

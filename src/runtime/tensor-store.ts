@@ -120,6 +120,13 @@ export interface TensorStore {
    */
   nodeRegion?(key: string, owner: number, bytes: number): NodeRegion | undefined;
   /**
+   * Optional, with nodeRegion: this rank is done with `owner`'s region under
+   * `key`: it unmaps it, and the owner removes it (peers that mapped it keep
+   * their mapping until they release it too).
+   * @internal
+   */
+  releaseNodeRegion?(key: string, owner: number): void;
+  /**
    * Optional, with nodeRegion: the node's doorbells, by which a wait on a
    * node region parks its process and a rank of the node wakes it; undefined
    * where the store has none (its waits then look every millisecond).

@@ -76,6 +76,8 @@ export interface MailboxMemory {
   notify(words: Int32Array, index: number, rank: number): void;
   /** How a wait parks on memory that Atomics cannot park on (WaitOptions.park); undefined where it can. */
   park: ((ms: number) => Promise<void>) | undefined;
+  /** This rank is done with the mailboxes (its group destroyed): what it holds of them goes. */
+  release(): void;
 }
 
 /**
@@ -106,6 +108,8 @@ export function regionMailboxes(region: SharedRegion, size: number): MailboxMemo
     wake: (words, index, sleepers) => void wake(words, index, sleepers),
     notify: (words, index) => void Atomics.notify(words, index),
     park: undefined,
+    // The region is the job's arena's, for the job's life.
+    release: () => {},
   };
 }
 
@@ -140,5 +144,10 @@ export function nodeFilesMailboxes(
     },
     notify: (_words, _index, member) => ring(member),
     park: bells && ((ms) => bells.park(ms)),
+    release: () => {
+      for (const [member, inbox] of inboxes.entries())
+        if (inbox) store.releaseNodeRegion?.(key, ranks[member]);
+      inboxes.fill(undefined);
+    },
   };
 }

@@ -373,5 +373,7 @@ export class StoreBackend extends Backend {
     await tellPeers(this.#store, this.#group, x, call, arrivals(pattern, this.#group.rank, x.peers()), error);
   }
 
-  destroy(): void {}
+  destroy(): void {
+    this.#p2p.destroy();
+  }
 }

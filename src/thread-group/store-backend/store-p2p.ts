@@ -21,7 +21,7 @@ import { TELL_TIMEOUT_MS } from './abandon.ts';
 import { layoutMismatchError } from './call-failure.ts';
 import { Exchange, runExchange } from './exchange.ts';
 import { MAIL, Mailbox, type MailRecord, RECEIVED_INTO } from './mailbox.ts';
-import { mailboxMemory } from './mailbox-memory.ts';
+import { type MailboxMemory, mailboxMemory } from './mailbox-memory.ts';
 import { expectInline, inlineTensor, landInline } from './mailbox-p2p.ts';
 import { firstMessage, receive, recv, StreamCounters, send } from './p2p.ts';
 import { takeCopy } from './variable.ts';
@@ -42,13 +42,19 @@ export class StoreP2P {
   readonly #choosing = new Map<number, Promise<void>>();
   /** Where messages go first when every member maps common memory (see mailbox.ts). */
   readonly #mailbox: Mailbox | undefined;
+  readonly #memory: MailboxMemory | undefined;
 
   /** `mailbox`: whether to use one where the store offers memory every member maps. */
   constructor(store: TensorStore, group: GroupView, mailbox: boolean) {
     this.#store = store;
     this.#group = group;
-    const memory = mailbox ? mailboxMemory(store, `${group.id}:mail`, group.ranks, group.rank) : undefined;
-    this.#mailbox = memory && new Mailbox(memory, group);
+    this.#memory = mailbox ? mailboxMemory(store, `${group.id}:mail`, group.ranks, group.rank) : undefined;
+    this.#mailbox = this.#memory && new Mailbox(this.#memory, group);
+  }
+
+  /** The group is destroyed on this rank: what it holds of the mailboxes goes. */
+  destroy(): void {
+    this.#memory?.release();
   }
 
   /** The exchange of message `message` of stream (src → dst, tag) in the keyed store. */
