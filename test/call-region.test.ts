@@ -1,29 +1,61 @@
 /**
  * The shared-region path of small allReduces (src/thread-group/store-backend/call-region.ts),
  * with every rank of a group simulated in this one thread: one StoreBackend per rank over
- * MemoryTensorStores sharing one job's memory, their calls run concurrently as promises (the
- * region's waits are asynchronous, so one thread drives them all). 64 ranks cost milliseconds
- * here, where 64 rank threads cost a minute to start; test/region-threads.test.ts runs the
- * same path between real rank threads.
+ * MemoryTensorStores sharing one job's memory (a region of the job's arena, as thread ranks
+ * have), or over FileTensorStores of one job directory (a file of group rank 0's, waits parked
+ * on each store's doorbell, as process ranks of one node have); their calls run concurrently as
+ * promises (the region's waits are asynchronous, so one thread drives them all). 64 ranks cost
+ * milliseconds here, where 64 rank threads cost a minute to start; test/region-threads.test.ts
+ * runs the same path between real rank threads, and the processes' conformance suite between
+ * rank processes.
  */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
+import { FileTensorStore } from '../src/file-store/index.ts';
 import { CommTimeoutError, MemoryTensorStore, Tensor } from '../src/index.ts';
+import type { TensorStore } from '../src/runtime/tensor-store.ts';
 import { setSpinBudget } from '../src/runtime/wait.ts';
 import { DTYPES, type DType, itemSize } from '../src/tensor/dtype.ts';
 import { reduceArrays } from '../src/tensor/reduce-kernels.ts';
 import { isReduceOpDefined, REDUCE_OPS, type ReduceOp } from '../src/tensor/reduce-ops.ts';
 import { type CallInfo, CallMismatchError } from '../src/thread-group/backend.ts';
-import { regionMaxBytes, SLOTS } from '../src/thread-group/store-backend/call-region.ts';
+import { allReduceInRegion } from '../src/thread-group/store-backend/all-reduce-region.ts';
+import { CallRegion, regionMaxBytes, SLOTS } from '../src/thread-group/store-backend/call-region.ts';
+import {
+  type CallRegionMemory,
+  callRegionMemory,
+} from '../src/thread-group/store-backend/call-region-memory.ts';
 import { StoreBackend } from '../src/thread-group/store-backend/store-backend.ts';
+import { storeJobs } from './fixtures/store-jobs.ts';
 
-function simulatedGroup(size: number) {
+const { newJob, opened } = storeJobs('call-region');
+
+/** Each rank's store of one job: the memory every group shares, or a job directory's files. */
+const KINDS = {
+  'one region of the job arena (thread ranks)': (ranks: number[]): TensorStore[] => {
+    const shared = MemoryTensorStore.createShared();
+    return ranks.map((rank) => new MemoryTensorStore(shared, { rank, timeoutMs: 5_000 }));
+  },
+  "a file of group rank 0's (process ranks of one node)": (ranks: number[]): TensorStore[] => {
+    const dir = newJob();
+    const stores = ranks.map(
+      (rank) => new FileTensorStore({ dir, rank, timeoutMs: 5_000, rings: { ranks } }),
+    );
+    opened.push(...stores);
+    return stores;
+  },
+};
+type Kind = keyof typeof KINDS;
+const MEMORY: Kind = 'one region of the job arena (thread ranks)';
+
+function simulatedGroup(size: number, kind: Kind = MEMORY) {
   // Every simulated rank waits on this one thread: spinning would only hold up the rank it waits for.
   setSpinBudget(size);
-  const shared = MemoryTensorStore.createShared();
   const ranks = Array.from({ length: size }, (_, r) => r);
-  const stores = ranks.map((rank) => new MemoryTensorStore(shared, { rank, timeoutMs: 5_000 }));
+  const stores = KINDS[kind](ranks);
   const backends = ranks.map(
     (rank) => new StoreBackend(stores[rank], { id: 'sim', name: 'sim', rank, size, ranks }),
   );
@@ -71,10 +103,11 @@ function reference(op: ReduceOp, inputs: readonly Tensor[]): Tensor {
   return out;
 }
 
-describe('allReduce in the shared region, ranks simulated in one thread', () => {
-  for (const size of [2, 3, 64]) {
+describe.each(Object.keys(KINDS) as Kind[])('allReduce in %s, ranks simulated in one thread', (kind) => {
+  // A job directory's stores are a doorbell and rings each: 64 of them in one thread cost seconds.
+  for (const size of kind === MEMORY ? [2, 3, 64] : [2, 3, 9]) {
     it(`matches the rank-order reference bit for bit on ${size} ranks, every dtype and op, sizes around the cutoff`, async () => {
-      const group = simulatedGroup(size);
+      const group = simulatedGroup(size, kind);
       for (const dtype of DTYPES) {
         const atCutoff = regionMaxBytes(size) / itemSize(dtype);
         // Past the cutoff the keyed store serves the call: region-threads.test.ts crosses it, between threads.
@@ -94,14 +127,14 @@ describe('allReduce in the shared region, ranks simulated in one thread', () => 
   }
 
   it('premulSum multiplies each rank by the factor before the sum', async () => {
-    const group = simulatedGroup(4);
+    const group = simulatedGroup(4, kind);
     const tensors = Array.from({ length: 4 }, (_, r) => Tensor.full([3], r + 1, 'float32'));
     await Promise.all(group.allReduce(tensors, { factor: 0.5 }));
     for (const t of tensors) expect(t.toArray()).toEqual([5, 5, 5]);
   });
 
   it('keeps many un-awaited calls in order, more than the region has slots', async () => {
-    const group = simulatedGroup(8);
+    const group = simulatedGroup(8, kind);
     const calls = 5 * SLOTS + 1;
     const all: Array<Promise<void> | undefined> = [];
     const tensors = Array.from({ length: calls }, (_, c) =>
@@ -116,7 +149,7 @@ describe('allReduce in the shared region, ranks simulated in one thread', () => 
   });
 
   it('fails every rank with a mismatch naming both ranks when one calls a different shape, then goes on', async () => {
-    const group = simulatedGroup(3);
+    const group = simulatedGroup(3, kind);
     const tensors = [Tensor.ones([4]), Tensor.ones([8]), Tensor.ones([4])];
     const results = await Promise.allSettled(group.allReduce(tensors, 'sum'));
     for (const [r, result] of results.entries()) {
@@ -133,7 +166,7 @@ describe('allReduce in the shared region, ranks simulated in one thread', () => 
   });
 
   it('tells signatures of one length apart (compared by their hashes): float32[4] against float32[5]', async () => {
-    const group = simulatedGroup(2);
+    const group = simulatedGroup(2, kind);
     const results = await Promise.allSettled(group.allReduce([Tensor.ones([4]), Tensor.ones([5])], 'sum'));
     for (const [r, result] of results.entries()) {
       expect(result.status).toBe('rejected');
@@ -145,7 +178,7 @@ describe('allReduce in the shared region, ranks simulated in one thread', () => 
   });
 
   it('times out naming the rank that did not come, and that rank fails when it does', async () => {
-    const group = simulatedGroup(3);
+    const group = simulatedGroup(3, kind);
     const early = group.allReduce([Tensor.ones([4]), undefined, Tensor.ones([4])], 'sum', 200);
     // Both handled at once: the two time out together, and one awaited after the other would be a rejection
     // nobody handled yet.
@@ -162,7 +195,7 @@ describe('allReduce in the shared region, ranks simulated in one thread', () => 
     }
   });
 
-  it('leaves no store slot in use and the heap flat over many calls', async () => {
+  it.runIf(kind === MEMORY)('leaves no store slot in use and the heap flat over many calls', async () => {
     const group = simulatedGroup(2);
     const tensors = [Tensor.ones([256]), Tensor.ones([256])];
     setFlagsFromString('--expose-gc');
@@ -175,8 +208,64 @@ describe('allReduce in the shared region, ranks simulated in one thread', () => 
     await heap(5_000);
     const before = await heap(5_000);
     const after = await heap(100_000);
-    expect(group.stores[0].slotsInUse()).toBe(0);
+    expect((group.stores[0] as MemoryTensorStore).slotsInUse()).toBe(0);
     // What stays after a collection is what calls leak: 100,000 calls leaking even 10 bytes each would show.
     expect(after - before).toBeLessThan(1 << 20);
+  });
+});
+
+describe("the call region of process ranks of one node: a file of group rank 0's", () => {
+  /** Each rank's region whose parks last until rung (a wake that went astray would hang the test). */
+  function untilRung(size: number) {
+    const ranks = Array.from({ length: size }, (_, r) => r);
+    const stores = KINDS["a file of group rank 0's (process ranks of one node)"](ranks) as FileTensorStore[];
+    return stores.map((store, rank) => {
+      const memory = callRegionMemory(store, 'g', ranks, rank) as CallRegionMemory;
+      const bells = store.nodeDoorbells();
+      expect(memory.park && bells).toBeDefined();
+      const group = { id: 'g', name: 'g', rank, size, ranks };
+      return { store, region: new CallRegion({ ...memory, park: () => bells!.park(60_000) }, group) };
+    });
+  }
+  const call = (seq: number): CallInfo => ({
+    seq,
+    signature: 'allReduce(float32[2], sum)',
+    timeoutMs: 20_000,
+  });
+  const noKeyed = async () => {};
+
+  it('wakes the ranks parked for the last arrival, and for a slot the call 4 before still holds', async () => {
+    setSpinBudget(3);
+    const ranks = untilRung(3);
+    const tensors = ranks.map((_, r) => Tensor.full([2], r + 1, 'float32'));
+    // Ranks 0 and 1 arrive and park; rank 2 comes 20 ms later.
+    const early = [0, 1].map((r) => allReduceInRegion(ranks[r].region, call(0), tensors[r], 'sum', noKeyed));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await Promise.all([...early, allReduceInRegion(ranks[2].region, call(0), tensors[2], 'sum', noKeyed)]);
+    for (const t of tensors) expect(t.toArray()).toEqual([6, 6]);
+    // SLOTS + 1 calls from ranks 0 and 1: the last waits for slot 0, which rank 2 still holds.
+    const ahead = Array.from({ length: SLOTS }, (_, i) =>
+      [0, 1].map((r) => allReduceInRegion(ranks[r].region, call(i + 1), Tensor.ones([2]), 'sum', noKeyed)),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    for (let i = 0; i < SLOTS; i++)
+      await Promise.all([
+        ...ahead[i],
+        allReduceInRegion(ranks[2].region, call(i + 1), Tensor.ones([2]), 'sum', noKeyed),
+      ]);
+  });
+
+  it('is made by group rank 0, mapped by the others at their first call, and given up when the group is destroyed', async () => {
+    const ranks = untilRung(2);
+    const files = () =>
+      readdirSync(join(ranks[0].store.dir, 'tmp')).filter((name) => name.startsWith('region.'));
+    expect(files()).toEqual(['region.g%3Acalls.0']);
+    const tensors = [Tensor.ones([2]), Tensor.ones([2])];
+    await Promise.all(
+      ranks.map(({ region }, r) => allReduceInRegion(region, call(0), tensors[r], 'sum', noKeyed)),
+    );
+    expect(tensors[1].toArray()).toEqual([2, 2]);
+    for (const { region } of ranks) region.release();
+    expect(files()).toEqual([]);
   });
 });

@@ -73,24 +73,16 @@ export function clockExchange(view: GroupView, id: string, choice: BackendChoice
     return { twin, meeting: sentOrReduced(twin, group) };
   }
   const board = view.size > 1 ? boardMemory(view, `${id}:board`, choice.store) : undefined;
-  // With a board the twin carries no collective, so it takes no region slots for them (a board in one
-  // region), and no mailbox: its stamps take the keyed store, which costs a job of mixed calls less than
-  // stamps in a mailbox (whose waits spin or park beside the rank's own calls; measured on threads).
-  const twin = new StoreBackend(choice.store, twinView, {
-    sharedRegion: board?.kind !== 'region',
-    mailbox: board === undefined,
-  });
-  return { twin, meeting: board ? new ClockBoard(board.memory, group) : new ReducedStamps(twin, group) };
+  // With a board the twin carries no collective, so it takes no call region, and no mailbox: its stamps
+  // take the keyed store, which costs a job of mixed calls less than stamps in a mailbox (whose waits
+  // spin or park beside the rank's own calls; measured on threads).
+  const unboarded = board === undefined;
+  const twin = new StoreBackend(choice.store, twinView, { sharedRegion: unboarded, mailbox: unboarded });
+  return { twin, meeting: board ? new ClockBoard(board, group) : new ReducedStamps(twin, group) };
 }
 
-function boardMemory(
-  view: GroupView,
-  key: string,
-  store: TensorStore,
-): { kind: 'region' | 'files'; memory: BoardMemory } | undefined {
+function boardMemory(view: GroupView, key: string, store: TensorStore): BoardMemory | undefined {
   const region = store.sharedRegion?.(key, clockBoardBytes(view.size));
-  if (region) return { kind: 'region', memory: regionBoard(region, view.size) };
-  if (!onOneNode(store, view.ranks)) return undefined;
-  const files = nodeFilesBoard(store, key, view.ranks, view.rank);
-  return files && { kind: 'files', memory: files };
+  if (region) return regionBoard(region, view.size);
+  return onOneNode(store, view.ranks) ? nodeFilesBoard(store, key, view.ranks, view.rank) : undefined;
 }

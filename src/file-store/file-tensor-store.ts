@@ -638,7 +638,9 @@ export class FileTensorStore implements TensorStore {
 
   nodeDoorbells(): NodeDoorbells | undefined {
     const rings = this.#rings;
-    return rings && { park: (ms) => rings.park(ms), ring: (rank) => rings.ringDoorbell(rank) };
+    const where = () => 'a wait on a node region';
+    const stop = { throwIfAborted: () => this.#assertUsable(where), error: () => this.#unusable(where) };
+    return rings && { park: (ms) => rings.park(ms), ring: (rank) => rings.ringDoorbell(rank), stop };
   }
 
   /**

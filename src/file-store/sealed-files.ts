@@ -195,7 +195,7 @@ export function discardJobFile(file: JobFile, path: string): void {
  * when there is none. A link this process may not follow is an error that
  * says why, and what to do.
  */
-export function openJobFile(path: string, flags: 'r' | 'r+'): number | undefined {
+export function openJobFile(path: string, flags: 'r' | 'r+', retried = false): number | undefined {
   try {
     return openSync(path, flags);
   } catch (error) {
@@ -203,6 +203,9 @@ export function openJobFile(path: string, flags: 'r' | 'r+'): number | undefined
     const target = linkAt(path);
     if (code === 'ENOENT' && target === undefined) return undefined;
     if (target === undefined) throw error;
+    // Not there when opened, there when looked at: its maker published it in between. A link that
+    // fails again leads nowhere.
+    if (code === 'ENOENT' && !retried) return openJobFile(path, flags, true);
     throw new FileStoreError(
       `cannot open ${path}, the link to a sealed memory file of another rank (${target}): ${code}. ` +
         (code === 'ENOENT'

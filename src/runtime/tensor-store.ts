@@ -169,6 +169,8 @@ export interface NodeDoorbells {
   park(ms: number): Promise<void>;
   /** Rings the doorbell of `rank` (a global rank of this node). */
   ring(rank: number): void;
+  /** Ends every wait parked on them: the job's abort, this rank's store closed. */
+  stop: JobStop;
 }
 
 /** Bytes of shared memory that several ranks of one process map (TensorStore.sharedRegion). */

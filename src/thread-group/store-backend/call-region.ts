@@ -1,9 +1,10 @@
 /**
- * CallRegion: where the thread ranks of one group meet for small collectives,
- * in one SharedArrayBuffer region (TensorStore.sharedRegion), instead of every
- * rank reading every peer's value through the keyed store: N arrivals and one
- * wake-up of all waiters per call, not N² reads and wake-ups (Open MPI's
- * coll/sm idea).
+ * CallRegion: where the ranks of one group that map common memory meet for
+ * small collectives, in one region (call-region-memory.ts: the job's arena
+ * for thread ranks, a file of the job directory for process ranks of one
+ * node), instead of every rank reading every peer's value through the keyed
+ * store: N arrivals and one wake-up of all waiters per call, not N² reads
+ * and wake-ups (Open MPI's coll/sm idea).
  *
  * Calls take slot seq % SLOTS, so SLOTS calls of one group may be in flight
  * at once; a slot serves its next call (cycle) once every rank has left the
@@ -21,11 +22,10 @@
  * A zero-filled region is a valid empty one, so whichever rank carves it
  * needs to write nothing first.
  */
-import type { AbortWord } from '../../runtime/abort-word.ts';
+import type { JobStop } from '../../runtime/abort-word.ts';
 import { FNV_PRIME, fnv1a } from '../../runtime/fnv1a.ts';
 import { decodeText, encodeBounded, MAX_TAG_BYTES } from '../../runtime/store-limits.ts';
-import type { SharedRegion } from '../../runtime/tensor-store.ts';
-import { deadlineAfter, waitBriefly, wake } from '../../runtime/wait.ts';
+import { deadlineAfter, pollUntil, waitBriefly } from '../../runtime/wait.ts';
 import { arrayConstructor, type DType, type TypedArray } from '../../tensor/dtype.ts';
 import { checkOperands, reduceCheckedArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
@@ -33,6 +33,7 @@ import { copyBytes } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { CallInfo, GroupView } from '../backend.ts';
 import { abandonedError, mismatchError, ranksText } from './call-failure.ts';
+import type { CallRegionMemory } from './call-region-memory.ts';
 import { waitMonitored } from './monitored-wait.ts';
 
 /** Calls of one group that may be in flight at once before the next waits for a slot. */
@@ -136,14 +137,20 @@ interface Operands {
   out: TypedArray;
 }
 
+/** What a region not mapped yet reads as: nothing. */
+const UNMAPPED = new ArrayBuffer(0);
+
 export class CallRegion {
   readonly #group: GroupView;
-  readonly #abort: AbortWord | undefined;
+  readonly #memory: CallRegionMemory;
+  readonly #abort: JobStop | undefined;
   readonly #mayBlock: (() => boolean) | undefined;
-  readonly #buffer: SharedArrayBuffer;
-  readonly #base: number;
-  readonly #words: Int32Array;
-  readonly #bytes: Uint8Array;
+  /** The region, once mapped (a process group's once its rank 0 made it): the first call waits for it. */
+  #mapped = false;
+  #buffer: ArrayBufferLike = UNMAPPED;
+  #base = 0;
+  #words: Int32Array = new Int32Array(UNMAPPED);
+  #bytes: Uint8Array = new Uint8Array(UNMAPPED);
   readonly #slotBytes: number;
   readonly #slotFrontBytes: number;
   readonly #recordBytes: number;
@@ -157,14 +164,12 @@ export class CallRegion {
   #target = 0;
   readonly #isTarget = (value: number) => value === this.#target;
 
-  constructor(region: SharedRegion, group: GroupView) {
+  constructor(memory: CallRegionMemory, group: GroupView) {
     this.#group = group;
-    this.#abort = region.abort;
-    this.#mayBlock = region.mayBlock;
-    this.#buffer = region.buffer;
-    this.#base = region.byteOffset;
-    this.#words = new Int32Array(region.buffer, region.byteOffset, region.byteLength >> 2);
-    this.#bytes = new Uint8Array(region.buffer, region.byteOffset, region.byteLength);
+    this.#memory = memory;
+    this.#abort = memory.abort;
+    this.#mayBlock = memory.mayBlock;
+    this.#map();
     this.#slotBytes = slotBytes(group.size);
     this.#slotFrontBytes = slotFrontBytes(group.size);
     this.#recordBytes = recordBytes(group.size);
@@ -197,6 +202,7 @@ export class CallRegion {
    * without a promise when the slot is free within the brief wait.
    */
   enter(call: CallInfo, kind: Kind, text: string): number | Promise<number> {
+    if (!this.#mapped) return this.#mapping(call).then(() => this.enter(call, kind, text));
     const slot = call.seq % SLOTS;
     const open = this.#slotWord(slot, S.open);
     if (this.#reachedSoon(open, cycleOf(call, slot), call)) return this.#take(call, slot, kind, text);
@@ -205,6 +211,34 @@ export class CallRegion {
         ? `every rank to finish call #${call.seq - SLOTS}, whose place in the group's region it takes`
         : 'the group region',
     ).then(() => this.#take(call, slot, kind, text));
+  }
+
+  /** Maps the region where it is there; whether it is mapped. */
+  #map(): boolean {
+    const region = this.#memory.bytes();
+    if (region === undefined) return false;
+    const { buffer, byteOffset, byteLength } = region;
+    this.#buffer = buffer;
+    this.#base = byteOffset;
+    this.#words = new Int32Array(buffer, byteOffset, byteLength >> 2);
+    this.#bytes = new Uint8Array(buffer, byteOffset, byteLength);
+    this.#mapped = true;
+    return true;
+  }
+
+  /** Resolves once the region is mapped: its owner (the group's rank 0) made it. */
+  #mapping(call: CallInfo): Promise<void> {
+    return pollUntil(() => this.#map() || undefined, {
+      deadline: deadlineAfter(call.timeoutMs),
+      abort: this.#abort,
+      describe: () =>
+        `${call.signature}: waiting for ${ranksText(this.#group, [0])} to make the group's region`,
+    }).then(() => {});
+  }
+
+  /** This rank is done with the region (its group destroyed). */
+  release(): void {
+    this.#memory.release();
   }
 
   #take(call: CallInfo, slot: number, kind: Kind, text: string): number {
@@ -251,7 +285,7 @@ export class CallRegion {
     if (operands?.dtype !== dtype || operands.numel !== numel) {
       const Typed = arrayConstructor(dtype);
       // The constructors are typed for ArrayBuffer; a SharedArrayBuffer backs them the same way.
-      const buffer = this.#buffer as unknown as ArrayBuffer;
+      const buffer = this.#buffer as ArrayBuffer;
       const view = (offset: number) => new Typed(buffer, this.#base + offset, numel) as TypedArray;
       const inputs: TypedArray[] = [];
       for (let p = 0; p < this.#group.size; p++) inputs.push(view(this.dataOffset(slot, p)));
@@ -273,7 +307,7 @@ export class CallRegion {
     this.#words[this.#slotWord(slot, S.outcome)] = outcome;
     const ready = this.#slotWord(slot, S.ready);
     Atomics.store(this.#words, ready, cycleOf(call, slot) + 1);
-    wake(this.#words, ready, this.#slotWord(slot, S.readySleepers));
+    this.#memory.wake(this.#words, ready, this.#slotWord(slot, S.readySleepers));
   }
 
   /** A call the keyed store serves takes its slot too, without waiting for the others (see above). */
@@ -358,7 +392,7 @@ export class CallRegion {
     w[this.#slotWord(slot, S.departed)] = 0;
     const open = this.#slotWord(slot, S.open);
     Atomics.add(w, open, 1);
-    wake(w, open, this.#slotWord(slot, S.openSleepers));
+    this.#memory.wake(w, open, this.#slotWord(slot, S.openSleepers));
   }
 
   /** Group ranks whose record in `slot` says they serve the call through the keyed store. */
@@ -454,6 +488,7 @@ export class CallRegion {
       // Every rank of the group is in this call: waking the thread itself beats an event-loop turn.
       blockMs: this.#blockMs(call),
       sleepers: index + SLEEPERS_AFTER,
+      park: this.#memory.park,
     });
   }
 

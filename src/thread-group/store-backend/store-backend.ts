@@ -2,9 +2,9 @@
  * StoreBackend: every ThreadGroup call over any TensorStore (memory store for
  * threads, file store for processes, same-GPU ranks). Collectives run over
  * the store's four-step handshake, and small ones in a shared call region
- * (call-region.ts) where the store offers memory every member maps (threads);
- * point-to-point calls go to StoreP2P (store-p2p.ts), which uses a mailbox
- * there. Which ranks share a node picks the algorithm (node-layout.ts).
+ * (call-region.ts) where the members map common memory (threads, processes
+ * of one node); point-to-point calls go to StoreP2P (store-p2p.ts), which
+ * uses a mailbox there. Which ranks share a node picks the algorithm (node-layout.ts).
  */
 import type { TensorStore } from '../../runtime/tensor-store.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
@@ -25,7 +25,8 @@ import { allReduceAcrossNodes, allReduceAmongNodes, allReduceByRails } from './a
 import { allReduceInRegion, fitsRegion } from './all-reduce-region.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
 import { broadcastAcrossNodes } from './broadcast-nodes.ts';
-import { CallRegion, regionBytes } from './call-region.ts';
+import { CallRegion } from './call-region.ts';
+import { callRegionMemory } from './call-region-memory.ts';
 import { Exchange, FINGERPRINT, runExchange } from './exchange.ts';
 import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './gather-scatter.ts';
 import { monitoredBarrier, verdictTimeoutMs } from './monitored-barrier.ts';
@@ -60,7 +61,7 @@ export class StoreBackend extends Backend {
   readonly backendName = 'StoreBackend';
   readonly #store: TensorStore;
   readonly #group: GroupView;
-  /** Where small collectives meet when every member maps the same memory (threads sharing a MemoryTensorStore). */
+  /** Where small collectives meet when every member maps common memory (call-region-memory.ts). */
   readonly #region: CallRegion | undefined;
   readonly #p2p: StoreP2P;
   /** Which of the group's ranks share a node (nodesOf), null until a call first asks: fixed for the group. */
@@ -81,8 +82,8 @@ export class StoreBackend extends Backend {
     this.#store = store;
     this.#group = group;
     const wanted = group.size > 1 && options.sharedRegion !== false;
-    const shared = wanted ? store.sharedRegion?.(group.id, regionBytes(group.size)) : undefined;
-    this.#region = shared && new CallRegion(shared, group);
+    const memory = wanted ? callRegionMemory(store, group.id, group.ranks, group.rank) : undefined;
+    this.#region = memory && new CallRegion(memory, group);
     this.#p2p = new StoreP2P(store, group, wanted && options.mailbox !== false);
   }
 
@@ -374,6 +375,7 @@ export class StoreBackend extends Backend {
   }
 
   destroy(): void {
+    this.#region?.release();
     this.#p2p.destroy();
   }
 }

@@ -1,0 +1,96 @@
+/**
+ * Where a group's call region (call-region.ts) lives, and how its waits are
+ * woken. Thread ranks: a region of the job's shared arena, waits parked on
+ * its words (Atomics). Process ranks of one node: a file of the job
+ * directory that the group's rank 0 makes and every member maps (a node
+ * region), waits parked on their process's doorbell, which the rank that
+ * stored a word rings for every other member while any of them sleeps on it.
+ */
+import type { JobStop } from '../../runtime/abort-word.ts';
+import { onOneNode, type SharedRegion, type TensorStore } from '../../runtime/tensor-store.ts';
+import { wake } from '../../runtime/wait.ts';
+import { regionBytes } from './call-region.ts';
+
+/** A region's bytes. */
+export interface RegionBytes {
+  buffer: ArrayBufferLike;
+  byteOffset: number;
+  byteLength: number;
+}
+
+export interface CallRegionMemory {
+  /** The region; undefined while its owner has not made it (a process group's, made by its group rank 0). */
+  bytes(): RegionBytes | undefined;
+  abort: JobStop | undefined;
+  /** See SharedRegion.mayBlock; undefined where no wait may block its thread. */
+  mayBlock: (() => boolean) | undefined;
+  /** Wakes the waits on words[index] where any counted itself on words[sleepers] (see wait.ts's wake). */
+  wake(words: Int32Array, index: number, sleepers: number): void;
+  /** How a wait parks on memory that Atomics cannot park on (WaitOptions.park); undefined where it can. */
+  park: ((ms: number) => Promise<void>) | undefined;
+  /** This rank is done with the region (its group destroyed): what it holds of it goes. */
+  release(): void;
+}
+
+/**
+ * The call region of the group of `ranks` (global ranks; this rank is group
+ * rank `rank`) under `key`, where its members map common memory: one region
+ * of the job's arena (thread ranks), the file of its group rank 0 (process
+ * ranks of one node); else undefined.
+ */
+export function callRegionMemory(
+  store: TensorStore,
+  key: string,
+  ranks: readonly number[],
+  rank: number,
+): CallRegionMemory | undefined {
+  const shared = store.sharedRegion?.(key, regionBytes(ranks.length));
+  if (shared) return arenaRegion(shared);
+  return onOneNode(store, ranks) ? nodeFileRegion(store, `${key}:calls`, ranks, rank) : undefined;
+}
+
+function arenaRegion(region: SharedRegion): CallRegionMemory {
+  return {
+    bytes: () => region,
+    abort: region.abort,
+    mayBlock: region.mayBlock,
+    wake: (words, index, sleepers) => void wake(words, index, sleepers),
+    park: undefined,
+    // The region is the job's arena's, for the job's life.
+    release: () => {},
+  };
+}
+
+function nodeFileRegion(
+  store: TensorStore,
+  key: string,
+  ranks: readonly number[],
+  rank: number,
+): CallRegionMemory | undefined {
+  const bytes = regionBytes(ranks.length);
+  const owner = ranks[0];
+  const find = () => store.nodeRegion?.(key, owner, bytes);
+  // Without doorbells (no rings: files cannot be mapped here) no member has the region.
+  const bells = store.nodeDoorbells?.();
+  if (!bells) return undefined;
+  // Group rank 0 makes the region now; the others map it once it is there.
+  let file = rank === 0 ? find() : undefined;
+  if (rank === 0 && !file) return undefined;
+  return {
+    bytes: () => {
+      file ??= find();
+      return file && { buffer: file.buffer, byteOffset: 0, byteLength: bytes };
+    },
+    abort: bells.stop,
+    mayBlock: undefined,
+    wake: (words, _index, sleepers) => {
+      if (Atomics.load(words, sleepers) === 0) return;
+      for (const [member, global] of ranks.entries()) if (member !== rank) bells.ring(global);
+    },
+    park: (ms) => bells.park(ms),
+    release: () => {
+      if (file) store.releaseNodeRegion?.(key, owner);
+      file = undefined;
+    },
+  };
+}
