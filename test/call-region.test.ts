@@ -23,7 +23,12 @@ import { reduceArrays } from '../src/tensor/reduce-kernels.ts';
 import { isReduceOpDefined, REDUCE_OPS, type ReduceOp } from '../src/tensor/reduce-ops.ts';
 import { type CallInfo, CallMismatchError } from '../src/thread-group/backend.ts';
 import { allReduceInRegion } from '../src/thread-group/store-backend/all-reduce-region.ts';
-import { CallRegion, regionMaxBytes, SLOTS } from '../src/thread-group/store-backend/call-region.ts';
+import {
+  CallRegion,
+  regionBytes,
+  regionMaxBytes,
+  SLOTS,
+} from '../src/thread-group/store-backend/call-region.ts';
 import {
   type CallRegionMemory,
   callRegionMemory,
@@ -220,7 +225,7 @@ describe("the call region of process ranks of one node: a file of group rank 0's
     const ranks = Array.from({ length: size }, (_, r) => r);
     const stores = KINDS["a file of group rank 0's (process ranks of one node)"](ranks) as FileTensorStore[];
     return stores.map((store, rank) => {
-      const memory = callRegionMemory(store, 'g', ranks, rank) as CallRegionMemory;
+      const memory = callRegionMemory(store, 'g', regionBytes(size), ranks, rank) as CallRegionMemory;
       const bells = store.nodeDoorbells();
       expect(memory.park && bells).toBeDefined();
       const group = { id: 'g', name: 'g', rank, size, ranks };

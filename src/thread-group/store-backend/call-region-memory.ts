@@ -9,7 +9,6 @@
 import type { JobStop } from '../../runtime/abort-word.ts';
 import { onOneNode, type SharedRegion, type TensorStore } from '../../runtime/tensor-store.ts';
 import { wake } from '../../runtime/wait.ts';
-import { regionBytes } from './call-region.ts';
 
 /** A region's bytes. */
 export interface RegionBytes {
@@ -33,20 +32,21 @@ export interface CallRegionMemory {
 }
 
 /**
- * The call region of the group of `ranks` (global ranks; this rank is group
- * rank `rank`) under `key`, where its members map common memory: one region
- * of the job's arena (thread ranks), the file of its group rank 0 (process
- * ranks of one node); else undefined.
+ * The call region of `bytes` of the group of `ranks` (global ranks; this rank
+ * is group rank `rank`) under `key`, where its members map common memory: one
+ * region of the job's arena (thread ranks), the file of its group rank 0
+ * (process ranks of one node); else undefined.
  */
 export function callRegionMemory(
   store: TensorStore,
   key: string,
+  bytes: number,
   ranks: readonly number[],
   rank: number,
 ): CallRegionMemory | undefined {
-  const shared = store.sharedRegion?.(key, regionBytes(ranks.length));
+  const shared = store.sharedRegion?.(key, bytes);
   if (shared) return arenaRegion(shared);
-  return onOneNode(store, ranks) ? nodeFileRegion(store, `${key}:calls`, ranks, rank) : undefined;
+  return onOneNode(store, ranks) ? nodeFileRegion(store, `${key}:calls`, bytes, ranks, rank) : undefined;
 }
 
 function arenaRegion(region: SharedRegion): CallRegionMemory {
@@ -64,10 +64,10 @@ function arenaRegion(region: SharedRegion): CallRegionMemory {
 function nodeFileRegion(
   store: TensorStore,
   key: string,
+  bytes: number,
   ranks: readonly number[],
   rank: number,
 ): CallRegionMemory | undefined {
-  const bytes = regionBytes(ranks.length);
   const owner = ranks[0];
   const find = () => store.nodeRegion?.(key, owner, bytes);
   // Without doorbells (no rings: files cannot be mapped here) no member has the region.

@@ -25,7 +25,7 @@ import { allReduceAcrossNodes, allReduceAmongNodes, allReduceByRails } from './a
 import { allReduceInRegion, fitsRegion } from './all-reduce-region.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
 import { broadcastAcrossNodes } from './broadcast-nodes.ts';
-import { CallRegion } from './call-region.ts';
+import { CallRegion, regionBytes } from './call-region.ts';
 import { callRegionMemory } from './call-region-memory.ts';
 import { Exchange, FINGERPRINT, runExchange } from './exchange.ts';
 import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './gather-scatter.ts';
@@ -82,7 +82,9 @@ export class StoreBackend extends Backend {
     this.#store = store;
     this.#group = group;
     const wanted = group.size > 1 && options.sharedRegion !== false;
-    const memory = wanted ? callRegionMemory(store, group.id, group.ranks, group.rank) : undefined;
+    const memory = wanted
+      ? callRegionMemory(store, group.id, regionBytes(group.size), group.ranks, group.rank)
+      : undefined;
     this.#region = memory && new CallRegion(memory, group);
     this.#p2p = new StoreP2P(store, group, wanted && options.mailbox !== false);
   }
