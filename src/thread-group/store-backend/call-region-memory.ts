@@ -46,34 +46,14 @@ export function callRegionMemory(
 ): CallRegionMemory | undefined {
   const shared = store.sharedRegion?.(key, bytes);
   if (shared) return arenaRegion(shared);
-  return onOneNode(store, ranks) ? nodeFileRegion(store, `${key}:calls`, bytes, ranks, rank) : undefined;
-}
-
-function arenaRegion(region: SharedRegion): CallRegionMemory {
-  return {
-    bytes: () => region,
-    abort: region.abort,
-    mayBlock: region.mayBlock,
-    wake: (words, index, sleepers) => void wake(words, index, sleepers),
-    park: undefined,
-    // The region is the job's arena's, for the job's life.
-    release: () => {},
-  };
-}
-
-function nodeFileRegion(
-  store: TensorStore,
-  key: string,
-  bytes: number,
-  ranks: readonly number[],
-  rank: number,
-): CallRegionMemory | undefined {
+  if (!onOneNode(store, ranks)) return undefined;
+  // Process ranks of one node: the file of the group's rank 0, which it makes now and the others map
+  // once it is there; without doorbells (no rings: files cannot be mapped here) no member has it.
+  const fileKey = `${key}:calls`;
   const owner = ranks[0];
-  const find = () => store.nodeRegion?.(key, owner, bytes);
-  // Without doorbells (no rings: files cannot be mapped here) no member has the region.
+  const find = () => store.nodeRegion?.(fileKey, owner, bytes);
   const bells = store.nodeDoorbells?.();
   if (!bells) return undefined;
-  // Group rank 0 makes the region now; the others map it once it is there.
   let file = rank === 0 ? find() : undefined;
   if (rank === 0 && !file) return undefined;
   return {
@@ -89,8 +69,20 @@ function nodeFileRegion(
     },
     park: (ms) => bells.park(ms),
     release: () => {
-      if (file) store.releaseNodeRegion?.(key, owner);
+      if (file) store.releaseNodeRegion?.(fileKey, owner);
       file = undefined;
     },
+  };
+}
+
+function arenaRegion(region: SharedRegion): CallRegionMemory {
+  return {
+    bytes: () => region,
+    abort: region.abort,
+    mayBlock: region.mayBlock,
+    wake: (words, index, sleepers) => void wake(words, index, sleepers),
+    park: undefined,
+    // The region is the job's arena's, for the job's life.
+    release: () => {},
   };
 }
