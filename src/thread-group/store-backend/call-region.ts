@@ -202,7 +202,8 @@ export class CallRegion {
    * without a promise when the slot is free within the brief wait.
    */
   enter(call: CallInfo, kind: Kind, text: string): number | Promise<number> {
-    if (!this.#mapped) return this.#mapping(call).then(() => this.enter(call, kind, text));
+    // A region made since this rank's group was (by the group's rank 0) is mapped here, at once.
+    if (!this.#mapped && !this.#map()) return this.#mapping(call).then(() => this.enter(call, kind, text));
     const slot = call.seq % SLOTS;
     const open = this.#slotWord(slot, S.open);
     if (this.#reachedSoon(open, cycleOf(call, slot), call)) return this.#take(call, slot, kind, text);
