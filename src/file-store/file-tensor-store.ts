@@ -23,6 +23,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, linkSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import type { JobStop } from '../runtime/abort-word.ts';
 import { CommTimeoutError, RankFailedError } from '../runtime/errors.ts';
 import {
   alreadySetError,
@@ -614,7 +615,7 @@ export class FileTensorStore implements TensorStore {
     const where = () => `nodeRegion(${JSON.stringify(key)}, ${owner})`;
     this.#assertUsable(where);
     if (!canMapFiles()) return undefined;
-    const path = NodeRegionFile.path(this.dir, topicOf(key, where), owner);
+    const path = this.#regionPath(key, owner, where);
     let file = this.#regions.get(path);
     if (!file) {
       file =
@@ -622,25 +623,28 @@ export class FileTensorStore implements TensorStore {
       if (!file) return undefined;
       this.#regions.set(path, file);
     }
-    const abort = { throwIfAborted: () => this.#assertUsable(where), error: () => this.#unusable(where) };
-    return { buffer: file.mapping.buffer, abort };
+    return { buffer: file.mapping.buffer, abort: this.#stop(where) };
   }
 
   releaseNodeRegion(key: string, owner: number): void {
-    const path = NodeRegionFile.path(
-      this.dir,
-      topicOf(key, () => `releaseNodeRegion(${JSON.stringify(key)})`),
-      owner,
-    );
+    const path = this.#regionPath(key, owner, () => `releaseNodeRegion(${JSON.stringify(key)})`);
     this.#regions.get(path)?.close();
     this.#regions.delete(path);
   }
 
+  #regionPath(key: string, owner: number, where: () => string): string {
+    return NodeRegionFile.path(this.dir, topicOf(key, where), owner);
+  }
+
   nodeDoorbells(): NodeDoorbells | undefined {
     const rings = this.#rings;
-    const where = () => 'a wait on a node region';
-    const stop = { throwIfAborted: () => this.#assertUsable(where), error: () => this.#unusable(where) };
+    const stop = this.#stop(() => 'a wait on a node region');
     return rings && { park: (ms) => rings.park(ms), ring: (rank) => rings.ringDoorbell(rank), stop };
+  }
+
+  /** What ends a wait on this store's shared memory (`where` names it): the store's close, the job's abort. */
+  #stop(where: () => string): JobStop {
+    return { throwIfAborted: () => this.#assertUsable(where), error: () => this.#unusable(where) };
   }
 
   /**

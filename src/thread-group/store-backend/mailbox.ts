@@ -695,10 +695,11 @@ export class Mailbox {
     if (at === undefined) return undefined;
     const size = this.#group.size;
     const { buffer, byteOffset } = at;
+    const bytes = pairBytes(size);
     return {
       ring: new ByteRing(buffer, byteOffset, mailboxRingBytes(size)),
-      words: new Int32Array(buffer, byteOffset, pairBytes(size) >> 2),
-      bytes: new Uint8Array(buffer, byteOffset, pairBytes(size)),
+      words: new Int32Array(buffer, byteOffset, bytes >> 2),
+      bytes: new Uint8Array(buffer, byteOffset, bytes),
     };
   }
 }
