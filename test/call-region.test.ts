@@ -25,7 +25,9 @@ import { type CallInfo, CallMismatchError } from '../src/thread-group/backend.ts
 import { allReduceInRegion } from '../src/thread-group/store-backend/all-reduce-region.ts';
 import {
   CallRegion,
+  KIND,
   regionBytes,
+  regionChunkBytes,
   regionMaxBytes,
   SLOTS,
 } from '../src/thread-group/store-backend/call-region.ts';
@@ -111,12 +113,16 @@ function reference(op: ReduceOp, inputs: readonly Tensor[]): Tensor {
 describe.each(Object.keys(KINDS) as Kind[])('allReduce in %s, ranks simulated in one thread', (kind) => {
   // A job directory's stores are a doorbell and rings each: 64 of them in one thread cost seconds.
   for (const size of kind === MEMORY ? [2, 3, 64] : [2, 3, 9]) {
-    it(`matches the rank-order reference bit for bit on ${size} ranks, every dtype and op, sizes around the cutoff`, async () => {
+    it(`matches the rank-order reference bit for bit on ${size} ranks, every dtype and op, sizes around a chunk and the cutoff`, async () => {
       const group = simulatedGroup(size, kind);
       for (const dtype of DTYPES) {
         const atCutoff = regionMaxBytes(size) / itemSize(dtype);
+        const chunk = regionChunkBytes(size) / itemSize(dtype);
         // Past the cutoff the keyed store serves the call: region-threads.test.ts crosses it, between threads.
-        const sizes = size === 64 ? [1, atCutoff] : [1, atCutoff - 1, atCutoff];
+        const sizes =
+          size === 64
+            ? [1, atCutoff]
+            : [...new Set([1, chunk - 1, chunk, chunk + 1, 2 * chunk + 1, atCutoff - 1, atCutoff])];
         for (const numel of sizes) {
           const inputs = Array.from({ length: size }, (_, r) => input(dtype, numel, r));
           for (const op of REDUCE_OPS.filter((o) => isReduceOpDefined(o, dtype))) {
@@ -198,6 +204,38 @@ describe.each(Object.keys(KINDS) as Kind[])('allReduce in %s, ranks simulated in
         ),
       );
     }
+  });
+
+  it('times out naming the rank that stopped between chunks of a large call, on the chunk it did not bring', async () => {
+    setSpinBudget(2);
+    const ranks = [0, 1];
+    const stores = KINDS[kind](ranks);
+    const regions = ranks.map((rank) => {
+      const memory = callRegionMemory(
+        stores[rank],
+        'chunks',
+        regionBytes(2),
+        ranks,
+        rank,
+      ) as CallRegionMemory;
+      return new CallRegion(memory, { id: 'chunks', name: 'chunks', rank, size: 2, ranks });
+    });
+    const numel = (2 * regionChunkBytes(2)) / 4 + 1;
+    const call: CallInfo = { seq: 0, signature: `allReduce(float32[${numel}], sum)`, timeoutMs: 300 };
+    // Group rank 1 brings the first chunk only, and stops.
+    const slot = regions[1].enter(call, KIND.region, call.signature) as number;
+    expect(regions[1].arrive(slot)).toBe(false);
+    const error = await allReduceInRegion(
+      regions[0],
+      call,
+      Tensor.ones([numel]),
+      'sum',
+      async () => {},
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CommTimeoutError);
+    expect((error as Error).message).toMatch(
+      /call #0 on group "chunks": rank 0 timed out after 300 ms waiting for group rank 1 \(global rank 1\) to bring chunk 2 of 3 of the call's data/,
+    );
   });
 
   it.runIf(kind === MEMORY)('leaves no store slot in use and the heap flat over many calls', async () => {

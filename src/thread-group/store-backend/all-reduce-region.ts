@@ -1,17 +1,19 @@
 /**
- * allReduce of a small host tensor in the group's shared region (see
+ * allReduce of a host tensor in the group's shared region (see
  * call-region.ts): each rank copies its tensor into its record, the last to
  * arrive reduces every record in rank order into the slot's result and wakes
  * the others at once, and every rank copies the result out. N copies in, one
- * reduction, one wake-up, N copies out, whatever the number of ranks.
+ * reduction, one wake-up, N copies out, whatever the number of ranks. A
+ * tensor larger than a record goes the same way a record's worth at a time.
  */
+import { itemSize } from '../../tensor/dtype.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { copyBytes } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { type CallInfo, COMPLETED } from '../backend.ts';
 import { type CallRegion, KIND, OUTCOME } from './call-region.ts';
 
-/** Whether `tensor` is one `region` serves: on the host, contiguous, within its records. */
+/** Whether `tensor` is one `region` serves: on the host, contiguous, within the largest it takes. */
 export function fitsRegion(region: CallRegion, tensor: Tensor): boolean {
   return tensor.device === 'cpu' && tensor.nbytes <= region.maxBytes;
 }
@@ -46,11 +48,18 @@ function reduceInSlot(
   tellKeyed: TellKeyed,
 ): Promise<void> {
   let outcome: number | Promise<number>;
+  const firstChunk = Math.min(tensor.numel, chunkElements(region, tensor));
   try {
-    copyBytes(region.bytes, region.dataOffset(slot, region.rank), tensor.bytes(), 0, tensor.nbytes);
+    copyBytes(
+      region.bytes,
+      region.dataOffset(slot, region.rank),
+      tensor.bytes(),
+      0,
+      firstChunk * itemSize(tensor.dtype),
+    );
     if (region.arrive(slot)) {
       outcome = region.judge(slot);
-      if (outcome === OUTCOME.reduced) region.reduce(slot, op, tensor.dtype, tensor.numel);
+      if (outcome === OUTCOME.reduced) region.reduce(slot, op, tensor.dtype, firstChunk);
       region.announce(slot, call, outcome);
     } else {
       outcome = region.outcome(slot, call);
@@ -59,9 +68,9 @@ function reduceInSlot(
     region.depart(slot);
     return Promise.reject(error);
   }
-  if (typeof outcome === 'number') return finish(region, slot, call, tensor, outcome, tellKeyed);
+  if (typeof outcome === 'number') return finish(region, slot, call, tensor, op, outcome, tellKeyed);
   return outcome.then(
-    (verdict) => finish(region, slot, call, tensor, verdict, tellKeyed),
+    (verdict) => finish(region, slot, call, tensor, op, verdict, tellKeyed),
     (error) => {
       region.depart(slot);
       throw error;
@@ -69,19 +78,34 @@ function reduceInSlot(
   );
 }
 
-/** Copies the result out, or makes the call's error; leaves the slot either way. */
+/** Elements of `tensor`'s dtype a record holds: a chunk. */
+function chunkElements(region: CallRegion, tensor: Tensor): number {
+  return Math.floor(region.chunkBytes / itemSize(tensor.dtype));
+}
+
+/** Copies the result out (and reduces the chunks after the first), or makes the call's error; leaves the slot either way. */
 function finish(
   region: CallRegion,
   slot: number,
   call: CallInfo,
   tensor: Tensor,
+  op: ReduceOp,
   outcome: number,
   tellKeyed: TellKeyed,
 ): Promise<void> {
   if (outcome === OUTCOME.reduced) {
-    region.copyResult(slot, tensor);
-    region.depart(slot);
-    return COMPLETED;
+    const perChunk = chunkElements(region, tensor);
+    try {
+      region.copyResult(slot, tensor, 0, Math.min(tensor.numel, perChunk) * itemSize(tensor.dtype));
+    } catch (error) {
+      region.depart(slot);
+      return Promise.reject(error);
+    }
+    if (tensor.numel <= perChunk) {
+      region.depart(slot);
+      return COMPLETED;
+    }
+    return laterChunks(region, slot, call, tensor, op, perChunk).finally(() => region.depart(slot));
   }
   let failure: Error;
   let keyed: number[];
@@ -96,4 +120,32 @@ function finish(
   return tellKeyed(call, keyed).then(() => {
     throw failure;
   });
+}
+
+/**
+ * Chunks 1 on of a call whose first chunk was reduced: every rank copies the
+ * next chunk in only after it copied the last one out, so the last arrival
+ * of a chunk finds the records and the result free (call-region.ts).
+ */
+async function laterChunks(
+  region: CallRegion,
+  slot: number,
+  call: CallInfo,
+  tensor: Tensor,
+  op: ReduceOp,
+  perChunk: number,
+): Promise<void> {
+  const size = itemSize(tensor.dtype);
+  const chunks = Math.ceil(tensor.numel / perChunk);
+  for (let chunk = 1, start = perChunk; chunk < chunks; chunk++, start += perChunk) {
+    const numel = Math.min(perChunk, tensor.numel - start);
+    copyBytes(region.bytes, region.dataOffset(slot, region.rank), tensor.bytes(), start * size, numel * size);
+    if (region.arriveChunk(slot, chunk)) {
+      region.reduce(slot, op, tensor.dtype, numel);
+      region.chunkReduced(slot, chunk);
+    } else {
+      await region.untilChunkReduced(slot, call, chunk, chunks);
+    }
+    region.copyResult(slot, tensor, start * size, numel * size);
+  }
 }

@@ -19,6 +19,14 @@
  * ready word once, waking every waiter with one Atomics.notify (where any
  * sleeps: waits that may sleep count themselves on the word beside it).
  *
+ * A tensor larger than a record goes through the slot in chunks of a
+ * record, one after another within the call (after the first, whose
+ * arrivals compare the calls as above): each rank copies the chunk in and
+ * counts itself in, the last to arrive reduces it into the result and bumps
+ * the slot's count of chunks reduced, and every rank copies the chunk out
+ * before it copies in the next, so the last arrival of a chunk finds every
+ * rank done with the one before.
+ *
  * A zero-filled region is a valid empty one, so whichever rank carves it
  * needs to write nothing first.
  */
@@ -31,7 +39,7 @@ import { checkOperands, reduceCheckedArrays } from '../../tensor/reduce-kernels.
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { copyBytes } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import type { CallInfo, GroupView } from '../backend.ts';
+import { type CallInfo, COMPLETED, type GroupView } from '../backend.ts';
 import { abandonedError, mismatchError, ranksText } from './call-failure.ts';
 import type { CallRegionMemory } from './call-region-memory.ts';
 import { waitMonitored } from './monitored-wait.ts';
@@ -39,14 +47,23 @@ import { waitMonitored } from './monitored-wait.ts';
 /** Calls of one group that may be in flight at once before the next waits for a slot. */
 export const SLOTS = 4;
 /**
- * The largest host tensor served here, by the group's size. Above it the
- * keyed store's reduce-scatter shares the work out; here the last arrival
- * reduces alone, which wins while the ranks are few and the tensor small:
- * the keyed store's two rounds then cost more than the whole reduction.
+ * The largest host tensor served here, by the group's size, and the most a
+ * record holds (a larger tensor goes in chunks of that). Above the largest
+ * the keyed store's reduce-scatter shares the work out; here the last
+ * arrival reduces alone, which wins while the ranks are few and the tensor
+ * not large: the keyed store's three exchanges, a handshake each way, then
+ * cost more than the whole reduction. Measured between 2 ranks in a job's
+ * calls 50 to 250: at 1 MiB the region took 175-190 µs where the keyed
+ * rounds took 570-730 (threads and processes); at 4 MiB the keyed rounds
+ * win between threads, which read each other's memory in place.
  */
 const FEW_RANKS_MAX = 4;
 export function regionMaxBytes(size: number): number {
-  return size <= FEW_RANKS_MAX ? 64 << 10 : 16 << 10;
+  return size <= FEW_RANKS_MAX ? 1 << 20 : 16 << 10;
+}
+
+export function regionChunkBytes(size: number): number {
+  return size <= FEW_RANKS_MAX ? 256 << 10 : 16 << 10;
 }
 
 /** What a rank's record says it does in its slot's call. */
@@ -70,7 +87,8 @@ const lines = (bytes: number) => Math.ceil(bytes / LINE_BYTES) * LINE_BYTES;
 /**
  * Slot words: the cycle it serves and the ready cycle + 1, how many waits on
  * each may sleep (see wake; each two words after the word it counts for),
- * arrivals, departures, the outcome.
+ * arrivals (of every chunk of the call), departures, the outcome, chunks
+ * reduced (and its sleepers).
  */
 const S = {
   open: 0,
@@ -80,13 +98,18 @@ const S = {
   arrived: 4,
   departed: 5,
   outcome: 6,
+  reduced: 7,
+  reducedSleepers: 9,
 } as const;
 /** From a waited word to the word its sleepers are counted on. */
 const SLEEPERS_AFTER = S.openSleepers - S.open;
-const SLOT_HEADER_BYTES = 32;
+const SLOT_HEADER_BYTES = 48;
 
-/** Record words: the cycle + 1 the rank arrived for, its kind, its text's length, the text's two 32-bit hashes. */
-const R = { cycle: 0, kind: 1, textLength: 2, hash: 3, hash2: 4 } as const;
+/**
+ * Record words: the cycle + 1 the rank arrived for, its kind, its text's
+ * length, the text's two 32-bit hashes, the chunks it brought.
+ */
+const R = { cycle: 0, kind: 1, textLength: 2, hash: 3, hash2: 4, chunks: 5 } as const;
 const RECORD_HEADER_BYTES = 32;
 
 /** How long a wait in the region blocks its thread before it parks on the event loop (see waitForWord). */
@@ -101,11 +124,11 @@ function cycleOf(call: CallInfo, slot: number): number {
 
 /** Bytes of a slot's words and result, and of a record's words, data and text, in a group of `size`. */
 function slotFrontBytes(size: number): number {
-  return lines(SLOT_HEADER_BYTES + regionMaxBytes(size));
+  return lines(SLOT_HEADER_BYTES + regionChunkBytes(size));
 }
 
 function recordBytes(size: number): number {
-  return lines(RECORD_HEADER_BYTES + regionMaxBytes(size) + MAX_TAG_BYTES);
+  return lines(RECORD_HEADER_BYTES + regionChunkBytes(size) + MAX_TAG_BYTES);
 }
 
 function slotBytes(size: number): number {
@@ -156,6 +179,8 @@ export class CallRegion {
   readonly #recordBytes: number;
   /** The largest tensor this group's calls meet here with (regionMaxBytes). */
   readonly maxBytes: number;
+  /** The most a record holds: a larger tensor goes in chunks of this (regionChunkBytes). */
+  readonly chunkBytes: number;
   readonly #signatures = new Map<string, RecordText>();
   readonly #operands: Array<Operands | undefined> = new Array(SLOTS);
   /** Per slot, the text this rank's record holds (the encoded signature or error it last wrote there). */
@@ -174,6 +199,7 @@ export class CallRegion {
     this.#slotFrontBytes = slotFrontBytes(group.size);
     this.#recordBytes = recordBytes(group.size);
     this.maxBytes = regionMaxBytes(group.size);
+    this.chunkBytes = regionChunkBytes(group.size);
   }
 
   /** Byte offset (in the region) of group rank `p`'s data in `slot`. */
@@ -245,6 +271,7 @@ export class CallRegion {
   #take(call: CallInfo, slot: number, kind: Kind, text: string): number {
     this.#write(slot, kind, kind === KIND.abandoned ? errorText(text) : this.#signature(text));
     const record = this.#recordOffset(slot, this.#group.rank) >> 2;
+    this.#words[record + R.chunks] = 0;
     Atomics.store(this.#words, record + R.cycle, cycleOf(call, slot) + 1);
     return slot;
   }
@@ -298,9 +325,38 @@ export class CallRegion {
     reduceCheckedArrays(op, dtype, operands.out, operands.inputs);
   }
 
-  /** Copies the slot's result into `tensor` (a host tensor the size of the call's data). */
-  copyResult(slot: number, tensor: Tensor): void {
-    copyBytes(tensor.bytes(), 0, this.#bytes, this.resultOffset(slot), tensor.nbytes);
+  /** Copies the slot's result into `tensor`'s bytes from `offset` on (`length` of them: the call's data or chunk). */
+  copyResult(slot: number, tensor: Tensor, offset: number, length: number): void {
+    copyBytes(tensor.bytes(), offset, this.#bytes, this.resultOffset(slot), length);
+  }
+
+  /**
+   * Counts this rank in for chunk `chunk` (from 1: chunk 0 came with `arrive`)
+   * of the call in `slot`, its data in its record; true for the last to
+   * arrive, which must reduce it and call `chunkReduced`.
+   */
+  arriveChunk(slot: number, chunk: number): boolean {
+    const record = this.#recordOffset(slot, this.#group.rank) >> 2;
+    Atomics.store(this.#words, record + R.chunks, chunk);
+    const before = Atomics.add(this.#words, this.#slotWord(slot, S.arrived), 1);
+    return before === (chunk + 1) * this.#group.size - 1;
+  }
+
+  /** The last arrival reduced chunk `chunk` into the result: wakes the ranks waiting for it. */
+  chunkReduced(slot: number, chunk: number): void {
+    const reduced = this.#slotWord(slot, S.reduced);
+    Atomics.store(this.#words, reduced, chunk);
+    this.#memory.wake(this.#words, reduced, this.#slotWord(slot, S.reducedSleepers));
+  }
+
+  /** Resolves once chunk `chunk` (of `chunks`) of `call` is reduced (at once where it is within the brief wait). */
+  untilChunkReduced(slot: number, call: CallInfo, chunk: number, chunks: number): Promise<void> {
+    const reduced = this.#slotWord(slot, S.reduced);
+    if (this.#reachedSoon(reduced, chunk, call)) return COMPLETED;
+    const missing = () => this.#missingChunk(slot, chunk);
+    const waitingFor = () =>
+      `${ranksText(this.#group, missing())} to bring chunk ${chunk + 1} of ${chunks} of the call's data`;
+    return this.#wait(reduced, chunk, call, waitingFor, missing);
   }
 
   /** Publishes the verdict on `call` and wakes every rank waiting for it at once. */
@@ -390,6 +446,7 @@ export class CallRegion {
     const w = this.#words;
     if (Atomics.add(w, this.#slotWord(slot, S.departed), 1) !== this.#group.size - 1) return;
     w[this.#slotWord(slot, S.arrived)] = 0;
+    w[this.#slotWord(slot, S.reduced)] = 0;
     w[this.#slotWord(slot, S.departed)] = 0;
     const open = this.#slotWord(slot, S.open);
     Atomics.add(w, open, 1);
@@ -453,6 +510,16 @@ export class CallRegion {
     return missing;
   }
 
+  /** Group ranks that have not brought chunk `chunk` of the call in `slot`. */
+  #missingChunk(slot: number, chunk: number): number[] {
+    const missing: number[] = [];
+    for (let p = 0; p < this.#group.size; p++) {
+      const record = this.#recordOffset(slot, p) >> 2;
+      if (Atomics.load(this.#words, record + R.chunks) < chunk) missing.push(p);
+    }
+    return missing;
+  }
+
   #signature(signature: string): RecordText {
     let encoded = this.#signatures.get(signature);
     if (encoded === undefined) {
@@ -507,6 +574,6 @@ export class CallRegion {
 
   /** Byte offset (in the region) of the text of the record at word `record`. */
   #textOffset(record: number): number {
-    return (record << 2) + RECORD_HEADER_BYTES + this.maxBytes;
+    return (record << 2) + RECORD_HEADER_BYTES + this.chunkBytes;
   }
 }
