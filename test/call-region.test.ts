@@ -22,7 +22,7 @@ import { DTYPES, type DType, itemSize } from '../src/tensor/dtype.ts';
 import { reduceArrays } from '../src/tensor/reduce-kernels.ts';
 import { isReduceOpDefined, REDUCE_OPS, type ReduceOp } from '../src/tensor/reduce-ops.ts';
 import { type CallInfo, CallMismatchError } from '../src/thread-group/backend.ts';
-import { allReduceInRegion } from '../src/thread-group/store-backend/all-reduce-region.ts';
+import { allReduceInRegion, fitsRegion } from '../src/thread-group/store-backend/all-reduce-region.ts';
 import {
   CallRegion,
   KIND,
@@ -116,11 +116,12 @@ describe.each(Object.keys(KINDS) as Kind[])('allReduce in %s, ranks simulated in
     it(`matches the rank-order reference bit for bit on ${size} ranks, every dtype and op, sizes around a chunk and the cutoff`, async () => {
       const group = simulatedGroup(size, kind);
       for (const dtype of DTYPES) {
-        const atCutoff = regionMaxBytes(size) / itemSize(dtype);
         const chunk = regionChunkBytes(size) / itemSize(dtype);
         // Past the cutoff the keyed store serves the call: region-threads.test.ts crosses it, between threads.
+        // Processes have none below 5 ranks: 5 chunks and a piece stand for any size.
+        const atCutoff = Math.min(regionMaxBytes(size, kind !== MEMORY) / itemSize(dtype), 5 * chunk + 7);
         const sizes =
-          size === 64
+          size === 64 || size === 9
             ? [1, atCutoff]
             : [...new Set([1, chunk - 1, chunk, chunk + 1, 2 * chunk + 1, atCutoff - 1, atCutoff])];
         for (const numel of sizes) {
@@ -204,6 +205,21 @@ describe.each(Object.keys(KINDS) as Kind[])('allReduce in %s, ranks simulated in
         ),
       );
     }
+  });
+
+  it(`serves ${kind === MEMORY ? 'allReduces up to 1 MiB between up to 4 ranks' : 'allReduces of every size between up to 4 ranks'}, 16 KiB beyond`, () => {
+    const regionOf = (size: number) => {
+      const ranks = Array.from({ length: size }, (_, r) => r);
+      const memory = callRegionMemory(KINDS[kind](ranks)[0], `fits${size}`, regionBytes(size), ranks, 0);
+      return new CallRegion(memory as CallRegionMemory, { id: 'fits', name: 'fits', rank: 0, size, ranks });
+    };
+    const fits = (region: CallRegion, bytes: number) =>
+      fitsRegion(region, Tensor.empty([bytes], 'uint8')) &&
+      !fitsRegion(region, Tensor.empty([bytes + 1], 'uint8'));
+    const few = regionOf(4);
+    if (kind === MEMORY) expect(fits(few, 1 << 20)).toBe(true);
+    else expect(fitsRegion(few, Tensor.empty([64 << 20], 'uint8'))).toBe(true);
+    expect(fits(regionOf(5), 16 << 10)).toBe(true);
   });
 
   it('times out naming the rank that stopped between chunks of a large call, on the chunk it did not bring', async () => {

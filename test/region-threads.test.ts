@@ -12,7 +12,7 @@ import { regionMaxBytes } from '../src/thread-group/store-backend/call-region.ts
 import { failure } from './fixtures/failure.ts';
 
 /** float32 elements at the cutoff of a group of `size`. */
-const atCutoff = (size: number) => regionMaxBytes(size) / 4;
+const atCutoff = (size: number) => regionMaxBytes(size, false) / 4;
 
 // Largest first: later tests reuse its warm rank threads.
 for (const worldSize of [8, 4, 3, 2, 1]) {

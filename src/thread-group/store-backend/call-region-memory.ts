@@ -29,6 +29,12 @@ export interface CallRegionMemory {
   park: ((ms: number) => Promise<void>) | undefined;
   /** This rank is done with the region (its group destroyed): what it holds of it goes. */
   release(): void;
+  /**
+   * Whether the members cannot read each other's tensors in place (processes):
+   * the keyed store then copies every byte too, and the region serves
+   * allReduces of every size (regionMaxBytes).
+   */
+  copiesOnly: boolean;
 }
 
 /**
@@ -68,6 +74,7 @@ export function callRegionMemory(
       for (const [member, global] of ranks.entries()) if (member !== rank) bells.ring(global);
     },
     park: (ms) => bells.park(ms),
+    copiesOnly: true,
     release: () => {
       if (file) store.releaseNodeRegion?.(fileKey, owner);
       file = undefined;
@@ -82,6 +89,7 @@ function arenaRegion(region: SharedRegion): CallRegionMemory {
     mayBlock: region.mayBlock,
     wake: (words, index, sleepers) => void wake(words, index, sleepers),
     park: undefined,
+    copiesOnly: false,
     // The region is the job's arena's, for the job's life.
     release: () => {},
   };

@@ -47,19 +47,24 @@ import { waitMonitored } from './monitored-wait.ts';
 /** Calls of one group that may be in flight at once before the next waits for a slot. */
 export const SLOTS = 4;
 /**
- * The largest host tensor served here, by the group's size, and the most a
- * record holds (a larger tensor goes in chunks of that). Above the largest
- * the keyed store's reduce-scatter shares the work out; here the last
- * arrival reduces alone, which wins while the ranks are few and the tensor
- * not large: the keyed store's three exchanges, a handshake each way, then
- * cost more than the whole reduction. Measured between 2 ranks in a job's
- * calls 50 to 250: at 1 MiB the region took 175-190 µs where the keyed
- * rounds took 570-730 (threads and processes); at 4 MiB the keyed rounds
- * win between threads, which read each other's memory in place.
+ * The largest host tensor served here, by the group's size and whether its
+ * members can read each other's tensors in place (CallRegionMemory.copiesOnly),
+ * and the most a record holds (a larger tensor goes in chunks of that).
+ * Above the largest the keyed store's reduce-scatter shares the work out;
+ * here the last arrival reduces alone, which wins while the ranks are few:
+ * the keyed store's three exchanges, a handshake each way for each, cost
+ * more than the whole reduction. Measured between 2 ranks: in a job's calls
+ * 50 to 250, at 1 MiB the region took 250-280 µs where the keyed rounds
+ * took 470-730 (threads and processes); at 4 MiB the keyed rounds win
+ * between threads (they read each other's memory in place: 690 against 960
+ * µs), and lose between processes at every size, whose keyed values are
+ * copies (warm: 4 MiB 530-760 against 1,590 µs, 64 MiB 12.6 against 16 ms;
+ * 4 processes on 2 cores, 4 MiB 3.3 against 5.8 ms).
  */
 const FEW_RANKS_MAX = 4;
-export function regionMaxBytes(size: number): number {
-  return size <= FEW_RANKS_MAX ? 1 << 20 : 16 << 10;
+export function regionMaxBytes(size: number, copiesOnly: boolean): number {
+  if (size > FEW_RANKS_MAX) return 16 << 10;
+  return copiesOnly ? Number.POSITIVE_INFINITY : 1 << 20;
 }
 
 export function regionChunkBytes(size: number): number {
@@ -198,7 +203,7 @@ export class CallRegion {
     this.#slotBytes = slotBytes(group.size);
     this.#slotFrontBytes = slotFrontBytes(group.size);
     this.#recordBytes = recordBytes(group.size);
-    this.maxBytes = regionMaxBytes(group.size);
+    this.maxBytes = regionMaxBytes(group.size, memory.copiesOnly);
     this.chunkBytes = regionChunkBytes(group.size);
   }
 
