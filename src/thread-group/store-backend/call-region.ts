@@ -51,24 +51,27 @@ export const SLOTS = 4;
  * members can read each other's tensors in place (CallRegionMemory.copiesOnly),
  * and the most a record holds (a larger tensor goes in chunks of that).
  * Above the largest the keyed store's reduce-scatter shares the work out;
- * here the last arrival reduces alone, which wins while the ranks are few:
- * the keyed store's three exchanges, a handshake each way for each, cost
- * more than the whole reduction. Measured between 2 ranks: in a job's calls
- * 50 to 250, at 1 MiB the region took 250-280 µs where the keyed rounds
- * took 470-730 (threads and processes); at 4 MiB the keyed rounds win
- * between threads (they read each other's memory in place: 690 against 960
- * µs), and lose between processes at every size, whose keyed values are
- * copies (warm: 4 MiB 530-760 against 1,590 µs, 64 MiB 12.6 against 16 ms;
- * 4 processes on 2 cores, 4 MiB 3.3 against 5.8 ms).
+ * here the last arrival reduces alone, which wins while the ranks are not
+ * many: the keyed store's exchanges, a handshake each way between every two
+ * ranks for each, cost more than the whole reduction. Measured in a job's
+ * calls 50 to 250 on 2 cores: between 2 ranks, at 1 MiB the region took
+ * 250-280 µs where the keyed rounds took 470-730 (threads and processes); at
+ * 4 MiB the keyed rounds win between threads (they read each other's memory
+ * in place: 690 against 960 µs), and lose between processes at every size,
+ * whose keyed values are copies (warm: 4 MiB 530-760 against 1,590 µs,
+ * 64 MiB 12.6 against 16 ms). Between 8 thread ranks, 64 KiB 146 against
+ * 2,810 µs, 1 MiB 1.1 against 2.8 ms; between 16, 64 KiB 0.27 against 12 ms.
  */
 const FEW_RANKS_MAX = 4;
+const SOME_RANKS_MAX = 16;
 export function regionMaxBytes(size: number, copiesOnly: boolean): number {
-  if (size > FEW_RANKS_MAX) return 16 << 10;
-  return copiesOnly ? Number.POSITIVE_INFINITY : 1 << 20;
+  if (size > SOME_RANKS_MAX) return 16 << 10;
+  return copiesOnly && size <= FEW_RANKS_MAX ? Number.POSITIVE_INFINITY : 1 << 20;
 }
 
 export function regionChunkBytes(size: number): number {
-  return size <= FEW_RANKS_MAX ? 256 << 10 : 16 << 10;
+  if (size <= FEW_RANKS_MAX) return 256 << 10;
+  return size <= SOME_RANKS_MAX ? 64 << 10 : 16 << 10;
 }
 
 /** What a rank's record says it does in its slot's call. */
