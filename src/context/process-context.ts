@@ -34,7 +34,7 @@ import { NetworkTensorStore } from '../network-store/index.ts';
 import { RendezvousClient } from '../rendezvous/client.ts';
 import { RendezvousServer } from '../rendezvous/server.ts';
 import { checkClusterConfig } from '../runtime/config/load.ts';
-import { SPIN_MS } from '../runtime/spin-policy.ts';
+import { SPIN_MS, YIELD_AFTER_MS } from '../runtime/spin-policy.ts';
 import type { TensorStore } from '../runtime/tensor-store.ts';
 import { setSpinBudget } from '../runtime/wait.ts';
 import { parseDevice } from '../tensor/dtype.ts';
@@ -207,8 +207,8 @@ async function connect(options: InitProcessOptions): Promise<RankContext> {
     }
     const nodeRanks = nodes.ranksWith(env.rank);
     // Waits on the node's shared memory (the mailboxes) spin only while every rank of the machine has a
-    // core, and then as long as the rings' waits do.
-    setSpinBudget(nodes.ranksOnHost(env.rank).length / availableParallelism(), SPIN_MS);
+    // core, and then as the rings' waits do: as long, giving the core away past their first moments.
+    setSpinBudget(nodes.ranksOnHost(env.rank).length / availableParallelism(), SPIN_MS, YIELD_AFTER_MS);
     const near = new FileTensorStore({
       dir: node.dir,
       rank: env.rank,

@@ -13,6 +13,8 @@ const PARK_CHUNK_MS = 50;
 /** How long a wait of a thread rank spins before parking. Waking from a park takes an event-loop turn, longer than a small call. */
 const THREAD_SPIN_MS = 0.2;
 let spinMs = THREAD_SPIN_MS;
+/** How long a spin looks before it gives its core away between looks (see setSpinBudget). */
+let politeAfterMs = Number.POSITIVE_INFINITY;
 /** Whether ranks outnumber cores: only then do waits that may block (blockMs) block. */
 let oversubscribed = false;
 
@@ -21,10 +23,22 @@ let oversubscribed = false;
  * than cores a spinner burns the time slice the thread it waits for needs.
  * `fullSpinMs`, the spin where it pays: a process rank's wait spins longer
  * (runtime/spin-policy.ts's SPIN_MS), since its wake-up costs a doorbell's
- * pipe and an event-loop turn on both sides.
+ * pipe and an event-loop turn on both sides. `yieldAfterMs`: past this much
+ * of a spin, it gives its core away between looks (sched_yield, where libc
+ * has it), as the rings' waits do (spin-policy.ts). A process rank needs it:
+ * Linux wakes a process rung through a pipe on the ringer's core, where it
+ * waited behind the ringer's spin (a fresh job's first thousands of round
+ * trips between 2 processes on 2 cores: a doorbell's wake-up took 1.1 ms,
+ * and yielding took the mean round trip from 55 to 46 µs, median of 8 jobs).
+ * Thread ranks, woken by a notify, gained nothing by it.
  */
-export function setSpinBudget(threadsPerCore: number, fullSpinMs = THREAD_SPIN_MS): void {
+export function setSpinBudget(
+  threadsPerCore: number,
+  fullSpinMs = THREAD_SPIN_MS,
+  yieldAfterMs = Number.POSITIVE_INFINITY,
+): void {
   spinMs = threadsPerCore <= 1 ? fullSpinMs : 0.005;
+  politeAfterMs = yieldAfterMs;
   oversubscribed = threadsPerCore > 1;
 }
 
@@ -209,11 +223,16 @@ export function waitBriefly(
   const yields = blocks && schedYield() !== null;
   // A yielding wait gives its core away at once: a spin would burn the slice of the thread it waits for.
   if (!yields) {
-    const spinUntil = readClock() + spinMs;
+    const started = readClock();
+    const spinUntil = started + spinMs;
+    const politeFrom = started + politeAfterMs;
+    let now = started;
     do {
       for (let i = 0; i < 64 && !ready(value); i++) value = Atomics.load(words, index);
       if (ready(value)) return true;
-    } while (readClock() < spinUntil);
+      if (now >= politeFrom) schedYield()?.();
+      now = readClock();
+    } while (now < spinUntil);
   }
   if (!blocks) return false;
   const until = Math.min(deadline, readClock() + (blockMs as number));
