@@ -31,8 +31,8 @@ export interface CallRegionMemory {
   release(): void;
   /**
    * Whether the members cannot read each other's tensors in place (processes):
-   * the keyed store then copies every byte too, and the region serves
-   * allReduces of every size (regionMaxBytes).
+   * the keyed store then copies every byte too, and the region serves larger
+   * allReduces (regionMaxBytes).
    */
   copiesOnly: boolean;
 }
