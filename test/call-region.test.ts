@@ -223,36 +223,49 @@ describe.each(Object.keys(KINDS) as Kind[])('allReduce in %s, ranks simulated in
     expect(fits(regionOf(17), 16 << 10)).toBe(true);
   });
 
-  it('times out naming the rank that stopped between chunks of a large call, on the chunk it did not bring', async () => {
-    setSpinBudget(2);
-    const ranks = [0, 1];
-    const stores = KINDS[kind](ranks);
-    const regions = ranks.map((rank) => {
-      const memory = callRegionMemory(
-        stores[rank],
-        'chunks',
-        regionBytes(2),
-        ranks,
-        rank,
-      ) as CallRegionMemory;
-      return new CallRegion(memory, { id: 'chunks', name: 'chunks', rank, size: 2, ranks });
-    });
+  describe('a rank that stops inside a large call: its peer times out naming it and what it did not do', () => {
     const numel = (2 * regionChunkBytes(2)) / 4 + 1;
     const call: CallInfo = { seq: 0, signature: `allReduce(float32[${numel}], sum)`, timeoutMs: 300 };
-    // Group rank 1 brings the first chunk only, and stops.
-    const slot = regions[1].enter(call, KIND.region, call.signature) as number;
-    expect(regions[1].arrive(slot)).toBe(false);
-    const error = await allReduceInRegion(
-      regions[0],
-      call,
-      Tensor.ones([numel]),
-      'sum',
-      async () => {},
-    ).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(CommTimeoutError);
-    expect((error as Error).message).toMatch(
-      /call #0 on group "chunks": rank 0 timed out after 300 ms waiting for group rank 1 \(global rank 1\) to bring chunk 2 of 3 of the call's data/,
-    );
+    /** Group rank 0 runs the call; group rank 1, driven by hand, brings the first chunk and does `more`. */
+    async function stopping(more: (region: CallRegion, slot: number) => Promise<void>) {
+      setSpinBudget(2);
+      const ranks = [0, 1];
+      const stores = KINDS[kind](ranks);
+      const regions = ranks.map((rank) => {
+        const memory = callRegionMemory(stores[rank], 'chunks', regionBytes(2), ranks, rank);
+        return new CallRegion(memory as CallRegionMemory, {
+          id: 'chunks',
+          name: 'chunks',
+          rank,
+          size: 2,
+          ranks,
+        });
+      });
+      const slot = regions[1].enter(call, KIND.region, call.signature) as number;
+      expect(regions[1].arrive(slot)).toBe(false);
+      const running = allReduceInRegion(regions[0], call, Tensor.ones([numel]), 'sum', async () => {});
+      await more(regions[1], slot);
+      const error = await running.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(CommTimeoutError);
+      return (error as Error).message;
+    }
+    const timedOut =
+      'call #0 on group "chunks": rank 0 timed out after 300 ms waiting for group rank 1 \\(global rank 1\\)';
+
+    it('that does not reduce its share of the first chunk', async () => {
+      expect(await stopping(async () => {})).toMatch(
+        new RegExp(`${timedOut} to reduce its share of chunk 1 of 3 of the call's data`),
+      );
+    });
+
+    it('that reduces it but does not bring the second', async () => {
+      const message = await stopping(async (region, slot) => {
+        await region.outcome(slot, call);
+        region.reduceShare(slot, 'sum', 'float32', regionChunkBytes(2) / 4);
+        await region.shareReduced(slot, call, 0, 3);
+      });
+      expect(message).toMatch(new RegExp(`${timedOut} to bring chunk 2 of 3 of the call's data`));
+    });
   });
 
   it.runIf(kind === MEMORY)('leaves no store slot in use and the heap flat over many calls', async () => {

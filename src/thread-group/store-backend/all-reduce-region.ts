@@ -4,7 +4,8 @@
  * arrive reduces every record in rank order into the slot's result and wakes
  * the others at once, and every rank copies the result out. N copies in, one
  * reduction, one wake-up, N copies out, whatever the number of ranks. A
- * tensor larger than a record goes the same way a record's worth at a time.
+ * tensor larger than a record goes a record's worth at a time, each chunk's
+ * reduction shared out among the ranks (call-region.ts).
  */
 import { itemSize } from '../../tensor/dtype.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
@@ -48,7 +49,8 @@ function reduceInSlot(
   tellKeyed: TellKeyed,
 ): Promise<void> {
   let outcome: number | Promise<number>;
-  const firstChunk = Math.min(tensor.numel, chunkElements(region, tensor));
+  const perChunk = chunkElements(region, tensor);
+  const firstChunk = Math.min(tensor.numel, perChunk);
   try {
     copyBytes(
       region.bytes,
@@ -59,7 +61,9 @@ function reduceInSlot(
     );
     if (region.arrive(slot)) {
       outcome = region.judge(slot);
-      if (outcome === OUTCOME.reduced) region.reduce(slot, op, tensor.dtype, firstChunk);
+      // A tensor of chunks has its reduction shared out once every rank knows the verdict.
+      if (outcome === OUTCOME.reduced && tensor.numel <= perChunk)
+        region.reduce(slot, op, tensor.dtype, firstChunk);
       region.announce(slot, call, outcome);
     } else {
       outcome = region.outcome(slot, call);
@@ -83,7 +87,7 @@ function chunkElements(region: CallRegion, tensor: Tensor): number {
   return Math.floor(region.chunkBytes / itemSize(tensor.dtype));
 }
 
-/** Copies the result out (and reduces the chunks after the first), or makes the call's error; leaves the slot either way. */
+/** Copies the result out (a tensor of chunks: reduces them first), or makes the call's error; leaves the slot either way. */
 function finish(
   region: CallRegion,
   slot: number,
@@ -95,17 +99,15 @@ function finish(
 ): Promise<void> {
   if (outcome === OUTCOME.reduced) {
     const perChunk = chunkElements(region, tensor);
+    if (tensor.numel > perChunk) {
+      return chunks(region, slot, call, tensor, op, perChunk).finally(() => region.depart(slot));
+    }
     try {
-      region.copyResult(slot, tensor, 0, Math.min(tensor.numel, perChunk) * itemSize(tensor.dtype));
-    } catch (error) {
+      region.copyResult(slot, tensor, 0, tensor.nbytes);
+    } finally {
       region.depart(slot);
-      return Promise.reject(error);
     }
-    if (tensor.numel <= perChunk) {
-      region.depart(slot);
-      return COMPLETED;
-    }
-    return laterChunks(region, slot, call, tensor, op, perChunk).finally(() => region.depart(slot));
+    return COMPLETED;
   }
   let failure: Error;
   let keyed: number[];
@@ -123,11 +125,11 @@ function finish(
 }
 
 /**
- * Chunks 1 on of a call whose first chunk was reduced: every rank copies the
- * next chunk in only after it copied the last one out, so the last arrival
- * of a chunk finds the records and the result free (call-region.ts).
+ * The chunks of a call whose verdict was `reduced`, the first already in
+ * the records: each brought by every rank (after the first), reduced a
+ * share by each, then copied out (call-region.ts).
  */
-async function laterChunks(
+async function chunks(
   region: CallRegion,
   slot: number,
   call: CallInfo,
@@ -136,16 +138,21 @@ async function laterChunks(
   perChunk: number,
 ): Promise<void> {
   const size = itemSize(tensor.dtype);
-  const chunks = Math.ceil(tensor.numel / perChunk);
-  for (let chunk = 1, start = perChunk; chunk < chunks; chunk++, start += perChunk) {
+  const count = Math.ceil(tensor.numel / perChunk);
+  for (let chunk = 0, start = 0; chunk < count; chunk++, start += perChunk) {
     const numel = Math.min(perChunk, tensor.numel - start);
-    copyBytes(region.bytes, region.dataOffset(slot, region.rank), tensor.bytes(), start * size, numel * size);
-    if (region.arriveChunk(slot, chunk)) {
-      region.reduce(slot, op, tensor.dtype, numel);
-      region.chunkReduced(slot, chunk);
-    } else {
-      await region.untilChunkReduced(slot, call, chunk, chunks);
+    if (chunk > 0) {
+      copyBytes(
+        region.bytes,
+        region.dataOffset(slot, region.rank),
+        tensor.bytes(),
+        start * size,
+        numel * size,
+      );
+      await region.bringChunk(slot, call, chunk, count);
     }
+    region.reduceShare(slot, op, tensor.dtype, numel);
+    await region.shareReduced(slot, call, chunk, count);
     region.copyResult(slot, tensor, start * size, numel * size);
   }
 }

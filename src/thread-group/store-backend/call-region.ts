@@ -20,12 +20,14 @@
  * sleeps: waits that may sleep count themselves on the word beside it).
  *
  * A tensor larger than a record goes through the slot in chunks of a
- * record, one after another within the call (after the first, whose
- * arrivals compare the calls as above): each rank copies the chunk in and
- * counts itself in, the last to arrive reduces it into the result and bumps
- * the slot's count of chunks reduced, and every rank copies the chunk out
- * before it copies in the next, so the last arrival of a chunk finds every
- * rank done with the one before.
+ * record, one after another within the call (the first one's arrivals
+ * compare the calls as above), and its ranks share each chunk's reduction
+ * out, as Open MPI's coll/sm does: once every rank brought the chunk, each
+ * reduces its own share of the elements (in rank order, as above) into the
+ * result, and once every share is there each copies the chunk out. A rank
+ * brings the next chunk only after it copied the last one out, and no rank
+ * reduces a chunk before every rank brought it, so no record or result is
+ * written while another rank still reads it.
  *
  * A zero-filled region is a valid empty one, so whichever rank carves it
  * needs to write nothing first.
@@ -34,7 +36,7 @@ import type { JobStop } from '../../runtime/abort-word.ts';
 import { FNV_PRIME, fnv1a } from '../../runtime/fnv1a.ts';
 import { decodeText, encodeBounded, MAX_TAG_BYTES } from '../../runtime/store-limits.ts';
 import { deadlineAfter, pollUntil, waitBriefly } from '../../runtime/wait.ts';
-import { arrayConstructor, type DType, type TypedArray } from '../../tensor/dtype.ts';
+import { arrayConstructor, type DType, itemSize, type TypedArray } from '../../tensor/dtype.ts';
 import { checkOperands, reduceCheckedArrays } from '../../tensor/reduce-kernels.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { copyBytes } from '../../tensor/shared-copy.ts';
@@ -50,17 +52,17 @@ export const SLOTS = 4;
  * The largest host tensor served here, by the group's size and whether its
  * members can read each other's tensors in place (CallRegionMemory.copiesOnly),
  * and the most a record holds (a larger tensor goes in chunks of that).
- * Above the largest the keyed store's reduce-scatter shares the work out;
- * here the last arrival reduces alone, which wins while the ranks are not
- * many: the keyed store's exchanges, a handshake each way between every two
- * ranks for each, cost more than the whole reduction. Measured in a job's
- * calls 50 to 250 on 2 cores: between 2 ranks, at 1 MiB the region took
- * 250-280 µs where the keyed rounds took 470-730 (threads and processes); at
- * 4 MiB the keyed rounds win between threads (they read each other's memory
- * in place: 690 against 960 µs), and lose between processes at every size,
- * whose keyed values are copies (warm: 4 MiB 530-760 against 1,590 µs,
- * 64 MiB 12.6 against 16 ms). Between 8 thread ranks, 64 KiB 146 against
- * 2,810 µs, 1 MiB 1.1 against 2.8 ms; between 16, 64 KiB 0.27 against 12 ms.
+ * Above the largest the keyed store's reduce-scatter serves the call. Here a
+ * call costs two copies of the tensor on every rank, and the keyed store's
+ * exchanges a handshake each way between every two ranks for each; measured
+ * on 2 cores: between 2 ranks, in a job's calls 50 to 250, at 1 MiB the
+ * region took 240-290 µs where the keyed rounds took 470-730 (threads and
+ * processes); at 4 MiB the keyed rounds win between threads (they read each
+ * other's memory in place: 690 against 960 µs), and lose between processes
+ * at every size, whose keyed values are copies (warm: 4 MiB 410-470 against
+ * 1,590 µs, 16 MiB 2.1-2.3 against 4.6 ms). Between 8 thread ranks, 64 KiB
+ * 105-125 against 2,810 µs, 256 KiB 1.2 against 3.9 ms, 1 MiB 1.1-1.3
+ * against 2.8 ms; between 16, 64 KiB 0.27 against 12 ms.
  */
 const FEW_RANKS_MAX = 4;
 const SOME_RANKS_MAX = 16;
@@ -93,10 +95,10 @@ export const OUTCOME = { reduced: 1, keyed: 2, mismatch: 3, abandoned: 4 } as co
 const LINE_BYTES = 64;
 const lines = (bytes: number) => Math.ceil(bytes / LINE_BYTES) * LINE_BYTES;
 /**
- * Slot words: the cycle it serves and the ready cycle + 1, how many waits on
- * each may sleep (see wake; each two words after the word it counts for),
- * arrivals (of every chunk of the call), departures, the outcome, chunks
- * reduced (and its sleepers).
+ * Slot words: the cycle it serves and the ready cycle + 1, arrivals (of
+ * every chunk of the call) and shares of chunks reduced, how many waits on
+ * each of these may sleep (see wake; each two words after the word it counts
+ * for), departures, the outcome.
  */
 const S = {
   open: 0,
@@ -104,10 +106,11 @@ const S = {
   openSleepers: 2,
   readySleepers: 3,
   arrived: 4,
-  departed: 5,
-  outcome: 6,
-  reduced: 7,
-  reducedSleepers: 9,
+  reduced: 5,
+  arrivedSleepers: 6,
+  reducedSleepers: 7,
+  departed: 8,
+  outcome: 9,
 } as const;
 /** From a waited word to the word its sleepers are counted on. */
 const SLEEPERS_AFTER = S.openSleepers - S.open;
@@ -115,9 +118,10 @@ const SLOT_HEADER_BYTES = 48;
 
 /**
  * Record words: the cycle + 1 the rank arrived for, its kind, its text's
- * length, the text's two 32-bit hashes, the chunks it brought.
+ * length, the text's two 32-bit hashes, the last chunk it brought, the
+ * chunks whose share it reduced.
  */
-const R = { cycle: 0, kind: 1, textLength: 2, hash: 3, hash2: 4, chunks: 5 } as const;
+const R = { cycle: 0, kind: 1, textLength: 2, hash: 3, hash2: 4, chunk: 5, shares: 6 } as const;
 const RECORD_HEADER_BYTES = 32;
 
 /** How long a wait in the region blocks its thread before it parks on the event loop (see waitForWord). */
@@ -279,7 +283,8 @@ export class CallRegion {
   #take(call: CallInfo, slot: number, kind: Kind, text: string): number {
     this.#write(slot, kind, kind === KIND.abandoned ? errorText(text) : this.#signature(text));
     const record = this.#recordOffset(slot, this.#group.rank) >> 2;
-    this.#words[record + R.chunks] = 0;
+    this.#words[record + R.chunk] = 0;
+    this.#words[record + R.shares] = 0;
     Atomics.store(this.#words, record + R.cycle, cycleOf(call, slot) + 1);
     return slot;
   }
@@ -339,32 +344,91 @@ export class CallRegion {
   }
 
   /**
-   * Counts this rank in for chunk `chunk` (from 1: chunk 0 came with `arrive`)
-   * of the call in `slot`, its data in its record; true for the last to
-   * arrive, which must reduce it and call `chunkReduced`.
+   * Counts this rank in for chunk `chunk` of the call in `slot` (from 1:
+   * chunk 0 came with `arrive`), its data in its record, and resolves once
+   * every rank brought it.
    */
-  arriveChunk(slot: number, chunk: number): boolean {
+  bringChunk(slot: number, call: CallInfo, chunk: number, chunks: number): Promise<void> {
+    return this.#countIn(
+      slot,
+      call,
+      R.chunk,
+      chunk,
+      S.arrived,
+      chunk + 1,
+      () => `to bring chunk ${chunk + 1} of ${chunks}`,
+    );
+  }
+
+  /**
+   * result = op(every rank's data) over this rank's share of the `numel`
+   * elements of the chunk in the records (an nth, in rank order), in rank
+   * order as `reduce` does; the rest is other ranks' to reduce.
+   */
+  reduceShare(slot: number, op: ReduceOp, dtype: DType, numel: number): void {
+    const n = this.#group.size;
+    const from = Math.floor((numel * this.#group.rank) / n);
+    const length = Math.floor((numel * (this.#group.rank + 1)) / n) - from;
+    if (length === 0) return;
+    const Typed = arrayConstructor(dtype);
+    const at = (offset: number) =>
+      new Typed(
+        this.#buffer as ArrayBuffer,
+        this.#base + offset + from * itemSize(dtype),
+        length,
+      ) as TypedArray;
+    const inputs: TypedArray[] = [];
+    for (let p = 0; p < n; p++) inputs.push(at(this.dataOffset(slot, p)));
+    // ThreadGroup checked the op for the dtype.
+    reduceCheckedArrays(op, dtype, at(this.resultOffset(slot)), inputs);
+  }
+
+  /** Counts this rank's share of chunk `chunk` reduced, and resolves once every share of it is. */
+  shareReduced(slot: number, call: CallInfo, chunk: number, chunks: number): Promise<void> {
+    return this.#countIn(
+      slot,
+      call,
+      R.shares,
+      chunk + 1,
+      S.reduced,
+      chunk + 1,
+      () => `to reduce its share of chunk ${chunk + 1} of ${chunks}`,
+    );
+  }
+
+  /**
+   * Sets word `mark` of this rank's record in `slot` to `value`, adds this
+   * rank to the slot's counter `counter`, and resolves once every rank added
+   * itself `rounds` times: the last to add wakes the others. A wait that
+   * times out names the ranks whose mark is still below `value`, and what
+   * they did not do (`what`, of the call's data).
+   */
+  #countIn(
+    slot: number,
+    call: CallInfo,
+    mark: number,
+    value: number,
+    counter: number,
+    rounds: number,
+    what: () => string,
+  ): Promise<void> {
     const record = this.#recordOffset(slot, this.#group.rank) >> 2;
-    Atomics.store(this.#words, record + R.chunks, chunk);
-    const before = Atomics.add(this.#words, this.#slotWord(slot, S.arrived), 1);
-    return before === (chunk + 1) * this.#group.size - 1;
-  }
-
-  /** The last arrival reduced chunk `chunk` into the result: wakes the ranks waiting for it. */
-  chunkReduced(slot: number, chunk: number): void {
-    const reduced = this.#slotWord(slot, S.reduced);
-    Atomics.store(this.#words, reduced, chunk);
-    this.#memory.wake(this.#words, reduced, this.#slotWord(slot, S.reducedSleepers));
-  }
-
-  /** Resolves once chunk `chunk` (of `chunks`) of `call` is reduced (at once where it is within the brief wait). */
-  untilChunkReduced(slot: number, call: CallInfo, chunk: number, chunks: number): Promise<void> {
-    const reduced = this.#slotWord(slot, S.reduced);
-    if (this.#reachedSoon(reduced, chunk, call)) return COMPLETED;
-    const missing = () => this.#missingChunk(slot, chunk);
-    const waitingFor = () =>
-      `${ranksText(this.#group, missing())} to bring chunk ${chunk + 1} of ${chunks} of the call's data`;
-    return this.#wait(reduced, chunk, call, waitingFor, missing);
+    Atomics.store(this.#words, record + mark, value);
+    const index = this.#slotWord(slot, counter);
+    const target = rounds * this.#group.size;
+    if (Atomics.add(this.#words, index, 1) === target - 1) {
+      this.#memory.wake(this.#words, index, index + SLEEPERS_AFTER);
+      return COMPLETED;
+    }
+    if (this.#reachedSoon(index, target, call)) return COMPLETED;
+    const missing = () => this.#behind(slot, mark, value);
+    return this.#wait(
+      index,
+      target,
+      call,
+      () => `${ranksText(this.#group, missing())} ${what()} of the call's data`,
+      missing,
+    );
   }
 
   /** Publishes the verdict on `call` and wakes every rank waiting for it at once. */
@@ -518,14 +582,14 @@ export class CallRegion {
     return missing;
   }
 
-  /** Group ranks that have not brought chunk `chunk` of the call in `slot`. */
-  #missingChunk(slot: number, chunk: number): number[] {
-    const missing: number[] = [];
+  /** Group ranks whose record's word `word` in `slot` is still below `count`. */
+  #behind(slot: number, word: number, count: number): number[] {
+    const behind: number[] = [];
     for (let p = 0; p < this.#group.size; p++) {
       const record = this.#recordOffset(slot, p) >> 2;
-      if (Atomics.load(this.#words, record + R.chunks) < chunk) missing.push(p);
+      if (Atomics.load(this.#words, record + word) < count) behind.push(p);
     }
-    return missing;
+    return behind;
   }
 
   #signature(signature: string): RecordText {
