@@ -9,7 +9,6 @@
  */
 import { itemSize } from '../../tensor/dtype.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
-import { copyBytes } from '../../tensor/shared-copy.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { type CallInfo, COMPLETED } from '../backend.ts';
 import { type CallRegion, KIND, OUTCOME } from './call-region.ts';
@@ -52,13 +51,7 @@ function reduceInSlot(
   const perChunk = chunkElements(region, tensor);
   const firstChunk = Math.min(tensor.numel, perChunk);
   try {
-    copyBytes(
-      region.bytes,
-      region.dataOffset(slot, region.rank),
-      tensor.bytes(),
-      0,
-      firstChunk * itemSize(tensor.dtype),
-    );
+    region.copyIn(slot, tensor, 0, firstChunk * itemSize(tensor.dtype));
     if (region.arrive(slot)) {
       outcome = region.judge(slot);
       // A tensor of chunks has its reduction shared out once every rank knows the verdict.
@@ -142,13 +135,7 @@ async function chunks(
   for (let chunk = 0, start = 0; chunk < count; chunk++, start += perChunk) {
     const numel = Math.min(perChunk, tensor.numel - start);
     if (chunk > 0) {
-      copyBytes(
-        region.bytes,
-        region.dataOffset(slot, region.rank),
-        tensor.bytes(),
-        start * size,
-        numel * size,
-      );
+      region.copyIn(slot, tensor, start * size, numel * size);
       await region.bringChunk(slot, call, chunk, count);
     }
     region.reduceShare(slot, op, tensor.dtype, numel);

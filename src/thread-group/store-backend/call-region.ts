@@ -215,28 +215,19 @@ export class CallRegion {
   }
 
   /** Byte offset (in the region) of group rank `p`'s data in `slot`. */
-  dataOffset(slot: number, p: number): number {
+  #dataOffset(slot: number, p: number): number {
     return this.#recordOffset(slot, p) + RECORD_HEADER_BYTES;
   }
 
   /** Byte offset (in the region) of `slot`'s result. */
-  resultOffset(slot: number): number {
+  #resultOffset(slot: number): number {
     return this.#slotOffset(slot) + SLOT_HEADER_BYTES;
-  }
-
-  /** This rank's group rank. */
-  get rank(): number {
-    return this.#group.rank;
-  }
-
-  get bytes(): Uint8Array {
-    return this.#bytes;
   }
 
   /**
    * Waits until the call's slot is free for it, then writes this rank's
    * record (its kind, and its signature, or for an abandoned call its error);
-   * the data, if any, goes to dataOffset before `arrive`. Returns the slot,
+   * the data, if any, goes in (copyIn) before `arrive`. Returns the slot,
    * without a promise when the slot is free within the brief wait.
    */
   enter(call: CallInfo, kind: Kind, text: string): number | Promise<number> {
@@ -329,8 +320,8 @@ export class CallRegion {
       const buffer = this.#buffer as ArrayBuffer;
       const view = (offset: number) => new Typed(buffer, this.#base + offset, numel) as TypedArray;
       const inputs: TypedArray[] = [];
-      for (let p = 0; p < this.#group.size; p++) inputs.push(view(this.dataOffset(slot, p)));
-      operands = { dtype, numel, inputs, out: view(this.resultOffset(slot)) };
+      for (let p = 0; p < this.#group.size; p++) inputs.push(view(this.#dataOffset(slot, p)));
+      operands = { dtype, numel, inputs, out: view(this.#resultOffset(slot)) };
       checkOperands(dtype, operands.out, inputs, 'the group region');
       this.#operands[slot] = operands;
     }
@@ -338,9 +329,14 @@ export class CallRegion {
     reduceCheckedArrays(op, dtype, operands.out, operands.inputs);
   }
 
+  /** Copies `length` of `tensor`'s bytes from `offset` on (the call's data or a chunk of it) into this rank's record. */
+  copyIn(slot: number, tensor: Tensor, offset: number, length: number): void {
+    copyBytes(this.#bytes, this.#dataOffset(slot, this.#group.rank), tensor.bytes(), offset, length);
+  }
+
   /** Copies the slot's result into `tensor`'s bytes from `offset` on (`length` of them: the call's data or chunk). */
   copyResult(slot: number, tensor: Tensor, offset: number, length: number): void {
-    copyBytes(tensor.bytes(), offset, this.#bytes, this.resultOffset(slot), length);
+    copyBytes(tensor.bytes(), offset, this.#bytes, this.#resultOffset(slot), length);
   }
 
   /**
@@ -378,9 +374,9 @@ export class CallRegion {
         length,
       ) as TypedArray;
     const inputs: TypedArray[] = [];
-    for (let p = 0; p < n; p++) inputs.push(at(this.dataOffset(slot, p)));
+    for (let p = 0; p < n; p++) inputs.push(at(this.#dataOffset(slot, p)));
     // ThreadGroup checked the op for the dtype.
-    reduceCheckedArrays(op, dtype, at(this.resultOffset(slot)), inputs);
+    reduceCheckedArrays(op, dtype, at(this.#resultOffset(slot)), inputs);
   }
 
   /** Counts this rank's share of chunk `chunk` reduced, and resolves once every share of it is. */
@@ -500,7 +496,8 @@ export class CallRegion {
     } catch (error) {
       this.#abandonAfter(slot, error as Error);
     }
-    const missing = () => this.#missing(slot, cycle);
+    // Not arrived for `cycle`: a record holds the cycle + 1 its rank last arrived for.
+    const missing = () => this.#behind(slot, R.cycle, cycle + 1);
     return this.#wait(ready, cycle + 1, call, () => ranksText(this.#group, missing()), missing).then(
       () => this.#words[verdict],
       (error: Error) => this.#abandonAfter(slot, error),
@@ -570,16 +567,6 @@ export class CallRegion {
   #text(record: number): string {
     const at = this.#textOffset(record);
     return decodeText(this.#bytes, at, at + this.#words[record + R.textLength]);
-  }
-
-  /** Group ranks that have not arrived for `cycle` of `slot`. */
-  #missing(slot: number, cycle: number): number[] {
-    const missing: number[] = [];
-    for (let p = 0; p < this.#group.size; p++) {
-      const record = this.#recordOffset(slot, p) >> 2;
-      if (Atomics.load(this.#words, record + R.cycle) !== cycle + 1) missing.push(p);
-    }
-    return missing;
   }
 
   /** Group ranks whose record's word `word` in `slot` is still below `count`. */
