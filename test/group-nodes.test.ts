@@ -2,8 +2,10 @@
  * group.nodeOf / nodes() and ctx.networkStats() on thread ranks: all on node
  * 0 with no network, and, over a store that says which "node" each rank is on
  * (test/fixtures/node-store.ts, as the two-level collectives' tests use), the
- * job's node indexes in order of each node's lowest rank. The same calls
- * across real nodes are checked by test/many-nodes.test.ts.
+ * job's node indexes in order of each node's lowest rank, and the memory
+ * its members share (nodeMemory). Across real nodes, test/many-nodes.test.ts
+ * checks nodeOf and nodes(), and test/many-nodes-weight-sync.test.ts node
+ * memory (its relay hands buckets on in it).
  */
 import { describe, expect, it } from 'vitest';
 import { Tensor } from '../src/index.ts';
@@ -38,6 +40,29 @@ rankTest(
     expect(group.nodes()).toEqual([[0, 2], [1, 4], [3]]);
     expect(() => group.nodeOf(5)).toThrow(/nodeOf: rank 5 is not a rank of group "nodes" \(size 5\)/);
     group.destroy();
+  },
+);
+
+rankTest(
+  'nodeMemory: what a member makes, the members of its node map; elsewhere, none',
+  { worldSize: 4 },
+  async (ctx) => {
+    // Thread ranks share no node memory: their tensors are common memory already.
+    expect(ctx.world.nodeMemory('k', 0, 64)).toBeUndefined();
+    const { group } = groupOnNodes(ctx, ['a', 'a', 'b', 'b'], { bytes: 0 }, { nodeMemory: true });
+    // Ranks 0 and 2 make theirs and write their rank; each rank reads its node's owner's.
+    const owner = ctx.rank < 2 ? 0 : 2;
+    if (ctx.rank === owner) group.nodeMemory('k', owner, 64)!.fill(owner + 1);
+    await ctx.world.barrier();
+    expect(Array.from(group.nodeMemory('k', owner, 64)!.subarray(0, 2))).toEqual([owner + 1, owner + 1]);
+    expect(group.nodeMemory('k', 2 - owner, 64), "the other node's owner").toBeUndefined();
+    expect(() => group.nodeMemory('k', 4, 64)).toThrow(/nodeMemory: owner 4 is not a rank of group "nodes"/);
+    expect(() => group.nodeMemory('k', 0, 0)).toThrow(
+      new RangeError('nodeMemory: bytes must be a positive integer, got 0'),
+    );
+    await ctx.world.barrier();
+    group.destroy();
+    expect(() => group.nodeMemory('k', owner, 64)).toThrow(/nodeMemory: the group was destroyed/);
   },
 );
 

@@ -4,8 +4,9 @@
  * into tensors of its own, bit-exact for every dtype mix and a tensor split
  * over buckets, with delta on and off; a name `into` does not give is
  * yielded as without it; a relay's followers receive each entry into its
- * target; a target that does not match the stream's tensor is refused
- * before anything of its bucket is written.
+ * target, or copy it there from the relay's node memory; a target that does
+ * not match the stream's tensor is refused before anything of its bucket is
+ * written.
  */
 import { expect } from 'vitest';
 import { type RankContext, Tensor, type ThreadGroup, WeightSyncEngine } from '../src/index.ts';
@@ -37,22 +38,24 @@ function changedModel(model: Model, changed: string[], seed: number): Model {
   return model.map(([name, t]) => [name, changed.includes(name) ? fresh.get(name)! : t.clone()]);
 }
 
-/**
- * The ranks as NODES over node-store.ts (packed: its stores lend no views), counting `counts`; or, not
- * `onNodes`, the world: one node, where senders lend their tensors.
- */
-function groupFor(ctx: RankContext, onNodes: boolean, counts: NodeCounts): ThreadGroup {
-  return onNodes ? groupOnNodes(ctx, NODES, counts).group : ctx.world;
+/** Where the ranks are: over NODES, packed (node-store.ts's stores lend no views), with or without node memory; or on one node. */
+type Layout = 'nodes, packed' | 'nodes, packed, node memory' | 'one node, lent';
+
+/** The ranks as `layout` says, counting `counts` over nodes; on one node the world, where senders lend their tensors. */
+function groupFor(ctx: RankContext, layout: Layout, counts: NodeCounts): ThreadGroup {
+  if (layout === 'one node, lent') return ctx.world;
+  return groupOnNodes(ctx, NODES, counts, { nodeMemory: layout.endsWith('node memory') }).group;
 }
 
-for (const onNodes of [true, false]) {
+for (const layout of ['nodes, packed', 'nodes, packed, node memory', 'one node, lent'] as const) {
+  const onNodes = layout !== 'one node, lent';
   for (const delta of [false, true]) {
     rankTest(
-      `into (${onNodes ? 'nodes, packed' : 'one node, lent'}, delta ${delta ? 'on' : 'off'}): every receiver loads the model exact`,
+      `into (${layout}, delta ${delta ? 'on' : 'off'}): every receiver loads the model exact`,
       { worldSize: NODES.length },
       async (ctx) => {
         const counts: NodeCounts = { bytes: 0, landWishes: [] };
-        const group = groupFor(ctx, onNodes, counts);
+        const group = groupFor(ctx, layout, counts);
         const engine = new WeightSyncEngine(group, {
           senders: SENDERS,
           receivers: RECEIVERS,
@@ -87,13 +90,16 @@ for (const onNodes of [true, false]) {
         };
 
         await sync('first sync');
-        if (onNodes && FOLLOWERS.includes(ctx.rank)) {
+        if (layout === 'nodes, packed' && FOLLOWERS.includes(ctx.rank)) {
           // A relay's follower asks for each entry to land in its target, which a store between processes does.
           const wished = new Set(counts.landWishes!.map((t) => t.buffer));
           for (const [name, target] of targets) {
             if (target.nbytes > 0) expect(wished.has(target.buffer), `${name} landed in place`).toBe(true);
           }
         }
+        // With node memory a follower copies each entry from the relay's: it receives no payload message.
+        if (layout === 'nodes, packed, node memory' && FOLLOWERS.includes(ctx.rank))
+          expect(counts.landWishes).toEqual([]);
         // 'layer.0.big' is split over four buckets; 'scale' (left out) shares the first with it.
         model = changedModel(model, ['layer.0.big', 'scale', 'layer.1.bias'], 2);
         await sync('second sync: three tensors changed');
@@ -115,7 +121,7 @@ async function bucketOf(name: string): Promise<string[]> {
 }
 
 interface Refusal {
-  onNodes: boolean;
+  layout: Layout;
   rank: number;
   name: string;
   target: () => Tensor;
@@ -124,7 +130,7 @@ interface Refusal {
 
 const REFUSALS: Refusal[] = [
   {
-    onNodes: true,
+    layout: 'nodes, packed, node memory',
     rank: 3,
     name: 'layer.1.bias',
     target: () => Tensor.zeros([30], 'bfloat16'),
@@ -132,7 +138,7 @@ const REFUSALS: Refusal[] = [
       /into gives 'layer\.1\.bias' as bfloat16\[30\], but the sync's 'layer\.1\.bias' is bfloat16\[31\]: nothing of bucket \d+ was written/,
   },
   {
-    onNodes: false,
+    layout: 'one node, lent',
     rank: 5,
     name: 'layer.0.big',
     target: () => Tensor.zeros([112, 64], 'float32'),
@@ -140,7 +146,7 @@ const REFUSALS: Refusal[] = [
       /into gives 'layer\.0\.big' as float32\[112,64\], but the sync's 'layer\.0\.big' is bfloat16\[112,64\]: nothing of bucket \d+ was written/,
   },
   {
-    onNodes: true,
+    layout: 'nodes, packed',
     rank: 2,
     name: 'embed.weight',
     target: () => Tensor.zeros([3, 5], 'float32').transpose(0, 1),
@@ -151,7 +157,7 @@ const REFUSALS: Refusal[] = [
 
 /** A sync in which `refusal.rank` gives a target that does not match: each rank's outcome, and the refuser's bucket. */
 async function refusedSync(ctx: RankContext, refusal: Refusal, tag: number) {
-  const group = groupFor(ctx, refusal.onNodes, { bytes: 0 });
+  const group = groupFor(ctx, refusal.layout, { bytes: 0 });
   const engine = new WeightSyncEngine(group, {
     senders: SENDERS,
     receivers: RECEIVERS,
@@ -170,7 +176,7 @@ async function refusedSync(ctx: RankContext, refusal: Refusal, tag: number) {
     (e: Error) => e.message,
   );
   await ctx.world.barrier();
-  if (refusal.onNodes) group.destroy();
+  if (group !== ctx.world) group.destroy();
   return { outcome, targets };
 }
 

@@ -3,7 +3,9 @@
  * to say which "node" each rank is on and to count the bytes that cross
  * between nodes (fixtures/node-store.ts). Each receiving node must take the
  * payload over the network once, whatever its number of receivers (its relay
- * hands it on), and every receiver must get the model bit-exact.
+ * hands it on), and every receiver must get the model bit-exact: where the
+ * group maps node memory (the relay's followers copy each bucket from it) and
+ * where it does not (the relay hands each bucket on as messages).
  */
 import { expect } from 'vitest';
 import { type RankContext, type Tensor, type ThreadGroup, WeightSyncEngine } from '../src/index.ts';
@@ -27,9 +29,11 @@ const nodeLayout = (senders: number) => [
 const MAX_HEADER_BYTES = 1024;
 
 /** A group over the node layout that says which node a rank is on (group.nodeOf), and counts what crosses. */
-function groupOver(ctx: RankContext, nodeOf: string[], counts: NodeCounts): ThreadGroup {
-  return groupOnNodes(ctx, nodeOf, counts).group;
+function groupOver(ctx: RankContext, nodeOf: string[], counts: NodeCounts, nodeMemory: boolean): ThreadGroup {
+  return groupOnNodes(ctx, nodeOf, counts, { nodeMemory }).group;
 }
+
+const MEMORY = (nodeMemory: boolean) => (nodeMemory ? 'node memory' : 'no node memory');
 
 /** The payload bytes of the model's buckets, as every sender plans them. */
 async function payloadBytes(model: Array<[string, Tensor]>): Promise<{ bytes: number; buckets: number }> {
@@ -49,10 +53,10 @@ async function receiveAll(engine: WeightSyncEngine, borrow = false): Promise<Arr
   return got;
 }
 
-for (const senderCount of [1, 2, 3]) {
+for (const [senderCount, nodeMemory] of [1, 2, 3].flatMap((n) => [[n, true] as const, [n, false] as const])) {
   const nodeOf = nodeLayout(senderCount);
   rankTest(
-    `${senderCount} sender(s): each node takes the payload once, for 1–4 receivers a node, bit-exact`,
+    `${senderCount} sender(s), ${MEMORY(nodeMemory)}: each node takes the payload once, for 1–4 receivers a node, bit-exact`,
     { worldSize: nodeOf.length },
     async (ctx) => {
       const senders = Array.from({ length: senderCount }, (_, i) => i);
@@ -63,8 +67,8 @@ for (const senderCount of [1, 2, 3]) {
         // when m < 4, so the relay is chosen among receivers, not among the node's ranks. Even m
         // receive borrowing (reused buffers), odd m each bucket in memory of its own.
         const receivers = [senderCount, ...onB.slice(PER_NODE - m), ...onC.slice(0, PER_NODE + 1 - m)];
-        const counts: NodeCounts = { bytes: 0, into: {} };
-        const group = groupOver(ctx, nodeOf, counts);
+        const counts: NodeCounts = { bytes: 0, into: {}, landWishes: [] };
+        const group = groupOver(ctx, nodeOf, counts, nodeMemory);
         const model = testModel(10 * senderCount + m);
         let problems: string[] = [];
         if (senders.includes(ctx.rank) || receivers.includes(ctx.rank)) {
@@ -84,6 +88,14 @@ for (const senderCount of [1, 2, 3]) {
           expect(into(node), what).toBeLessThanOrEqual(bytes + (buckets + senderCount) * MAX_HEADER_BYTES);
         }
         for (const [r, c] of all.entries()) expect(c.problems, `receiver ${r}`).toEqual([]);
+        // A follower (a receiver of b or c but its lowest, the relay) posts a payload receive for each entry
+        // only where its relay has no node memory to hand the buckets on in.
+        const follower = [onB, onC].some((node) => {
+          const mine = node.filter((r) => receivers.includes(r));
+          return mine.includes(ctx.rank) && ctx.rank !== Math.min(...mine);
+        });
+        if (follower)
+          expect(counts.landWishes!.length > 0, `rank ${ctx.rank}'s payload receives`).toBe(!nodeMemory);
         group.destroy();
       }
     },
@@ -94,8 +106,8 @@ for (const senderCount of [1, 2, 3]) {
 const FAILURE_NODES = ['a', 'a', 'b', 'b', 'b', 'c'];
 
 /** A sync from rank 0 to ranks 1–5 in which rank `refuser` refuses the model's largest tensor: each rank's outcome. */
-async function syncRefusedBy(ctx: RankContext, refuser: number): Promise<string> {
-  const group = groupOver(ctx, FAILURE_NODES, { bytes: 0 });
+async function syncRefusedBy(ctx: RankContext, refuser: number, nodeMemory: boolean): Promise<string> {
+  const group = groupOver(ctx, FAILURE_NODES, { bytes: 0 }, nodeMemory);
   const engine = new WeightSyncEngine(group, {
     senders: [0],
     receivers: [1, 2, 3, 4, 5],
@@ -115,29 +127,31 @@ async function syncRefusedBy(ctx: RankContext, refuser: number): Promise<string>
 
 const REFUSED = 'limit 8192, maxTensorBytes';
 
-rankTest(
-  'a relay that fails fails its node and names itself; the senders hear of it',
-  { worldSize: 6 },
-  async (ctx) => {
-    const outcome = await syncRefusedBy(ctx, 2);
-    if (ctx.rank === 0) expect(outcome).toMatch(new RegExp(`receiver 2 failed: .*${REFUSED}`));
-    if (ctx.rank === 2) expect(outcome).toContain(REFUSED);
-    if (ctx.rank === 3 || ctx.rank === 4) {
-      expect(outcome).toMatch(new RegExp(`relay 2 \\(receiving for 3, 4\\) failed: .*${REFUSED}`));
-    }
-  },
-);
+for (const nodeMemory of [true, false]) {
+  rankTest(
+    `a relay that fails fails its node and names itself; the senders hear of it (${MEMORY(nodeMemory)})`,
+    { worldSize: 6 },
+    async (ctx) => {
+      const outcome = await syncRefusedBy(ctx, 2, nodeMemory);
+      if (ctx.rank === 0) expect(outcome).toMatch(new RegExp(`receiver 2 failed: .*${REFUSED}`));
+      if (ctx.rank === 2) expect(outcome).toContain(REFUSED);
+      if (ctx.rank === 3 || ctx.rank === 4) {
+        expect(outcome).toMatch(new RegExp(`relay 2 \\(receiving for 3, 4\\) failed: .*${REFUSED}`));
+      }
+    },
+  );
 
-rankTest(
-  "a relay's follower that fails fails its relay, which fails the node; the senders hear of it",
-  { worldSize: 6 },
-  async (ctx) => {
-    const outcome = await syncRefusedBy(ctx, 3);
-    if (ctx.rank === 0) expect(outcome).toMatch(/receiver [23] failed/);
-    if (ctx.rank === 3) expect(outcome).toContain(REFUSED);
-    if (ctx.rank === 2)
-      expect(outcome).toMatch(/relay 2 could not hand bucket \d+ on to receiver\(s\) 3, 4 on its node/);
-    if (ctx.rank === 4)
-      expect(outcome).toMatch(/relay 2 \(receiving for 3, 4\) failed: .*could not hand bucket/);
-  },
-);
+  rankTest(
+    `a relay's follower that fails fails its relay, which fails the node; the senders hear of it (${MEMORY(nodeMemory)})`,
+    { worldSize: 6 },
+    async (ctx) => {
+      const outcome = await syncRefusedBy(ctx, 3, nodeMemory);
+      if (ctx.rank === 0) expect(outcome).toMatch(/receiver [23] failed/);
+      if (ctx.rank === 3) expect(outcome).toContain(REFUSED);
+      if (ctx.rank === 2)
+        expect(outcome).toMatch(/relay 2 could not hand bucket \d+ on to receiver\(s\) 3, 4 on its node/);
+      if (ctx.rank === 4)
+        expect(outcome).toMatch(/relay 2 \(receiving for 3, 4\) failed: .*could not hand bucket/);
+    },
+  );
+}

@@ -158,7 +158,9 @@ export interface TensorStore {
 
 /** Bytes of a file that the ranks of one node map (TensorStore.nodeRegion). */
 export interface NodeRegion {
-  buffer: ArrayBuffer;
+  buffer: ArrayBufferLike;
+  /** Where the region starts in `buffer`: 0 where it is a file's own mapping. */
+  byteOffset?: number;
   /** Ends every wait on the region: the job's abort, the store closed. */
   abort: JobStop;
 }

@@ -209,6 +209,14 @@ export abstract class Backend {
     return false;
   }
 
+  /**
+   * Memory the members on one node map in common (ThreadGroup.nodeMemory): `bytes` of group rank `owner`'s
+   * under `key`; by default none.
+   */
+  nodeMemory(_key: string, _owner: number, _bytes: number): Uint8Array | undefined {
+    return undefined;
+  }
+
   /** Several host tensors as one message, lent (not copied) to the receiver; completes once it released them. */
   sendViews(_call: CallInfo, _tensors: readonly Tensor[], _dst: number, _tag: number): Promise<void> {
     throw unsupported(this, 'sendViews');

@@ -175,6 +175,28 @@ export class ThreadGroup {
   nodes(): number[][] {
     return membersByNode(this.#info.nodes ?? this.#info.ranks.map(() => 0));
   }
+
+  /**
+   * Memory the members on one node map in common, for a layer that hands
+   * data to several ranks of a node at one copy each (weight sync's relay):
+   * `bytes` zero-filled bytes under `key`, made by member `owner` when it
+   * asks, and mapped by the members on its node that ask after it. Undefined
+   * for another member's memory while that member has not made it, for an
+   * owner on another node, and where the group's ranks share no such memory
+   * (rank threads, whose tensors are common memory already; NCCL groups).
+   * What this rank mapped is unmapped when the group is destroyed, and the
+   * owner's is then removed. The bytes are the caller's protocol: the group
+   * orders nothing in them.
+   */
+  nodeMemory(key: string, owner: number, bytes: number): Uint8Array | undefined {
+    const where = 'nodeMemory';
+    if (this.#destroyed) throw new InvalidStateError(`${where}: the group was destroyed`);
+    checkGroupRank(this, owner, 'owner', where);
+    if (!Number.isSafeInteger(bytes) || bytes < 1)
+      throw new RangeError(`${where}: bytes must be a positive integer, got ${bytes}`);
+    return this.#backend?.nodeMemory(key, owner, bytes);
+  }
+
   get destroyed(): boolean {
     return this.#destroyed;
   }

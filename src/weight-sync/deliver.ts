@@ -1,9 +1,10 @@
 /**
  * Hands one bucket to a set of receivers: what a sender does for the
- * receivers it sends to, and what a relay does for its node's other
- * receivers. Lent: the header and a view per entry, as one message to each.
- * Packed: the header to each, then, once all took it, the payload: one
- * message from a sender, one per entry from a relay (receiver.ts). A
+ * receivers it sends to, and what a relay without node memory does for its
+ * node's other receivers (relay.ts). Lent: the header and a view per entry,
+ * as one message to each. Packed: the header to each (a relay's with its
+ * payload note behind it, protocol.ts), then, once all took it, the
+ * payload: one message from a sender, one per entry from a relay. A
  * receiver pairs payloads with buckets by their order on the stream, so a
  * payload goes out only after its source's previous bucket's did (`turn`),
  * even when every receiver took this header first.
@@ -11,6 +12,7 @@
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import type { WeightSyncConfig } from './options.ts';
+import type { PayloadNote } from './protocol.ts';
 import { sendRecord } from './record.ts';
 
 /** Orders a source's payload sends by bucket: `after` resolves once the previous bucket's went out. */
@@ -34,6 +36,7 @@ export async function deliverBucket(
   header: Uint8Array,
   content: BucketContent,
   turn: PayloadTurn,
+  note?: PayloadNote,
 ): Promise<void> {
   const { tags, timeoutMs, lend } = config;
   if ('views' in content) {
@@ -41,7 +44,11 @@ export async function deliverBucket(
     await Promise.all(targets.map((r) => sendRecord(group, lend, header, content.views, r, options)));
     return;
   }
-  const headers = targets.map((r) => group.sendObject(header, r, { tag: tags.header, timeoutMs }));
+  const headers = targets.flatMap((r) => {
+    const sent = [group.sendObject(header, r, { tag: tags.header, timeoutMs })];
+    if (note) sent.push(group.sendObject(note, r, { tag: tags.header, timeoutMs }));
+    return sent;
+  });
   // The payload waits until every receiver took the header, which it takes only once it has room
   // for the payload (phase).
   await Promise.all(headers);

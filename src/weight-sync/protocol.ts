@@ -9,6 +9,13 @@
  * answers every sender with its outcome. A receiver that fails earlier sends
  * its outcome (the error) at once, and breaks the receives a sender may be
  * blocked on, so senders learn why at once rather than at a timeout.
+ *
+ * A relay (routes.ts) hands a packed bucket on with its header and, on the
+ * header tag right after it, a note saying where the payload is: in a slot
+ * of the relay's node memory (relay-memory.ts), which the follower copies
+ * from and then acknowledges on the outcome tag (a relay is no sender, so
+ * nothing else comes to it there), or in messages of its own on the payload
+ * tag, one per entry, where the group maps no node memory.
  */
 import { Work } from '../runtime/work.ts';
 import { WeightSyncError } from './errors.ts';
@@ -47,6 +54,28 @@ export function parseOutcome(value: unknown, from: string): Outcome {
     if (value.ok === false && typeof value.error === 'string') return { ok: false, error: value.error };
   }
   throw new WeightSyncError(`malformed weight-sync outcome from ${from}`);
+}
+
+/** Relay → follower, after a packed bucket's header: where its payload is. */
+export type PayloadNote = { slot: number } | { entries: true };
+
+/** Follower → relay, for a bucket it copied out of the relay's node memory: taken, or this follower failed. */
+export type Handed = { bucket: number } | { failed: string };
+
+export function parsePayloadNote(value: unknown, from: string): PayloadNote {
+  if (isRecord(value)) {
+    if (value.entries === true) return { entries: true };
+    if (value.slot === 0 || value.slot === 1) return { slot: value.slot };
+  }
+  throw new WeightSyncError(`malformed payload note from ${from}`);
+}
+
+export function parseHanded(value: unknown, from: string): Handed {
+  if (isRecord(value)) {
+    if (Number.isSafeInteger(value.bucket)) return { bucket: value.bucket as number };
+    if (typeof value.failed === 'string') return { failed: value.failed };
+  }
+  throw new WeightSyncError(`malformed acknowledgement from ${from}`);
 }
 
 export function messageOf(error: unknown): string {

@@ -25,10 +25,13 @@
  * hands each bucket on (relay.ts) as soon as it has landed, and reuses or
  * gives back its memory only once every follower has it; a caller of its own
  * that does not borrow (and may change its tensors) gets it only then too.
- * A relay hands a packed bucket on as one message per entry, so that a
- * follower loading into its model (`into`, into.ts) has each entry written
- * straight into its target: one copy, where a whole bucket would land in a
- * buffer first and be copied again from there.
+ * A packed bucket the relay hands on lands in its node memory
+ * (relay-memory.ts), one of two slots, from which each follower copies
+ * every entry straight to where it goes (its target, with `into`), and the
+ * relay's own caller too (into memory of its own, not borrowing). Where the
+ * group maps no node memory the relay hands it on as one message per entry,
+ * each written where the follower wants it. Either way a follower copies
+ * each byte once; the note behind each header (protocol.ts) says which.
  *
  * With `into` a receiver lands buckets as when borrowing (reused buffers,
  * lent buckets), since the caller keeps no bucket memory: a target is
@@ -44,16 +47,25 @@ import { CollectiveMismatchError } from '../runtime/errors.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { ChunkAssembler } from './assembler.ts';
-import { type BucketContent, bytesTensor } from './deliver.ts';
+import { bytesTensor } from './deliver.ts';
 import { countBucket, emptyStats, type WeightSyncStats } from './delta.ts';
 import { chainDigest, DIGEST_SEED, hex } from './digest.ts';
 import { WeightSyncError, WeightSyncHeaderError } from './errors.ts';
 import { type BucketHeader, decodeBucketHeader, startedTensors } from './header.ts';
 import { type Landing, type LoadInto, landingsOf } from './into.ts';
 import type { WeightSyncConfig } from './options.ts';
-import { LINGER_TIMEOUTS, letGo, messageOf, quiet } from './protocol.ts';
+import {
+  type Handed,
+  LINGER_TIMEOUTS,
+  letGo,
+  messageOf,
+  type PayloadNote,
+  parsePayloadNote,
+  quiet,
+} from './protocol.ts';
 import { type ReceivedRecord, recvRecord } from './record.ts';
-import { Relay } from './relay.ts';
+import { carriesPayloadNote, Relay, type RelayedContent } from './relay.ts';
+import { relayMemory, slotOf } from './relay-memory.ts';
 import { decodeStreamEnd, isStreamEnd, type StreamEnd } from './stream-end.ts';
 
 export class BucketReceiver {
@@ -62,6 +74,10 @@ export class BucketReceiver {
   /** Delta mode: per sender, its last sync whose every tensor this receiver's caller took. */
   readonly #holds = new Map<number, number>();
   #buffers: Uint8Array[] | undefined;
+  /** This rank's node memory as a relay: null until it first relays a packed bucket. */
+  #ownMemory: Uint8Array | undefined | null = null;
+  /** The node memory of each relay this rank follows, once mapped. */
+  readonly #relayMemories = new Map<number, Uint8Array>();
   lastSync: WeightSyncStats | undefined;
 
   constructor(group: ThreadGroup, config: WeightSyncConfig) {
@@ -71,18 +87,41 @@ export class BucketReceiver {
 
   receive(borrow: boolean, into: LoadInto | undefined, where: string): AsyncGenerator<[string, Tensor]> {
     const reused = borrow || into !== undefined ? this.#reused : undefined;
-    const landing = { reused, into, copyViews: into !== undefined && !borrow };
+    const landing = { reused, into, copyViews: into !== undefined && !borrow, memories: this.#memories };
     const done = (stats: WeightSyncStats) => {
       this.lastSync = stats;
     };
     return new ReceiveSession(this.#group, this.#config, landing, this.#holds, done, where).run();
   }
 
+  /** Kept across syncs, as the reused buffers are: made (or mapped) once per engine. */
+  readonly #memories: RelayMemories = {
+    own: () => {
+      if (this.#ownMemory === null)
+        this.#ownMemory = relayMemory(this.#group, this.#config, this.#group.rank);
+      return this.#ownMemory;
+    },
+    of: (relay) => {
+      let memory = this.#relayMemories.get(relay);
+      if (!memory) {
+        memory = relayMemory(this.#group, this.#config, relay);
+        if (memory) this.#relayMemories.set(relay, memory);
+      }
+      return memory;
+    },
+  };
+
   /** Reused buffer `slot`, allocated on first use (a packed bucket received borrowing) and kept for later syncs. */
   readonly #reused = (slot: number): Uint8Array => {
     this.#buffers ??= [0, 1].map(() => new Uint8Array(new SharedArrayBuffer(this.#config.bucketBytes)));
     return this.#buffers[slot];
   };
+}
+
+/** Node memory of relays (relay-memory.ts): this rank's own, as a relay, and that of a relay it follows. */
+interface RelayMemories {
+  own(): Uint8Array | undefined;
+  of(relay: number): Uint8Array | undefined;
 }
 
 /** Where a session's buckets land. */
@@ -92,6 +131,8 @@ interface SessionLanding {
   into: LoadInto | undefined;
   /** A tensor yielded from reused memory is copied out of it (`into` without `borrow`). */
   copyViews: boolean;
+  /** Where a relay's buckets land, and its followers take them from. */
+  memories: RelayMemories;
 }
 
 class ReceiveSession {
@@ -122,6 +163,11 @@ class ReceiveSession {
   /** Relaying: resolves once bucket i was handed on to this rank's followers. */
   readonly #forwarded: Promise<void>[] = [];
   readonly #relay: Relay;
+  readonly #memories: RelayMemories;
+  /** From a relay: where each bucket's payload is (its note), until the payload is taken. */
+  readonly #notes = new Map<number, PayloadNote>();
+  /** Relays that handed this rank a bucket in their node memory: they wait for its acknowledgements. */
+  readonly #slotRelays = new Set<number>();
   /** Delta mode: what this receiver holds, per sender (BucketReceiver), and each sender's sync number here. */
   readonly #holds: Map<number, number>;
   readonly #syncs = new Map<number, number>();
@@ -141,6 +187,7 @@ class ReceiveSession {
     done: (stats: WeightSyncStats) => void,
     where: string,
   ) {
+    this.#memories = landing.memories;
     this.#group = group;
     this.#config = config;
     this.#reused = landing.reused;
@@ -322,11 +369,36 @@ class ReceiveSession {
       }
       if (lend && header.unchangedSince === 0) this.#lentViews.set(index, received);
       else await received.release();
+      if (source !== sender && carriesPayloadNote(header))
+        this.#notes.set(index, await this.#payloadNote(index, sender, source));
       return header;
     } catch (error) {
       letGo(received.release()); // the sender's send completes; this receiver's outcome tells it what went wrong
       throw error;
     }
+  }
+
+  /**
+   * A payload receive from a relay that failed: the relay broke it on purpose (a send that cannot match,
+   * relay.ts), after its failed stream end on the header tag, which says why.
+   */
+  async #brokenByRelay(error: unknown, sender: number): Promise<never> {
+    if (!(error instanceof Error && error.cause instanceof CollectiveMismatchError)) throw error;
+    const { tags, timeoutMs } = this.#config;
+    const raw = await this.#group.recvObject(this.#source(sender), { tag: tags.header, timeoutMs });
+    if (isStreamEnd(raw) && this.#decodeEnd(raw, sender).failed) this.#checkEnd(sender, raw);
+    throw error;
+  }
+
+  /** The relay's note behind a bucket's header: where its payload is. A failed relay's stream end comes in its place. */
+  async #payloadNote(index: number, sender: number, relay: number): Promise<PayloadNote> {
+    const { tags, timeoutMs } = this.#config;
+    const receiving = this.#group.recvObject(relay, { tag: tags.header, timeoutMs });
+    const raw = await this.#fromRelay(`bucket ${index}`, sender, receiving);
+    if (isStreamEnd(raw)) throw this.#endedEarly(index, sender, this.#decodeEnd(raw, sender));
+    const note = parsePayloadNote(raw, `relay ${relay}`);
+    if ('slot' in note) this.#slotRelays.add(relay);
+    return note;
   }
 
   /** A bucket's header record: decoded, in its place in the stream, and with the digest of the stream so far. */
@@ -417,7 +489,7 @@ class ReceiveSession {
     const { index, payloadBytes } = header;
     const sender = this.#sender(index);
     if (header.unchangedSince > 0) {
-      this.#handOn(header, []);
+      this.#handOn(header, [], undefined);
       return header;
     }
     if (header.views) {
@@ -451,18 +523,28 @@ class ReceiveSession {
     }
     const { tags, timeoutMs } = this.#config;
     const options = { tag: tags.payload, timeoutMs };
-    const buffer = this.#reused?.(index % 2) ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
     const source = this.#source(sender);
+    const relaying = this.#config.routes.followersOf(this.#group.rank, sender).length > 0;
+    const memory = relaying ? this.#memories.own() : undefined;
+    if (memory) return this.#landInMemory(header, memory);
+    const buffer = this.#reused?.(index % 2) ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
     if (source !== sender) {
-      // From the relay, one message per entry (relay.ts): each lands in its target where `into` gives one.
+      // Each entry straight to its target where `into` gives one.
       const landings = this.#landings.get(index);
       const chunks = header.entries.map(
         (e, i) => landings?.[i]?.bytes ?? buffer.subarray(e.offset, e.offset + e.chunkBytes),
       );
-      const receives = chunks
-        .filter((c) => c.byteLength > 0)
-        .map((c) => this.#group.recv(bytesTensor(c), source, options));
-      await this.#fromRelay(`bucket ${index}`, sender, Promise.all(receives));
+      const note = this.#notes.get(index)!;
+      this.#notes.delete(index);
+      if ('slot' in note) this.#copyFromRelay(header, source, note.slot, chunks);
+      else {
+        const receives = chunks
+          .filter((c) => c.byteLength > 0)
+          .map((c) => this.#group.recv(bytesTensor(c), source, options));
+        await this.#fromRelay(`bucket ${index}`, sender, Promise.all(receives)).catch((error: unknown) =>
+          this.#brokenByRelay(error, sender),
+        );
+      }
       this.#landedAs(header, chunks);
       return header;
     }
@@ -480,25 +562,72 @@ class ReceiveSession {
     return header;
   }
 
-  /** Bucket `header.index` landed in `chunks` (one per entry): the caller gets it from there, and a relay hands it on. */
-  #landedAs(header: BucketHeader, chunks: Uint8Array[]): void {
-    this.#landed.set(header.index, chunks);
-    this.#handOn(header, chunks);
+  /**
+   * A relay's bucket from the network, into slot index mod 2 of its node memory, where its followers copy it
+   * from. Its caller reads it there too, unless it keeps its tensors (neither borrowing nor loading `into`),
+   * which get memory of their own.
+   */
+  async #landInMemory(header: BucketHeader, memory: Uint8Array): Promise<BucketHeader> {
+    const { index, payloadBytes } = header;
+    const { tags, timeoutMs } = this.#config;
+    const slot = index % 2;
+    const landing = slotOf(memory, slot, this.#config).subarray(0, payloadBytes);
+    await this.#group.recv(bytesTensor(landing), this.#sender(index), { tag: tags.payload, timeoutMs });
+    let held = landing;
+    if (!this.#reused) {
+      held = new Uint8Array(new SharedArrayBuffer(payloadBytes));
+      held.set(landing);
+    }
+    this.#landedAs(header, chunksOf(header, held), slot);
+    return header;
+  }
+
+  /** A bucket in slot `slot` of relay `relay`'s node memory, copied entry by entry into `chunks`, then acknowledged. */
+  #copyFromRelay(header: BucketHeader, relay: number, slot: number, chunks: readonly Uint8Array[]): void {
+    const { index } = header;
+    const memory = this.#memories.of(relay);
+    if (!memory)
+      throw new WeightSyncError(
+        `${this.#where}: relay ${relay} handed bucket ${index} on in its node memory, which this rank cannot map`,
+      );
+    const from = slotOf(memory, slot, this.#config);
+    for (const [i, e] of header.entries.entries())
+      chunks[i].set(from.subarray(e.offset, e.offset + e.chunkBytes));
+    const { tags, timeoutMs } = this.#config;
+    const handed: Handed = { bucket: index };
+    // The relay reads it before it hands the next bucket on; a relay that failed tells this rank on the header tag.
+    letGo(this.#group.sendObject(handed, relay, { tag: tags.outcome, timeoutMs }));
   }
 
   /**
-   * Relaying this bucket's sender: hands the bucket on as it landed here (relay.ts); packed, one message per
-   * non-empty entry, so that each lands where the follower wants it.
+   * Bucket `header.index` landed in `chunks` (one per entry): the caller gets it from there, and a relay hands
+   * it on (from slot `slot` of its node memory, where it landed there).
    */
-  #handOn(header: BucketHeader, chunks: readonly Uint8Array[]): void {
+  #landedAs(header: BucketHeader, chunks: Uint8Array[], slot?: number): void {
+    this.#landed.set(header.index, chunks);
+    this.#handOn(header, chunks, slot);
+  }
+
+  /**
+   * Relaying this bucket's sender: hands the bucket on as it landed here (relay.ts): from its slot of this
+   * relay's node memory; else lent, its views; else packed, one message per non-empty entry, so that each
+   * lands where the follower wants it.
+   */
+  #handOn(header: BucketHeader, chunks: readonly Uint8Array[], slot: number | undefined): void {
     const followers = this.#config.routes.followersOf(this.#group.rank, this.#sender(header.index));
     if (followers.length === 0) return;
     const raw = this.#rawHeaders.get(header.index)!;
     this.#rawHeaders.delete(header.index);
-    const content: BucketContent = header.views
-      ? { views: chunks.map(bytesTensor) }
-      : { payloads: chunks.filter((c) => c.byteLength > 0) };
-    this.#forwarded[header.index] = this.#relay.forward(header.index, followers, raw, content);
+    const relayed: RelayedContent =
+      slot !== undefined
+        ? { slot }
+        : header.views
+          ? { content: { views: chunks.map(bytesTensor) } }
+          : {
+              content: { payloads: chunks.filter((c) => c.byteLength > 0) },
+              note: carriesPayloadNote(header) ? { entries: true } : undefined,
+            };
+    this.#forwarded[header.index] = this.#relay.forward(header.index, followers, raw, relayed);
   }
 
   /** A lent bucket must hold one view per entry, each of the entry's size; a mismatch is the sender's fault. */
@@ -599,6 +728,10 @@ class ReceiveSession {
       const linger = LINGER_TIMEOUTS * timeoutMs;
       for (const s of senders)
         letGo(this.#group.sendObject(outcome, s, { tag: tags.outcome, timeoutMs: linger }));
+      // A relay waiting for this rank's acknowledgement of a bucket in its node memory learns why it never comes.
+      const handed: Handed = { failed: messageOf(error) };
+      for (const relay of this.#slotRelays)
+        letGo(this.#group.sendObject(handed, relay, { tag: tags.outcome, timeoutMs: linger }));
       // A sender may be blocked sending this receiver a header or payload it will never take. A receive
       // that cannot match (p2p size mismatch fails both ends) breaks that send at once; the sender then
       // reads the outcome above. Where no send comes, the receive just times out.

@@ -2,7 +2,11 @@
  * The relay's forwarding, on a receiver that takes some senders' buckets from
  * the network for its node's other receivers (routes.ts). Each bucket is
  * handed on as soon as it has landed here, while this rank already receives
- * the next from the network, so the relay adds about one bucket's time. The
+ * the next from the network, so the relay adds about one bucket's time. A
+ * packed bucket lands in the relay's node memory (relay-memory.ts), where
+ * the group maps some: the followers get its header and the slot it is in,
+ * copy it from there and acknowledge it; elsewhere it goes on as messages,
+ * one per entry to each follower (deliver.ts). The
  * buckets go on one after the other in stream order, whatever order they
  * landed in (several senders' do not land in order), since a follower takes
  * every relayed bucket, and the senders' stream ends, from this rank's one
@@ -14,13 +18,25 @@ import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
 import { type BucketContent, deliverBucket, type PayloadTurn } from './deliver.ts';
 import { WeightSyncError } from './errors.ts';
+import type { BucketHeader } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
-import { LINGER_TIMEOUTS, letGo, messageOf, quiet } from './protocol.ts';
+import { LINGER_TIMEOUTS, letGo, messageOf, type PayloadNote, parseHanded, quiet } from './protocol.ts';
 import { sendRecord } from './record.ts';
 import { encodeStreamEnd } from './stream-end.ts';
 
 /** Forwards are chained (each starts once the one before is taken), so each payload's turn has already come. */
 const OWN_TURN: PayloadTurn = { after: Promise.resolve(), issued: () => {} };
+
+/**
+ * What a relay hands on: a bucket as it landed here, with the note that tells a follower where a packed
+ * payload is (none for a lent, empty or skipped bucket), or a bucket in slot `slot` of its node memory.
+ */
+export type RelayedContent = { content: BucketContent; note?: PayloadNote } | { slot: number };
+
+/** Whether a relay sends a note behind this bucket's header: a packed bucket with a payload to take. */
+export function carriesPayloadNote(header: BucketHeader): boolean {
+  return !header.views && header.unchangedSince === 0 && header.payloadBytes > 0;
+}
 
 export class Relay {
   readonly #group: ThreadGroup;
@@ -64,11 +80,13 @@ export class Relay {
     index: number,
     followers: readonly number[],
     header: Uint8Array,
-    content: BucketContent,
+    relayed: RelayedContent,
   ): Promise<void> {
     const send = async () => {
       if (this.#stopped) throw new WeightSyncError('this relay stopped');
-      return deliverBucket(this.#group, this.#config, followers, header, content, OWN_TURN);
+      if ('slot' in relayed) return this.#handSlot(index, followers, header, relayed.slot);
+      const { content, note } = relayed;
+      return deliverBucket(this.#group, this.#config, followers, header, content, OWN_TURN, note);
     };
     let previous = index - 1;
     while (previous >= 0 && !this.#relays(previous)) previous--;
@@ -86,6 +104,29 @@ export class Relay {
     const d = this.#deferred(index);
     d.settle(handed);
     return d.promise;
+  }
+
+  /** Tells each follower that bucket `index` is in slot `slot` of this relay's node memory; resolves once all took it. */
+  async #handSlot(
+    index: number,
+    followers: readonly number[],
+    header: Uint8Array,
+    slot: number,
+  ): Promise<void> {
+    const note: PayloadNote = { slot };
+    await deliverBucket(this.#group, this.#config, followers, header, { payloads: [] }, OWN_TURN, note);
+    const { tags, timeoutMs } = this.#config;
+    await Promise.all(
+      followers.map(async (f) => {
+        const answer = await this.#group.recvObject(f, { tag: tags.outcome, timeoutMs });
+        const handed = parseHanded(answer, `receiver ${f}`);
+        if ('failed' in handed) throw new WeightSyncError(`receiver ${f} failed: ${handed.failed}`);
+        if (handed.bucket !== index)
+          throw new WeightSyncError(
+            `receiver ${f} acknowledged bucket ${handed.bucket} where bucket ${index} was due`,
+          );
+      }),
+    );
   }
 
   /** A sender's stream end, checked here, goes on behind the last bucket handed on. */

@@ -66,6 +66,8 @@ export class StoreBackend extends Backend {
   readonly #p2p: StoreP2P;
   /** Which of the group's ranks share a node (nodesOf), null until a call first asks: fixed for the group. */
   #layout: number[][] | undefined | null = null;
+  /** The node regions nodeMemory mapped (store key → owner's global rank), given up when the group is destroyed. */
+  readonly #nodeRegions = new Map<string, number>();
 
   /**
    * `sharedRegion: false` for a backend that serves only some of the group's calls (NcclBackend's
@@ -91,6 +93,16 @@ export class StoreBackend extends Backend {
 
   override get lendsViews(): boolean {
     return this.#store.srcSetViews !== undefined && this.#store.destGetViews !== undefined;
+  }
+
+  /** A region of the store's node files (TensorStore.nodeRegion), under a key of this group's own. */
+  override nodeMemory(key: string, owner: number, bytes: number): Uint8Array | undefined {
+    const storeKey = `${this.#group.id}~${key}`;
+    const global = this.#group.ranks[owner];
+    const region = this.#store.nodeRegion?.(storeKey, global, bytes);
+    if (!region) return undefined;
+    this.#nodeRegions.set(storeKey, global);
+    return new Uint8Array(region.buffer, region.byteOffset ?? 0, bytes);
   }
 
   /** Which of the group's ranks share a node (node-layout.ts), worked out by the group's first call that asks. */
@@ -379,5 +391,7 @@ export class StoreBackend extends Backend {
   destroy(): void {
     this.#region?.release();
     this.#p2p.destroy();
+    for (const [key, owner] of this.#nodeRegions) this.#store.releaseNodeRegion?.(key, owner);
+    this.#nodeRegions.clear();
   }
 }
