@@ -4,9 +4,10 @@
  * into tensors of its own, bit-exact for every dtype mix and a tensor split
  * over buckets, with delta on and off; a name `into` does not give is
  * yielded as without it; a relay's followers receive each entry into its
- * target, or copy it there from the relay's node memory; a target that does
- * not match the stream's tensor is refused before anything of its bucket is
- * written.
+ * target, or copy it there from the relay's node memory; a receiver on
+ * another node than the senders takes a large entry alone, straight into
+ * its target; a target that does not match the stream's tensor is refused
+ * before anything of its bucket is written.
  */
 import { expect } from 'vitest';
 import { type RankContext, Tensor, type ThreadGroup, WeightSyncEngine } from '../src/index.ts';
@@ -96,6 +97,12 @@ for (const layout of ['nodes, packed', 'nodes, packed, node memory', 'one node, 
           for (const [name, target] of targets) {
             if (target.nbytes > 0) expect(wished.has(target.buffer), `${name} landed in place`).toBe(true);
           }
+        }
+        if (onNodes && ctx.rank === 5) {
+          // Alone on node c, rank 5 takes each bucket from a sender on another node in pieces (pieces.ts):
+          // 'layer.0.big', split over four buckets, comes in pieces of its own, straight into its target.
+          const wished = new Set(counts.landWishes!.map((t) => t.buffer));
+          expect(wished.has(targets.get('layer.0.big')!.buffer), 'layer.0.big landed in place').toBe(true);
         }
         // With node memory a follower copies each entry from the relay's: it receives no payload message.
         if (layout === 'nodes, packed, node memory' && FOLLOWERS.includes(ctx.rank))

@@ -1,4 +1,7 @@
-/** Pure parts of weight sync, no threads: the binary header, the bucket plan and the stream digest. */
+/**
+ * Pure parts of weight sync, no threads: the binary header, the bucket plan, the stream digest, the routes
+ * and pieces across nodes, and the sender over a stand-in group.
+ */
 import { describe, expect, it } from 'vitest';
 import { Tensor, type ThreadGroup, WeightSyncHeaderError } from '../src/index.ts';
 import { UNTIMED } from '../src/predict/layer-clock.ts';
@@ -10,6 +13,7 @@ import {
   FIXED_HEADER_BYTES,
   HEADER_LIMITS,
 } from '../src/weight-sync/header.ts';
+import { isAlone, piecesOf } from '../src/weight-sync/pieces.ts';
 import { type PlannedBucket, planBuckets } from '../src/weight-sync/plan.ts';
 import { tagsFrom } from '../src/weight-sync/protocol.ts';
 import { planRoutes } from '../src/weight-sync/routes.ts';
@@ -252,6 +256,7 @@ describe('bucket sender', () => {
     const payloads: number[] = [];
     const group = {
       rank: 0,
+      nodeOf: () => 0,
       sendObject: () => (headers++ === 0 ? firstHeader : Promise.resolve()),
       send: (t: Tensor) => {
         payloads.push(t.numel);
@@ -275,6 +280,7 @@ describe('bucket sender', () => {
     const lent: Array<{ header: unknown; views: number[] }> = [];
     const group = {
       rank: 0,
+      nodeOf: () => 0,
       sendObject: () => Promise.reject(new Error('a lending sender sends no object messages')),
       sendViews: ([head, ...views]: Tensor[]) => {
         const bytes = head.bytes().slice();
@@ -333,5 +339,56 @@ describe('routes across nodes', () => {
     const one = planRoutes([0, 1], [2, 3, 4], () => 0);
     expect(one.targetsOf(0)).toEqual([2, 3, 4]);
     expect(one.followersOf(2, 0)).toEqual([]);
+  });
+});
+
+describe('pieces across nodes', () => {
+  const KiB = 1024;
+  const at = (offset: number, chunkBytes: number) => ({ offset, chunkBytes });
+
+  it('sends an entry of 256 KiB or a quarter of the payload alone, and each run of smaller ones as one piece', () => {
+    const entries = [at(0, 10), at(16, 20), at(48, 256 * KiB), at(48 + 256 * KiB, 0), at(48 + 256 * KiB, 5)];
+    const pieces = piecesOf(entries, 2 * 1024 * KiB);
+    expect(pieces).toEqual([
+      { first: 0, end: 2, start: 0, bytes: 36 },
+      { first: 2, end: 3, start: 48, bytes: 256 * KiB },
+      // A run of one entry covers its bytes alone: it travels as one.
+      { first: 3, end: 5, start: 48 + 256 * KiB, bytes: 5 },
+    ]);
+    expect(pieces.map(isAlone)).toEqual([false, true, false]);
+    // In a small payload a quarter of it is enough; runs of empty entries are no piece.
+    expect(piecesOf([at(0, 0), at(0, 30), at(32, 0)], 100)).toEqual([
+      { first: 1, end: 2, start: 0, bytes: 30 },
+    ]);
+    expect(piecesOf([at(0, 0), at(0, 0)], 0)).toEqual([]);
+  });
+
+  it('a sender sends a large entry to another node straight from its tensor, packing only the small ones', async () => {
+    const sent: Tensor[] = [];
+    const group = {
+      rank: 0,
+      // Receiver 1 is on another node.
+      nodeOf: (r: number) => r,
+      sendObject: () => Promise.resolve(),
+      send: (t: Tensor) => {
+        sent.push(t);
+        return Promise.resolve();
+      },
+      recvObject: () => Promise.resolve({ ok: true, holds: true }),
+    } as unknown as ThreadGroup;
+    const big = Tensor.empty([40], 'uint8');
+    const small = [Tensor.full([4], 1, 'uint8'), Tensor.full([3], 2, 'uint8')];
+    // One 64-byte bucket: 4 + 3 bytes (packed at 0 and 16), then 40 alone at 32.
+    await stubSender(group, false).send(
+      [
+        ['a', small[0]],
+        ['b', small[1]],
+        ['big', big],
+      ],
+      'test',
+    );
+    expect(sent.map((t) => t.nbytes)).toEqual([19, 40]);
+    expect(sent[1].bytes().buffer).toBe(big.bytes().buffer);
+    expect(Array.from(sent[0].bytes())).toEqual([1, 1, 1, 1, ...Array(12).fill(0), 2, 2, 2]);
   });
 });

@@ -21,8 +21,13 @@ export interface PayloadTurn {
   issued: () => void;
 }
 
-/** A bucket's bytes: lent, one view per entry; packed, the payload's messages (none for an empty or skipped bucket). */
-export type BucketContent = { views: readonly Tensor[] } | { payloads: readonly Uint8Array[] };
+/**
+ * A bucket's bytes: lent, one view per entry; packed, the payload's messages to each receiver (none for an
+ * empty or skipped bucket).
+ */
+export type BucketContent =
+  | { views: readonly Tensor[] }
+  | { payloads: (receiver: number) => readonly Uint8Array[] };
 
 /** `bytes` as a uint8 tensor on the same memory: what p2p sends and receives into. */
 export function bytesTensor(bytes: Uint8Array): Tensor {
@@ -53,10 +58,9 @@ export async function deliverBucket(
   // for the payload (phase).
   await Promise.all(headers);
   await turn.after;
-  const sends = content.payloads.flatMap((bytes) => {
-    const payload = bytesTensor(bytes);
-    return targets.map((r) => group.send(payload, r, { tag: tags.payload, timeoutMs }));
-  });
+  const sends = targets.flatMap((r) =>
+    content.payloads(r).map((bytes) => group.send(bytesTensor(bytes), r, { tag: tags.payload, timeoutMs })),
+  );
   turn.issued();
   await Promise.all(sends);
 }

@@ -20,6 +20,10 @@
  * Each bucket is taken when the caller gets to it; what is in flight is then
  * bounded by the senders, two buckets each.
  *
+ * From a sender on another node a packed bucket comes in pieces
+ * (pieces.ts), a large entry alone straight into its `into` target, or the
+ * relay's node memory, or its place in the bucket's buffer.
+ *
  * Across nodes (routes.ts) a receiver takes a sender's buckets from its
  * node's relay unless it is on the sender's node or is that relay. The relay
  * hands each bucket on (relay.ts) as soon as it has landed, and reuses or
@@ -54,6 +58,7 @@ import { WeightSyncError, WeightSyncHeaderError } from './errors.ts';
 import { type BucketHeader, decodeBucketHeader, startedTensors } from './header.ts';
 import { type Landing, type LoadInto, landingsOf } from './into.ts';
 import type { WeightSyncConfig } from './options.ts';
+import { isAlone, piecesOf } from './pieces.ts';
 import {
   type Handed,
   LINGER_TIMEOUTS,
@@ -548,6 +553,11 @@ class ReceiveSession {
       this.#landedAs(header, chunks);
       return header;
     }
+    if (this.#acrossNodes(sender)) {
+      const chunks = await this.#receivePieces(header, buffer, this.#landings.get(index));
+      this.#landedAs(header, chunks);
+      return header;
+    }
     const target = bytesTensor(buffer.subarray(0, payloadBytes));
     if (!this.#reused) {
       await this.#group.recv(target, source, options);
@@ -569,17 +579,43 @@ class ReceiveSession {
    */
   async #landInMemory(header: BucketHeader, memory: Uint8Array): Promise<BucketHeader> {
     const { index, payloadBytes } = header;
-    const { tags, timeoutMs } = this.#config;
     const slot = index % 2;
-    const landing = slotOf(memory, slot, this.#config).subarray(0, payloadBytes);
-    await this.#group.recv(bytesTensor(landing), this.#sender(index), { tag: tags.payload, timeoutMs });
-    let held = landing;
-    if (!this.#reused) {
-      held = new Uint8Array(new SharedArrayBuffer(payloadBytes));
-      held.set(landing);
+    const landing = slotOf(memory, slot, this.#config);
+    const chunks = await this.#receivePieces(header, landing, undefined);
+    if (this.#reused) this.#landedAs(header, chunks, slot);
+    else {
+      const held = new Uint8Array(new SharedArrayBuffer(payloadBytes));
+      held.set(landing.subarray(0, payloadBytes));
+      this.#landedAs(header, chunksOf(header, held), slot);
     }
-    this.#landedAs(header, chunksOf(header, held), slot);
     return header;
+  }
+
+  /** Whether group rank `r` is on another node than this receiver. */
+  #acrossNodes(r: number): boolean {
+    return this.#group.nodeOf(r) !== this.#group.nodeOf(this.#group.rank);
+  }
+
+  /**
+   * A bucket from a sender on another node, in pieces (pieces.ts): an entry alone straight to its landing in
+   * `into` where it has one, everything else into `base` at its offset; each entry's bytes.
+   */
+  async #receivePieces(
+    header: BucketHeader,
+    base: Uint8Array,
+    landings: ReadonlyArray<Landing | undefined> | undefined,
+  ): Promise<Uint8Array[]> {
+    const { tags, timeoutMs } = this.#config;
+    const options = { tag: tags.payload, timeoutMs };
+    const chunks = chunksOf(header, base);
+    const receives = piecesOf(header.entries, header.payloadBytes).map((p) => {
+      const landing = isAlone(p) ? landings?.[p.first] : undefined;
+      if (landing) chunks[p.first] = landing.bytes;
+      const into = landing?.bytes ?? base.subarray(p.start, p.start + p.bytes);
+      return this.#group.recv(bytesTensor(into), this.#sender(header.index), options);
+    });
+    await Promise.all(receives);
+    return chunks;
   }
 
   /** A bucket in slot `slot` of relay `relay`'s node memory, copied entry by entry into `chunks`, then acknowledged. */
@@ -624,7 +660,7 @@ class ReceiveSession {
         : header.views
           ? { content: { views: chunks.map(bytesTensor) } }
           : {
-              content: { payloads: chunks.filter((c) => c.byteLength > 0) },
+              content: { payloads: () => chunks.filter((c) => c.byteLength > 0) },
               note: carriesPayloadNote(header) ? { entries: true } : undefined,
             };
     this.#forwarded[header.index] = this.#relay.forward(header.index, followers, raw, relayed);

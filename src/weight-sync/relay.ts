@@ -26,6 +26,8 @@ import { encodeStreamEnd } from './stream-end.ts';
 
 /** Forwards are chained (each starts once the one before is taken), so each payload's turn has already come. */
 const OWN_TURN: PayloadTurn = { after: Promise.resolve(), issued: () => {} };
+/** A bucket in node memory: its header and note are all a follower is sent. */
+const NO_PAYLOAD: BucketContent = { payloads: () => [] };
 
 /**
  * What a relay hands on: a bucket as it landed here, with the note that tells a follower where a packed
@@ -114,7 +116,7 @@ export class Relay {
     slot: number,
   ): Promise<void> {
     const note: PayloadNote = { slot };
-    await deliverBucket(this.#group, this.#config, followers, header, { payloads: [] }, OWN_TURN, note);
+    await deliverBucket(this.#group, this.#config, followers, header, NO_PAYLOAD, OWN_TURN, note);
     const { tags, timeoutMs } = this.#config;
     await Promise.all(
       followers.map(async (f) => {

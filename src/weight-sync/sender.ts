@@ -10,7 +10,10 @@
  * in flight. Its header stream ends with a stream end:
  * what it planned, or the error its weights iterator (or packing) threw.
  * Across nodes it sends only to the receivers on its node and to one relay
- * per other node (routes.ts); every receiver still answers it.
+ * per other node (routes.ts); every receiver still answers it. To another
+ * node a bucket goes in pieces (pieces.ts): a large entry straight from its
+ * tensor, only the small ones packed; a sender with no receiver on its own
+ * node packs nothing else.
  *
  * In predict mode each bucket's transfer is a task of the sync's own (a fork
  * of its layer call, predict/layer-clock.ts): its waits move only its clock,
@@ -27,6 +30,7 @@ import { DIGEST_SEED, stampDigest } from './digest.ts';
 import { WeightSyncError } from './errors.ts';
 import { encodeBucketHeader, setUnchangedSince, startedTensors } from './header.ts';
 import type { WeightSyncConfig } from './options.ts';
+import { isAlone, type Piece, piecesOf } from './pieces.ts';
 import { type PlannedBucket, type PlannedChunk, planBuckets, type WeightStream } from './plan.ts';
 import { LINGER_TIMEOUTS, letGo, messageOf, type Outcome, parseOutcome, quiet } from './protocol.ts';
 import { sendRecord } from './record.ts';
@@ -46,6 +50,8 @@ export class BucketSender {
   readonly #place: number;
   /** The receivers this sender sends to: across nodes, the others take its buckets from a relay (routes.ts). */
   readonly #targets: readonly number[];
+  /** Whether some of them are on this sender's own node: they take each bucket whole, packed. */
+  readonly #nearTargets: boolean;
   readonly #delta: SenderDelta;
   #buffers: Uint8Array[] | undefined;
 
@@ -56,6 +62,7 @@ export class BucketSender {
     this.#config = config;
     this.#place = config.senders.indexOf(group.rank);
     this.#targets = config.routes.targetsOf(group.rank);
+    this.#nearTargets = this.#targets.some((r) => !this.#acrossNodes(r));
     this.#delta = new SenderDelta(config.delta);
   }
 
@@ -96,12 +103,11 @@ export class BucketSender {
         await this.#settled(inFlight[slot], where);
         // A skipped bucket is its header alone: no payload, nothing packed.
         const buffer = since > 0 ? undefined : this.#buffers?.[slot];
-        if (buffer) await this.#ownStep(() => pack(bucket, buffer));
         const content: BucketContent =
           since > 0 && !lend
-            ? { payloads: [] }
+            ? { payloads: () => [] }
             : buffer
-              ? { payloads: bucket.payloadBytes > 0 ? [buffer.subarray(0, bucket.payloadBytes)] : [] }
+              ? await this.#ownStep(() => this.#packed(bucket, buffer))
               : { views: since > 0 ? [] : bucket.chunks.map(chunkView) };
         const turn: PayloadTurn = { after: payloadTurn, issued: () => {} };
         payloadTurn = new Promise((resolve) => (turn.issued = resolve));
@@ -132,6 +138,29 @@ export class BucketSender {
       this.#endStream({ failed: true, error: `${name}: ${messageOf(error)}` });
       throw error;
     }
+  }
+
+  /** Whether group rank `r` is on another node than this sender. */
+  #acrossNodes(r: number): boolean {
+    return this.#plainGroup.nodeOf(r) !== this.#plainGroup.nodeOf(this.#plainGroup.rank);
+  }
+
+  /**
+   * A packed bucket's messages for each receiver, `buffer` packed as they need: whole for one on this node,
+   * in pieces for another node (pieces.ts), of which only the runs of small entries are packed.
+   */
+  #packed(bucket: PlannedBucket, buffer: Uint8Array): BucketContent {
+    const { chunks, payloadBytes } = bucket;
+    if (payloadBytes === 0) return { payloads: () => [] };
+    const pieces = piecesOf(chunks, payloadBytes);
+    if (this.#nearTargets)
+      pack(chunks, buffer, { first: 0, end: chunks.length, start: 0, bytes: payloadBytes });
+    else for (const p of pieces) if (!isAlone(p)) pack(chunks, buffer, p);
+    const whole = [buffer.subarray(0, payloadBytes)];
+    const far = pieces.map((p) =>
+      isAlone(p) ? chunkBytes(chunks[p.first]) : buffer.subarray(p.start, p.start + p.bytes),
+    );
+    return { payloads: (r) => (this.#acrossNodes(r) ? far : whole) };
   }
 
   /** Closes this sender's header stream to the receivers it sends to (relays hand it on). Not awaited: a receiver that already failed never takes it. */
@@ -223,17 +252,25 @@ export class BucketSender {
 }
 
 /** The bytes of a chunk, on the tensor's own memory. */
-function chunkView(c: PlannedChunk): Tensor {
-  const bytes = c.tensor.bytes();
-  return Tensor.fromBuffer(bytes.buffer, bytes.byteOffset + c.chunkStart, [c.chunkBytes], 'uint8');
+function chunkBytes(c: PlannedChunk): Uint8Array {
+  return c.tensor.bytes().subarray(c.chunkStart, c.chunkStart + c.chunkBytes);
 }
 
-/** Copies each chunk to its offset; the alignment gaps are zeroed so a payload depends only on the stream. */
-function pack(bucket: PlannedBucket, buffer: Uint8Array): void {
-  let end = 0;
-  for (const c of bucket.chunks) {
+/** A chunk's bytes as a uint8 tensor, on the tensor's own memory. */
+function chunkView(c: PlannedChunk): Tensor {
+  const bytes = chunkBytes(c);
+  return Tensor.fromBuffer(bytes.buffer, bytes.byteOffset, [c.chunkBytes], 'uint8');
+}
+
+/**
+ * Copies the chunks of `piece` to their offsets; the alignment gaps between them are zeroed so a payload
+ * depends only on the stream.
+ */
+function pack(chunks: readonly PlannedChunk[], buffer: Uint8Array, piece: Piece): void {
+  let end = piece.start;
+  for (const c of chunks.slice(piece.first, piece.end)) {
     buffer.fill(0, end, c.offset);
-    buffer.set(c.tensor.bytes().subarray(c.chunkStart, c.chunkStart + c.chunkBytes), c.offset);
+    buffer.set(chunkBytes(c), c.offset);
     end = c.offset + c.chunkBytes;
   }
 }
