@@ -71,6 +71,7 @@ import {
 import { type ReceivedRecord, recvRecord } from './record.ts';
 import { carriesPayloadNote, Relay, type RelayedContent } from './relay.ts';
 import { relayMemory, slotOf } from './relay-memory.ts';
+import { onOtherNode } from './routes.ts';
 import { decodeStreamEnd, isStreamEnd, type StreamEnd } from './stream-end.ts';
 
 export class BucketReceiver {
@@ -79,10 +80,11 @@ export class BucketReceiver {
   /** Delta mode: per sender, its last sync whose every tensor this receiver's caller took. */
   readonly #holds = new Map<number, number>();
   #buffers: Uint8Array[] | undefined;
-  /** This rank's node memory as a relay: null until it first relays a packed bucket. */
-  #ownMemory: Uint8Array | undefined | null = null;
-  /** The node memory of each relay this rank follows, once mapped. */
-  readonly #relayMemories = new Map<number, Uint8Array>();
+  /**
+   * Node memory of relays by group rank (relay-memory.ts): this rank's own, made when it first relays a
+   * packed bucket, and that of each relay it follows, mapped at its first note; kept across syncs.
+   */
+  readonly #relayMemories = new Map<number, Uint8Array | undefined>();
   lastSync: WeightSyncStats | undefined;
 
   constructor(group: ThreadGroup, config: WeightSyncConfig) {
@@ -92,28 +94,17 @@ export class BucketReceiver {
 
   receive(borrow: boolean, into: LoadInto | undefined, where: string): AsyncGenerator<[string, Tensor]> {
     const reused = borrow || into !== undefined ? this.#reused : undefined;
-    const landing = { reused, into, copyViews: into !== undefined && !borrow, memories: this.#memories };
+    const landing = { reused, into, copyViews: into !== undefined && !borrow, memoryOf: this.#memoryOf };
     const done = (stats: WeightSyncStats) => {
       this.lastSync = stats;
     };
     return new ReceiveSession(this.#group, this.#config, landing, this.#holds, done, where).run();
   }
 
-  /** Kept across syncs, as the reused buffers are: made (or mapped) once per engine. */
-  readonly #memories: RelayMemories = {
-    own: () => {
-      if (this.#ownMemory === null)
-        this.#ownMemory = relayMemory(this.#group, this.#config, this.#group.rank);
-      return this.#ownMemory;
-    },
-    of: (relay) => {
-      let memory = this.#relayMemories.get(relay);
-      if (!memory) {
-        memory = relayMemory(this.#group, this.#config, relay);
-        if (memory) this.#relayMemories.set(relay, memory);
-      }
-      return memory;
-    },
+  readonly #memoryOf = (relay: number): Uint8Array | undefined => {
+    if (!this.#relayMemories.has(relay))
+      this.#relayMemories.set(relay, relayMemory(this.#group, this.#config, relay));
+    return this.#relayMemories.get(relay);
   };
 
   /** Reused buffer `slot`, allocated on first use (a packed bucket received borrowing) and kept for later syncs. */
@@ -123,12 +114,6 @@ export class BucketReceiver {
   };
 }
 
-/** Node memory of relays (relay-memory.ts): this rank's own, as a relay, and that of a relay it follows. */
-interface RelayMemories {
-  own(): Uint8Array | undefined;
-  of(relay: number): Uint8Array | undefined;
-}
-
 /** Where a session's buckets land. */
 interface SessionLanding {
   /** The two reused buffers (borrowing, or `into`); undefined when each bucket gets memory of its own. */
@@ -136,8 +121,8 @@ interface SessionLanding {
   into: LoadInto | undefined;
   /** A tensor yielded from reused memory is copied out of it (`into` without `borrow`). */
   copyViews: boolean;
-  /** Where a relay's buckets land, and its followers take them from. */
-  memories: RelayMemories;
+  /** Relay `relay`'s node memory, where its buckets land and its followers take them from. */
+  memoryOf: (relay: number) => Uint8Array | undefined;
 }
 
 class ReceiveSession {
@@ -168,7 +153,7 @@ class ReceiveSession {
   /** Relaying: resolves once bucket i was handed on to this rank's followers. */
   readonly #forwarded: Promise<void>[] = [];
   readonly #relay: Relay;
-  readonly #memories: RelayMemories;
+  readonly #memoryOf: (relay: number) => Uint8Array | undefined;
   /** From a relay: where each bucket's payload is (its note), until the payload is taken. */
   readonly #notes = new Map<number, PayloadNote>();
   /** Relays that handed this rank a bucket in their node memory: they wait for its acknowledgements. */
@@ -192,7 +177,7 @@ class ReceiveSession {
     done: (stats: WeightSyncStats) => void,
     where: string,
   ) {
-    this.#memories = landing.memories;
+    this.#memoryOf = landing.memoryOf;
     this.#group = group;
     this.#config = config;
     this.#reused = landing.reused;
@@ -530,7 +515,7 @@ class ReceiveSession {
     const options = { tag: tags.payload, timeoutMs };
     const source = this.#source(sender);
     const relaying = this.#config.routes.followersOf(this.#group.rank, sender).length > 0;
-    const memory = relaying ? this.#memories.own() : undefined;
+    const memory = relaying ? this.#memoryOf(this.#group.rank) : undefined;
     if (memory) return this.#landInMemory(header, memory);
     const buffer = this.#reused?.(index % 2) ?? new Uint8Array(new SharedArrayBuffer(payloadBytes));
     if (source !== sender) {
@@ -553,7 +538,7 @@ class ReceiveSession {
       this.#landedAs(header, chunks);
       return header;
     }
-    if (this.#acrossNodes(sender)) {
+    if (onOtherNode(this.#group, sender)) {
       const chunks = await this.#receivePieces(header, buffer, this.#landings.get(index));
       this.#landedAs(header, chunks);
       return header;
@@ -591,11 +576,6 @@ class ReceiveSession {
     return header;
   }
 
-  /** Whether group rank `r` is on another node than this receiver. */
-  #acrossNodes(r: number): boolean {
-    return this.#group.nodeOf(r) !== this.#group.nodeOf(this.#group.rank);
-  }
-
   /**
    * A bucket from a sender on another node, in pieces (pieces.ts): an entry alone straight to its landing in
    * `into` where it has one, everything else into `base` at its offset; each entry's bytes.
@@ -621,7 +601,7 @@ class ReceiveSession {
   /** A bucket in slot `slot` of relay `relay`'s node memory, copied entry by entry into `chunks`, then acknowledged. */
   #copyFromRelay(header: BucketHeader, relay: number, slot: number, chunks: readonly Uint8Array[]): void {
     const { index } = header;
-    const memory = this.#memories.of(relay);
+    const memory = this.#memoryOf(relay);
     if (!memory)
       throw new WeightSyncError(
         `${this.#where}: relay ${relay} handed bucket ${index} on in its node memory, which this rank cannot map`,

@@ -6,6 +6,7 @@
  * node's shared memory. So each byte crosses the network once per receiving
  * node instead of once per receiver. On one node every route is direct.
  */
+import type { ThreadGroup } from '../thread-group/thread-group.ts';
 export interface Routes {
   /** The receivers sender `s` sends to itself: those on its node and the other nodes' relays. */
   targetsOf(s: number): readonly number[];
@@ -33,4 +34,9 @@ export function planRoutes(
   const followersOf = (r: number, s: number): readonly number[] =>
     relayOf.get(node.get(r)!) === r ? receivers.filter((f) => f !== r && sourceOf(s, f) === r) : [];
   return { targetsOf: (s) => targets.get(s)!, sourceOf, followersOf };
+}
+
+/** Whether group rank `r` is on another node than this rank. */
+export function onOtherNode(group: ThreadGroup, r: number): boolean {
+  return group.nodeOf(r) !== group.nodeOf(group.rank);
 }

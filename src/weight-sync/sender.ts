@@ -22,9 +22,8 @@
  * transfers in flight beside it ran.
  */
 import { callsIn, type LayerCall } from '../predict/layer-clock.ts';
-import { Tensor } from '../tensor/tensor.ts';
 import type { ThreadGroup } from '../thread-group/thread-group.ts';
-import { type BucketContent, deliverBucket, type PayloadTurn } from './deliver.ts';
+import { type BucketContent, bytesTensor, deliverBucket, type PayloadTurn } from './deliver.ts';
 import { countBucket, emptyStats, SenderDelta, type WeightSyncStats } from './delta.ts';
 import { DIGEST_SEED, stampDigest } from './digest.ts';
 import { WeightSyncError } from './errors.ts';
@@ -34,6 +33,7 @@ import { isAlone, type Piece, piecesOf } from './pieces.ts';
 import { type PlannedBucket, type PlannedChunk, planBuckets, type WeightStream } from './plan.ts';
 import { LINGER_TIMEOUTS, letGo, messageOf, type Outcome, parseOutcome, quiet } from './protocol.ts';
 import { sendRecord } from './record.ts';
+import { onOtherNode } from './routes.ts';
 import { encodeStreamEnd, type StreamEnd } from './stream-end.ts';
 
 /** How long a failed sender looks for a receiver's error report that would explain its failure. */
@@ -50,8 +50,9 @@ export class BucketSender {
   readonly #place: number;
   /** The receivers this sender sends to: across nodes, the others take its buckets from a relay (routes.ts). */
   readonly #targets: readonly number[];
-  /** Whether some of them are on this sender's own node: they take each bucket whole, packed. */
+  /** Whether some of them are on this sender's own node (each bucket whole, packed), and some on another (in pieces). */
   readonly #nearTargets: boolean;
+  readonly #farTargets: boolean;
   readonly #delta: SenderDelta;
   #buffers: Uint8Array[] | undefined;
 
@@ -62,7 +63,8 @@ export class BucketSender {
     this.#config = config;
     this.#place = config.senders.indexOf(group.rank);
     this.#targets = config.routes.targetsOf(group.rank);
-    this.#nearTargets = this.#targets.some((r) => !this.#acrossNodes(r));
+    this.#nearTargets = this.#targets.some((r) => !onOtherNode(group, r));
+    this.#farTargets = this.#targets.some((r) => onOtherNode(group, r));
     this.#delta = new SenderDelta(config.delta);
   }
 
@@ -108,7 +110,7 @@ export class BucketSender {
             ? { payloads: () => [] }
             : buffer
               ? await this.#ownStep(() => this.#packed(bucket, buffer))
-              : { views: since > 0 ? [] : bucket.chunks.map(chunkView) };
+              : { views: since > 0 ? [] : bucket.chunks.map((c) => bytesTensor(chunkBytes(c))) };
         const turn: PayloadTurn = { after: payloadTurn, issued: () => {} };
         payloadTurn = new Promise((resolve) => (turn.issued = resolve));
         inFlight[slot] = quiet(this.#transfer(bucket.index, header, content, turn, where));
@@ -140,11 +142,6 @@ export class BucketSender {
     }
   }
 
-  /** Whether group rank `r` is on another node than this sender. */
-  #acrossNodes(r: number): boolean {
-    return this.#plainGroup.nodeOf(r) !== this.#plainGroup.nodeOf(this.#plainGroup.rank);
-  }
-
   /**
    * A packed bucket's messages for each receiver, `buffer` packed as they need: whole for one on this node,
    * in pieces for another node (pieces.ts), of which only the runs of small entries are packed.
@@ -152,15 +149,16 @@ export class BucketSender {
   #packed(bucket: PlannedBucket, buffer: Uint8Array): BucketContent {
     const { chunks, payloadBytes } = bucket;
     if (payloadBytes === 0) return { payloads: () => [] };
-    const pieces = piecesOf(chunks, payloadBytes);
+    const whole = [buffer.subarray(0, payloadBytes)];
     if (this.#nearTargets)
       pack(chunks, buffer, { first: 0, end: chunks.length, start: 0, bytes: payloadBytes });
-    else for (const p of pieces) if (!isAlone(p)) pack(chunks, buffer, p);
-    const whole = [buffer.subarray(0, payloadBytes)];
+    if (!this.#farTargets) return { payloads: () => whole };
+    const pieces = piecesOf(chunks, payloadBytes);
+    if (!this.#nearTargets) for (const p of pieces) if (!isAlone(p)) pack(chunks, buffer, p);
     const far = pieces.map((p) =>
       isAlone(p) ? chunkBytes(chunks[p.first]) : buffer.subarray(p.start, p.start + p.bytes),
     );
-    return { payloads: (r) => (this.#acrossNodes(r) ? far : whole) };
+    return { payloads: (r) => (onOtherNode(this.#plainGroup, r) ? far : whole) };
   }
 
   /** Closes this sender's header stream to the receivers it sends to (relays hand it on). Not awaited: a receiver that already failed never takes it. */
@@ -254,12 +252,6 @@ export class BucketSender {
 /** The bytes of a chunk, on the tensor's own memory. */
 function chunkBytes(c: PlannedChunk): Uint8Array {
   return c.tensor.bytes().subarray(c.chunkStart, c.chunkStart + c.chunkBytes);
-}
-
-/** A chunk's bytes as a uint8 tensor, on the tensor's own memory. */
-function chunkView(c: PlannedChunk): Tensor {
-  const bytes = chunkBytes(c);
-  return Tensor.fromBuffer(bytes.buffer, bytes.byteOffset, [c.chunkBytes], 'uint8');
 }
 
 /**
