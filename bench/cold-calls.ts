@@ -9,7 +9,10 @@
  * paired with the Open MPI job run right after it, and a span's ratio is the
  * median of the pairs' ratios (the 2-core machine switches between a fast
  * and a slow mode; figures taken seconds apart compare, figures from
- * different minutes may not).
+ * different minutes may not). Beside them, the same job with V8's optimizing
+ * compiler off (`--no-opt`): what a cold span costs without TurboFan
+ * compiling the call path in every rank thread, which is most of a fresh
+ * job's first few thousand calls (and what the warm span owes it).
  *
  *   npx tsx bench/cold-calls.ts [--quick] [--json <file>]
  */
@@ -99,6 +102,8 @@ export interface SpanFigures {
   span: Span;
   /** The median over jobs, µs a call. */
   tensorcommUs: number;
+  /** The same with V8's optimizing compiler off (`--no-opt`), where measured. */
+  noTurbofanUs?: number;
   mpiUs?: number;
   /** The median of the paired jobs' ratios. */
   ratio?: number;
@@ -125,10 +130,12 @@ export function summarize(
   theCase: ColdCase,
   ours: readonly number[][],
   mpi: readonly number[][] | undefined,
+  noTurbofan: readonly number[][] = [],
 ) {
   const counts = clockCounts(theCase.spans);
   return theCase.spans.map((span): SpanFigures => {
     const oursUs = ours.map((ms) => spanMeanUs(counts, ms, span));
+    const noTurbofanUs = noTurbofan.map((ms) => spanMeanUs(counts, ms, span));
     const anchor =
       mpi &&
       besideAnchor(
@@ -141,6 +148,7 @@ export function summarize(
       bytes: theCase.bytes,
       span,
       tensorcommUs: median(oursUs),
+      ...(noTurbofanUs.length > 0 && { noTurbofanUs: median(noTurbofanUs) }),
       mpiUs: anchor?.us,
       ratio: anchor?.x,
     };
@@ -166,12 +174,14 @@ const COLUMNS: Column<SpanFigures>[] = [
   { title: 'size(B)', width: 8, cell: (f) => String(f.bytes) },
   { title: 'calls', width: 22, cell: (f) => spanText(f.span) },
   { title: 'tensorcomm(us)', width: 15, cell: (f) => fixed(f.tensorcommUs) },
+  { title: 'no-TurboFan(us)', width: 16, cell: (f) => fixed(f.noTurbofanUs) },
   { title: 'openmpi(us)', width: 12, cell: (f) => fixed(f.mpiUs) },
   { title: 'ratio', width: 9, cell: (f) => (f.ratio === undefined ? '-' : `${fixed(f.ratio, 1)}x`) },
   { title: 'goal', width: 26, cell: (f) => verdicts(f).join(',') },
 ];
 
-async function tensorcommJob(theCase: ColdCase): Promise<number[]> {
+/** One fresh tensorcomm job of `theCase`, its Node process given `v8Flags`: rank 0's clock readings. */
+async function tensorcommJob(theCase: ColdCase, v8Flags: readonly string[] = []): Promise<number[]> {
   const args: ColdCallsArgs = {
     op: theCase.op,
     elements: theCase.bytes / 4,
@@ -180,7 +190,7 @@ async function tensorcommJob(theCase: ColdCase): Promise<number[]> {
   const script = fileURLToPath(new URL('./cold-calls-job.ts', import.meta.url));
   const { stdout } = await exec(
     process.execPath,
-    ['--import', 'tsx', script, String(theCase.ranks), JSON.stringify(args)],
+    [...v8Flags, '--import', 'tsx', script, String(theCase.ranks), JSON.stringify(args)],
     { timeout: JOB_TIMEOUT_MS },
   );
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as number[];
@@ -240,6 +250,7 @@ export async function runColdCallsBench(
   const jobs = options.jobs ?? (options.quick ? 1 : 3);
   const dir = await mkdtemp(join(tmpdir(), 'tensorcomm-cold-calls-'));
   const ours: number[][][] = cases.map(() => []);
+  const noTurbofan: number[][][] = cases.map(() => []);
   const mpi: number[][][] = cases.map(() => []);
   let skipped: string | undefined;
   try {
@@ -247,6 +258,7 @@ export async function runColdCallsBench(
     for (let job = 0; job < jobs; job++) {
       for (const [i, theCase] of cases.entries()) {
         ours[i].push(await tensorcommJob(theCase));
+        noTurbofan[i].push(await tensorcommJob(theCase, ['--no-opt']));
         if (skipped !== undefined) continue;
         try {
           mpi[i].push(await mpiJob(theCase.op, theCase.ranks, theCase.bytes, clockCounts(theCase.spans)));
@@ -258,11 +270,14 @@ export async function runColdCallsBench(
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-  const spans = cases.flatMap((c, i) => summarize(c, ours[i], skipped === undefined ? mpi[i] : undefined));
+  const spans = cases.flatMap((c, i) =>
+    summarize(c, ours[i], skipped === undefined ? mpi[i] : undefined, noTurbofan[i]),
+  );
   log(
     `# cold vs warm: thread ranks' small calls from a fresh job's first call (Node ${process.version}, ` +
       `${availableParallelism()} cores), Open MPI the same calls from its start in the same run; ` +
-      `mean us a call over the span, median of ${jobs} job${jobs === 1 ? '' : 's'} each, ratio the median of the pairs'`,
+      `mean us a call over the span, median of ${jobs} job${jobs === 1 ? '' : 's'} each, ratio the median of the pairs'; ` +
+      "no-TurboFan: the same jobs with V8's optimizing compiler off (node --no-opt), a reference, not a setting",
   );
   if (skipped !== undefined) log(`# Open MPI: skipped (${skipped})`);
   for (const line of formatTable(COLUMNS, spans)) log(line);

@@ -1,7 +1,8 @@
 /**
  * The cold-calls bench (bench/cold-calls.ts): which calls each span takes,
- * its mean from a job's clock readings, medians and paired ratios over jobs,
- * the goals' verdicts, and a smoke run of one tiny job. No timing is
+ * its mean from a job's clock readings, medians and paired ratios over jobs
+ * (and of the jobs without TurboFan), the goals' verdicts, and a smoke run of
+ * one tiny job. No timing is
  * asserted: only that figures exist and the table reads.
  */
 import { describe, expect, it } from 'vitest';
@@ -47,6 +48,9 @@ describe('cold-calls bench', () => {
     const [alone] = summarize(theCase, [[10]], undefined);
     expect(alone.mpiUs).toBeUndefined();
     expect(alone.ratio).toBeUndefined();
+    expect(alone.noTurbofanUs).toBeUndefined();
+    const [beside] = summarize(theCase, [[10]], undefined, [[4], [30], [6]]);
+    expect(beside.noTurbofanUs).toBeCloseTo(6);
   });
 
   it('judges absolute and ratio goals, leaving out a ratio goal without Open MPI', () => {
@@ -112,6 +116,7 @@ describe('cold-calls bench', () => {
       'size(B)',
       'calls',
       'tensorcomm(us)',
+      'no-TurboFan(us)',
       'openmpi(us)',
       'ratio',
       'goal',
@@ -120,6 +125,7 @@ describe('cold-calls bench', () => {
     expect(rows.map((r) => r.trim().split(/\s+/)[3])).toEqual(['1-50(cold)', '51-100(warm)']);
     expect(rows[1]).toMatch(/<=1000000000us:met$/);
     expect(report.spans.map((s) => s.tensorcommUs > 0)).toEqual([true, true]);
+    expect(report.spans.map((s) => (s.noTurbofanUs ?? 0) > 0)).toEqual([true, true]);
     if (report.skipped === undefined) expect(report.spans.every((s) => (s.mpiUs ?? 0) > 0)).toBe(true);
   }, 120_000);
 });
