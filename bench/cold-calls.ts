@@ -12,7 +12,9 @@
  * different minutes may not). Beside them, the same job with V8's optimizing
  * compiler off (`--no-opt`): what a cold span costs without TurboFan
  * compiling the call path in every rank thread, which is most of a fresh
- * job's first few thousand calls (and what the warm span owes it).
+ * job's first few thousand calls (and what the warm span owes it). And for
+ * the 2-rank round trip, Node's own floor measured the same way: a bare
+ * SharedArrayBuffer ping-pong between 2 new threads (bench/floors/).
  *
  *   npx tsx bench/cold-calls.ts [--quick] [--json <file>]
  */
@@ -104,6 +106,8 @@ export interface SpanFigures {
   tensorcommUs: number;
   /** The same with V8's optimizing compiler off (`--no-opt`), where measured. */
   noTurbofanUs?: number;
+  /** Node's own floor over the span (bench/floors/sab_cold_calls.mjs), for the 2-rank round trip. */
+  floorUs?: number;
   mpiUs?: number;
   /** The median of the paired jobs' ratios. */
   ratio?: number;
@@ -131,11 +135,13 @@ export function summarize(
   ours: readonly number[][],
   mpi: readonly number[][] | undefined,
   noTurbofan: readonly number[][] = [],
+  floor: readonly number[][] = [],
 ) {
   const counts = clockCounts(theCase.spans);
   return theCase.spans.map((span): SpanFigures => {
     const oursUs = ours.map((ms) => spanMeanUs(counts, ms, span));
     const noTurbofanUs = noTurbofan.map((ms) => spanMeanUs(counts, ms, span));
+    const floorUs = floor.map((ms) => spanMeanUs(counts, ms, span));
     const anchor =
       mpi &&
       besideAnchor(
@@ -149,6 +155,7 @@ export function summarize(
       span,
       tensorcommUs: median(oursUs),
       ...(noTurbofanUs.length > 0 && { noTurbofanUs: median(noTurbofanUs) }),
+      ...(floorUs.length > 0 && { floorUs: median(floorUs) }),
       mpiUs: anchor?.us,
       ratio: anchor?.x,
     };
@@ -175,6 +182,7 @@ const COLUMNS: Column<SpanFigures>[] = [
   { title: 'calls', width: 22, cell: (f) => spanText(f.span) },
   { title: 'tensorcomm(us)', width: 15, cell: (f) => fixed(f.tensorcommUs) },
   { title: 'no-TurboFan(us)', width: 16, cell: (f) => fixed(f.noTurbofanUs) },
+  { title: 'node-floor(us)', width: 15, cell: (f) => fixed(f.floorUs) },
   { title: 'openmpi(us)', width: 12, cell: (f) => fixed(f.mpiUs) },
   { title: 'ratio', width: 9, cell: (f) => (f.ratio === undefined ? '-' : `${fixed(f.ratio, 1)}x`) },
   { title: 'goal', width: 26, cell: (f) => verdicts(f).join(',') },
@@ -194,6 +202,18 @@ async function tensorcommJob(theCase: ColdCase, v8Flags: readonly string[] = [])
     { timeout: JOB_TIMEOUT_MS },
   );
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as number[];
+}
+
+/** Whether Node's own floor (floorJob) makes the case's calls: the 2-rank round trip. */
+const hasFloor = (theCase: ColdCase) => theCase.op === 'roundTrip' && theCase.ranks === 2;
+
+/** Node's own floor in a fresh process (bench/floors/sab_cold_calls.mjs): its clock readings at `counts`. */
+async function floorJob(counts: readonly number[]): Promise<number[]> {
+  const script = fileURLToPath(new URL('./floors/sab_cold_calls.mjs', import.meta.url));
+  const { stdout } = await exec(process.execPath, [script, ...counts.map(String)], {
+    timeout: JOB_TIMEOUT_MS,
+  });
+  return clockReadings(stdout);
 }
 
 /**
@@ -251,6 +271,7 @@ export async function runColdCallsBench(
   const dir = await mkdtemp(join(tmpdir(), 'tensorcomm-cold-calls-'));
   const ours: number[][][] = cases.map(() => []);
   const noTurbofan: number[][][] = cases.map(() => []);
+  const floor: number[][][] = cases.map(() => []);
   const mpi: number[][][] = cases.map(() => []);
   let skipped: string | undefined;
   try {
@@ -259,6 +280,7 @@ export async function runColdCallsBench(
       for (const [i, theCase] of cases.entries()) {
         ours[i].push(await tensorcommJob(theCase));
         noTurbofan[i].push(await tensorcommJob(theCase, ['--no-opt']));
+        if (hasFloor(theCase)) floor[i].push(await floorJob(clockCounts(theCase.spans)));
         if (skipped !== undefined) continue;
         try {
           mpi[i].push(await mpiJob(theCase.op, theCase.ranks, theCase.bytes, clockCounts(theCase.spans)));
@@ -271,13 +293,14 @@ export async function runColdCallsBench(
     await rm(dir, { recursive: true, force: true });
   }
   const spans = cases.flatMap((c, i) =>
-    summarize(c, ours[i], skipped === undefined ? mpi[i] : undefined, noTurbofan[i]),
+    summarize(c, ours[i], skipped === undefined ? mpi[i] : undefined, noTurbofan[i], floor[i]),
   );
   log(
     `# cold vs warm: thread ranks' small calls from a fresh job's first call (Node ${process.version}, ` +
       `${availableParallelism()} cores), Open MPI the same calls from its start in the same run; ` +
       `mean us a call over the span, median of ${jobs} job${jobs === 1 ? '' : 's'} each, ratio the median of the pairs'; ` +
-      "no-TurboFan: the same jobs with V8's optimizing compiler off (node --no-opt), a reference, not a setting",
+      "no-TurboFan: the same jobs with V8's optimizing compiler off (node --no-opt), a reference, not a setting; " +
+      'node-floor: 2 new threads round-tripping over a SharedArrayBuffer with an awaited async send and receive (bench/floors/sab_cold_calls.mjs)',
   );
   if (skipped !== undefined) log(`# Open MPI: skipped (${skipped})`);
   for (const line of formatTable(COLUMNS, spans)) log(line);

@@ -1,10 +1,12 @@
 /**
  * The cold-calls bench (bench/cold-calls.ts): which calls each span takes,
  * its mean from a job's clock readings, medians and paired ratios over jobs
- * (and of the jobs without TurboFan), the goals' verdicts, and a smoke run of
- * one tiny job. No timing is
+ * (and of the jobs without TurboFan, and of Node's own floor), the goals'
+ * verdicts, and a smoke run of one tiny job. No timing is
  * asserted: only that figures exist and the table reads.
  */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   COLD_CASES,
@@ -49,8 +51,10 @@ describe('cold-calls bench', () => {
     expect(alone.mpiUs).toBeUndefined();
     expect(alone.ratio).toBeUndefined();
     expect(alone.noTurbofanUs).toBeUndefined();
-    const [beside] = summarize(theCase, [[10]], undefined, [[4], [30], [6]]);
+    expect(alone.floorUs).toBeUndefined();
+    const [beside] = summarize(theCase, [[10]], undefined, [[4], [30], [6]], [[2], [1], [3]]);
     expect(beside.noTurbofanUs).toBeCloseTo(6);
+    expect(beside.floorUs).toBeCloseTo(2);
   });
 
   it('judges absolute and ratio goals, leaving out a ratio goal without Open MPI', () => {
@@ -117,6 +121,7 @@ describe('cold-calls bench', () => {
       'calls',
       'tensorcomm(us)',
       'no-TurboFan(us)',
+      'node-floor(us)',
       'openmpi(us)',
       'ratio',
       'goal',
@@ -126,6 +131,16 @@ describe('cold-calls bench', () => {
     expect(rows[1]).toMatch(/<=1000000000us:met$/);
     expect(report.spans.map((s) => s.tensorcommUs > 0)).toEqual([true, true]);
     expect(report.spans.map((s) => (s.noTurbofanUs ?? 0) > 0)).toEqual([true, true]);
+    expect(report.spans.map((s) => (s.floorUs ?? 0) > 0)).toEqual([true, true]);
     if (report.skipped === undefined) expect(report.spans.every((s) => (s.mpiUs ?? 0) > 0)).toBe(true);
   }, 120_000);
+
+  it("refuses Node's floor without ascending call counts, saying how to call it", () => {
+    const floor = fileURLToPath(new URL('../bench/floors/sab_cold_calls.mjs', import.meta.url));
+    for (const args of [[], ['3000', '1000'], ['0'], ['ten']]) {
+      const run = spawnSync(process.execPath, [floor, ...args], { encoding: 'utf8', timeout: 30_000 });
+      expect(run.status).toBe(2);
+      expect(run.stderr).toMatch(/usage: sab_cold_calls.mjs COUNT\.\.\. \(ascending positive integers\)/);
+    }
+  });
 });
