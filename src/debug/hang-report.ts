@@ -62,7 +62,9 @@ function rankLine(status: RankStatus, now: number): string[] {
   }
   const snap = status.snapshot;
   // A row nobody touched for a while says what the rank did when it stopped answering, not what it does.
-  const silent = silentFor(status, now);
+  // Its `seen` is the wall clock's (a file's modification time), which the process's performance clock
+  // drifts from as the process runs (80 ms in a test process of a few minutes): compared with its own.
+  const silent = silentFor(status, Date.now());
   const who =
     silent === undefined
       ? head

@@ -14,7 +14,10 @@ export const HEARTBEAT_MS = 500;
 /** Missed heartbeats after which a rank is shown as not responding (generous: a loaded machine delays timers). */
 export const NOT_RESPONDING_MS = 3_000;
 
-/** Milliseconds since the rank was last seen, when that is long enough to call it not responding. */
+/**
+ * Milliseconds since the rank was last seen, when that is long enough to call it not responding;
+ * `now` is Date.now(), the clock `seen` is on.
+ */
 export function silentFor(status: RankStatus, now: number): number | undefined {
   if (status.seen === undefined) return undefined;
   const silent = now - status.seen;
