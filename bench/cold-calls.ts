@@ -129,7 +129,7 @@ export function besideAnchor(
   return { us: median(theirsUs), x: median(oursUs.map((us, job) => us / theirsUs[job])) };
 }
 
-/** Per span, the median over jobs of ours and Open MPI's, and of their pairs' ratios. */
+/** Per span, the median over jobs of ours, Open MPI's and the references' (no TurboFan, Node's floor), and of our and Open MPI's pairs' ratios. */
 export function summarize(
   theCase: ColdCase,
   ours: readonly number[][],
@@ -139,15 +139,12 @@ export function summarize(
 ) {
   const counts = clockCounts(theCase.spans);
   return theCase.spans.map((span): SpanFigures => {
-    const oursUs = ours.map((ms) => spanMeanUs(counts, ms, span));
-    const noTurbofanUs = noTurbofan.map((ms) => spanMeanUs(counts, ms, span));
-    const floorUs = floor.map((ms) => spanMeanUs(counts, ms, span));
-    const anchor =
-      mpi &&
-      besideAnchor(
-        oursUs,
-        mpi.map((ms) => spanMeanUs(counts, ms, span)),
-      );
+    /** Each job's mean over the span. */
+    const spanUs = (jobs: readonly number[][]) => jobs.map((ms) => spanMeanUs(counts, ms, span));
+    const oursUs = spanUs(ours);
+    const noTurbofanUs = spanUs(noTurbofan);
+    const floorUs = spanUs(floor);
+    const anchor = mpi && besideAnchor(oursUs, spanUs(mpi));
     return {
       ranks: theCase.ranks,
       op: theCase.op,
@@ -278,12 +275,13 @@ export async function runColdCallsBench(
     const mpiJob = mpiColdJobs(dir);
     for (let job = 0; job < jobs; job++) {
       for (const [i, theCase] of cases.entries()) {
+        const counts = clockCounts(theCase.spans);
         ours[i].push(await tensorcommJob(theCase));
         noTurbofan[i].push(await tensorcommJob(theCase, ['--no-opt']));
-        if (hasFloor(theCase)) floor[i].push(await floorJob(clockCounts(theCase.spans)));
+        if (hasFloor(theCase)) floor[i].push(await floorJob(counts));
         if (skipped !== undefined) continue;
         try {
-          mpi[i].push(await mpiJob(theCase.op, theCase.ranks, theCase.bytes, clockCounts(theCase.spans)));
+          mpi[i].push(await mpiJob(theCase.op, theCase.ranks, theCase.bytes, counts));
         } catch (error) {
           skipped = anchorSkipped('mpi', error);
         }

@@ -50,7 +50,8 @@ function arrived(status: RankStatus, focus: HangFocus): boolean {
   );
 }
 
-function rankLine(status: RankStatus, now: number): string[] {
+/** `now` on the debugging tools' clock (epochNowMs), `wallNow` Date.now(): the clock a row's `seen` is on. */
+function rankLine(status: RankStatus, now: number, wallNow: number): string[] {
   const head = `rank ${status.rank}:`;
   const last =
     status.done.at > 0
@@ -64,7 +65,7 @@ function rankLine(status: RankStatus, now: number): string[] {
   // A row nobody touched for a while says what the rank did when it stopped answering, not what it does.
   // Its `seen` is the wall clock's (a file's modification time), which the process's performance clock
   // drifts from as the process runs (80 ms in a test process of a few minutes): compared with its own.
-  const silent = silentFor(status, Date.now());
+  const silent = silentFor(status, wallNow);
   const who =
     silent === undefined
       ? head
@@ -90,6 +91,7 @@ function rankLine(status: RankStatus, now: number): string[] {
 
 export function describeRanks(board: StatusBoard, focus?: HangFocus): string {
   const now = epochNowMs();
+  const wallNow = Date.now();
   const statuses = Array.from({ length: board.worldSize }, (_, r) => board.read(r));
   const lines: string[] = [];
   // A point-to-point call has no number to arrive at: the lines of its peer say where that one is.
@@ -101,7 +103,7 @@ export function describeRanks(board: StatusBoard, focus?: HangFocus): string {
         : `every member of group "${focus.groupName}" has arrived at call #${focus.seq}`,
     );
   }
-  for (const s of statuses) lines.push(...rankLine(s, now));
+  for (const s of statuses) lines.push(...rankLine(s, now, wallNow));
   return lines.join('\n');
 }
 
