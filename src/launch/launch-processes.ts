@@ -33,6 +33,7 @@ import { fetchJob, jobSecret, type ProcessJobInfo, processEnvFor, publishJob } f
 import { rankBundle } from './rank-bundle.ts';
 import { type OutputSink, RankProcesses } from './rank-processes.ts';
 import { loadProcessSetup, processSetupUrl } from './rank-setup.ts';
+import { rankV8Flags } from './rank-v8-flags.ts';
 import { packTensors } from './tensor-transfer.ts';
 
 export type { OutputSink, ProcessMessage } from './rank-processes.ts';
@@ -262,7 +263,10 @@ export async function launchProcesses<R = unknown>(
     const onNode = ` (on node ${nodeRank})`;
     ranks = new RankProcesses({
       bootstrap: bundle?.worker ?? bootstrap,
-      execArgv: bundle ? ['--enable-source-maps'] : loader ? ['--import', loader] : [],
+      execArgv: [
+        ...(bundle ? ['--enable-source-maps'] : loader ? ['--import', loader] : []),
+        ...rankV8Flags(nproc, options.env?.NODE_OPTIONS ?? process.env.NODE_OPTIONS),
+      ],
       scriptArgs: options.scriptArgs ?? [],
       ranks: localRanks,
       worldSize,
