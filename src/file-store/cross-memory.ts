@@ -14,12 +14,16 @@
 import { readFileSync } from 'node:fs';
 import { koffi } from '../runtime/koffi.ts';
 import { errno, hasLibc } from '../runtime/libc.ts';
+import type { CopyHelper } from './copy-helper.ts';
 
 export interface CrossMemory {
   /** Where `bytes` start in this process's memory (its backing store does not move while referenced). */
   addressOf(bytes: Uint8Array): number;
-  /** Copies `into.length` bytes from `address` in process `pid` into `into`; throws naming the errno. */
-  read(pid: number, address: number, into: Uint8Array): void;
+  /**
+   * Copies `into.length` bytes from `address` in process `pid` into `into`, a
+   * large value half by `helper`'s thread where one is given; throws naming the errno.
+   */
+  read(pid: number, address: number, into: Uint8Array, helper?: CopyHelper): void;
 }
 
 const PR_SET_PTRACER = 0x59616d61;
@@ -48,31 +52,34 @@ function probe(): CrossMemory | undefined {
   // Without Yama the option does not exist (EINVAL), and nothing needs allowing.
   prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   const addressOf = (bytes: Uint8Array) => Number(memmove(bytes, bytes, 0));
+  const failed = (pid: number, length: number, code: number) =>
+    // Words only: its one caller (ring-channels.ts) fails the get with a RankFailedError saying this.
+    new Error(
+      `reading ${length} bytes of process ${pid} with process_vm_readv failed ` +
+        `(${ERRNO_NAMES[code] ?? `errno ${code}`}); TENSORCOMM_CMA=0 sends values through shared files instead`,
+    );
+  const readRange = (pid: number, remote: number, local: number, length: number) => {
+    for (let done = 0; done < length; ) {
+      const n = Number(
+        readv(
+          pid,
+          { base: local + done, len: length - done },
+          1,
+          { base: remote + done, len: length - done },
+          1,
+          0,
+        ),
+      );
+      if (n <= 0) throw failed(pid, length, errno());
+      done += n;
+    }
+  };
   const cross: CrossMemory = {
     addressOf,
-    read(pid, address, into) {
+    read(pid, address, into, helper) {
       const local = addressOf(into);
-      for (let done = 0; done < into.length; ) {
-        const n = Number(
-          readv(
-            pid,
-            { base: local + done, len: into.length - done },
-            1,
-            { base: address + done, len: into.length - done },
-            1,
-            0,
-          ),
-        );
-        if (n <= 0) {
-          const code = errno();
-          // Words only: its one caller (ring-channels.ts) fails the get with a RankFailedError saying this.
-          throw new Error(
-            `reading ${into.length} bytes of process ${pid} with process_vm_readv failed ` +
-              `(${ERRNO_NAMES[code] ?? `errno ${code}`}); TENSORCOMM_CMA=0 sends values through shared files instead`,
-          );
-        }
-        done += n;
-      }
+      if (!helper) readRange(pid, address, local, into.length);
+      else helper.read(pid, address, local, into.length, readRange, (code) => failed(pid, into.length, code));
     },
   };
   // A filtered or missing syscall shows on this process's own memory as well. (Memory of a

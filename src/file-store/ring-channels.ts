@@ -33,6 +33,7 @@ import type { StoreEntry, StoreFinishOptions } from '../runtime/tensor-store.ts'
 import { sameShape } from '../tensor/shape.ts';
 import { Tensor } from '../tensor/tensor.ts';
 import type { ArenaViews } from './arena-views.ts';
+import { CopyHelper } from './copy-helper.ts';
 import { type CrossMemory, crossMemory } from './cross-memory.ts';
 import { Doorbell } from './doorbell.ts';
 import { FileStoreCorruptError, ShmSpaceError } from './errors.ts';
@@ -164,6 +165,8 @@ export class RingChannels {
   readonly #landings = new Map<string, Tensor>();
   readonly #spare = new SpareBuffers(SPARE_MAX_BYTES);
   readonly #cross: CrossMemory | undefined;
+  /** Copies half of each large value this rank reads out of a producer, where every rank of the node has a core. */
+  readonly #copyHelper: CopyHelper | undefined;
   readonly #maxBuffered: number;
   /** Values up to this size travel inside their record: a quarter of a ring, at most INLINE_MAX_BYTES. */
   readonly #inlineMax: number;
@@ -198,6 +201,8 @@ export class RingChannels {
     this.#inbound = ranks
       .filter((r) => r !== host.rank)
       .map((rank) => ({ rank, ring: this.#inbox.rings[this.#slotIn(host.rank, rank)], broken: undefined }));
+    // Last: nothing after it throws, so a store that failed to open holds no share of the helper.
+    this.#copyHelper = this.#cross && options.spin ? CopyHelper.acquire() : undefined;
   }
 
   /** The ring of `owner`'s inbox that `sender` writes. */
@@ -425,7 +430,12 @@ export class RingChannels {
         into = Tensor.fromBuffer(spare, 0, record.shape, record.dtype);
       }
       try {
-        (this.#cross as CrossMemory).read(record.payload.pid, record.payload.address, into.bytes());
+        (this.#cross as CrossMemory).read(
+          record.payload.pid,
+          record.payload.address,
+          into.bytes(),
+          this.#copyHelper,
+        );
       } catch (error) {
         const message =
           `rank ${this.#host.rank} could not copy the value of key ${JSON.stringify(key)} ` +
@@ -634,6 +644,7 @@ export class RingChannels {
     this.#held.clear();
     this.#landings.clear();
     this.#spare.clear();
+    this.#copyHelper?.release();
   }
 }
 

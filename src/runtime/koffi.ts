@@ -16,6 +16,11 @@ export function koffi(): Koffi {
   return loaded;
 }
 
+/** The file `koffi()` loads, for a thread that loads koffi of its own (file-store/copy-helper.ts). */
+export function koffiEntry(): string {
+  return createRequire(import.meta.url).resolve('koffi');
+}
+
 /** A koffi type (a struct passed by value, say), made on first use. */
 export function koffiType(make: (k: Koffi) => TypeObject): () => TypeObject {
   let type: TypeObject | undefined;
