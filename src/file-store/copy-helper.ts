@@ -105,6 +105,8 @@ export class CopyHelper {
     try {
       this.#worker = new Worker(HELPER_SOURCE, {
         eval: true,
+        // Plain Node: none of the rank's loaders (a TypeScript loader's hooks would start threads of their own).
+        execArgv: [],
         workerData: { koffi: koffiEntry(), words: this.#words.buffer, args: this.#args.buffer },
       });
     } catch {
