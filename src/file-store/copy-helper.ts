@@ -12,7 +12,9 @@
  * started at the first large read (which copies alone), stopped when the last
  * store releases it. It copies with its own koffi, told what to copy through
  * shared words; its errors come back as errno and are thrown in the rank's
- * thread as a read of its own would throw them.
+ * thread as a read of its own would throw them. A helper that has not
+ * finished its half within a minute is stopped, its read fails, and reads
+ * copy alone from then on.
  */
 import { Worker } from 'node:worker_threads';
 import { koffiEntry } from '../runtime/koffi.ts';
@@ -50,10 +52,14 @@ for (let seen = 0; ; ) {
   seen = Atomics.load(words, ${REQUESTED});
   const [pid, local, remote, length] = args;
   let code = 0;
-  for (let done = 0; done < length; ) {
-    const n = Number(readv(pid, { base: local + done, len: length - done }, 1, { base: remote + done, len: length - done }, 1, 0));
-    if (n <= 0) { code = koffi.errno() || -1; break; }
-    done += n;
+  try {
+    for (let done = 0; done < length; ) {
+      const n = Number(readv(pid, { base: local + done, len: length - done }, 1, { base: remote + done, len: length - done }, 1, 0));
+      if (n <= 0) { code = koffi.errno() || -1; break; }
+      done += n;
+    }
+  } catch {
+    code = -1;
   }
   Atomics.store(words, ${ERRNO}, code);
   Atomics.store(words, ${FINISHED}, seen);
@@ -172,7 +178,9 @@ export class CopyHelper {
         const deadline = performance.now() + FINISH_TIMEOUT_MS;
         for (let left = FINISH_TIMEOUT_MS; Atomics.load(this.#words, FINISHED) !== request; ) {
           if (left <= 0) {
+            // Stopped, so that it cannot write into memory the failed read no longer holds.
             this.#broken = true;
+            this.#worker?.terminate().catch(() => undefined);
             throw new Error(`the copy helper thread did not finish its half within ${FINISH_TIMEOUT_MS} ms`);
           }
           Atomics.wait(this.#words, FINISHED, request - 1, left);
