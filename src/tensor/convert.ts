@@ -3,6 +3,7 @@
  * (float16/bfloat16 as 16-bit patterns, int64 as BigInt, bool as 0/1).
  */
 import type { DType } from './dtype.ts';
+import { RuntimeFloat16Array } from './float16-array.ts';
 import { bfloat16BitsToFloat32, float16Table, float32ToBfloat16Bits, float32ToFloat16Bits } from './half.ts';
 
 /** What one element of a typed array holds. */
@@ -84,6 +85,15 @@ function encodeFloat(dtype: DType): (value: number) => Raw {
   if (dtype === 'float16') return float32ToFloat16Bits;
   if (dtype === 'bfloat16') return float32ToBfloat16Bits;
   return keepNumber;
+}
+
+/**
+ * The dtype a copy between dtypes reads or writes `dtype`'s elements as:
+ * float16 through the runtime's Float16Array (see elementView) converts on
+ * every load and store as float32 does, so copies treat it as float32.
+ */
+export function copiedAs(dtype: DType): DType {
+  return dtype === 'float16' && RuntimeFloat16Array !== undefined ? 'float32' : dtype;
 }
 
 /**

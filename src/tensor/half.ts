@@ -1,10 +1,15 @@
 /**
  * float16 / bfloat16 <-> float32 conversion on raw 16-bit words, rounding to
  * nearest even. Decoding float16 goes through a 64 Ki-entry table because it
- * sits in the inner loop of every half-precision reduction.
+ * sits in the inner loop of every half-precision reduction. A scalar float16
+ * conversion goes through the runtime's Float16Array where it has one.
  */
+import { RuntimeFloat16Array } from './float16-array.ts';
+
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
+const halfCell = RuntimeFloat16Array === undefined ? undefined : new RuntimeFloat16Array(1);
+const halfCellWord = halfCell === undefined ? undefined : new Uint16Array(halfCell.buffer);
 
 /**
  * float32 bits of `value`, rounded to odd when the conversion is inexact.
@@ -22,7 +27,15 @@ function float32BitsRoundedToOdd(value: number): number {
   return Math.abs(f32[0]) < Math.abs(value) ? x + 1 : x - 1;
 }
 
+/** The float16 word nearest `value` (ties to even; NaN to a NaN word). */
 export function float32ToFloat16Bits(value: number): number {
+  if (halfCell === undefined || halfCellWord === undefined) return roundToFloat16Bits(value);
+  halfCell[0] = value;
+  return halfCellWord[0];
+}
+
+/** float32ToFloat16Bits in portable code: the runtime's Float16Array rounds the same (test/float16-array.test.ts). */
+export function roundToFloat16Bits(value: number): number {
   return float32BitsToFloat16Bits(float32BitsRoundedToOdd(value));
 }
 
@@ -80,7 +93,10 @@ export function float16Table(): Float32Array {
 }
 
 export function float16BitsToFloat32(bits: number): number {
-  return float16Table()[bits & 0xffff];
+  // The runtime's decoding spares a thread that decodes a few words the table's 65,536 entries.
+  if (halfCell === undefined || halfCellWord === undefined) return float16Table()[bits & 0xffff];
+  halfCellWord[0] = bits;
+  return halfCell[0];
 }
 
 export function float32ToBfloat16Bits(value: number): number {

@@ -7,7 +7,15 @@
  * caller or ordered on the legacy default stream; whatever needs host values
  * (equal, toArray, strided copies) works on a host copy.
  */
-import { castBetween, encodeScalar, type Raw, rawToNumber, type Scalar, scalarToRaw } from './convert.ts';
+import {
+  castBetween,
+  copiedAs,
+  encodeScalar,
+  type Raw,
+  rawToNumber,
+  type Scalar,
+  scalarToRaw,
+} from './convert.ts';
 import { type DeviceStorage, deviceBackend, deviceIndex } from './device.ts';
 import {
   arrayConstructor,
@@ -19,6 +27,7 @@ import {
   parseDevice,
   type TypedArray,
 } from './dtype.ts';
+import { RuntimeFloat16Array } from './float16-array.ts';
 import {
   checkIndex,
   checkShape,
@@ -50,6 +59,8 @@ export interface AllcloseOptions {
 const TYPED_ARRAY_DTYPES = new Map<string, DType>([
   ['Float64Array', 'float64'],
   ['Float32Array', 'float32'],
+  // The runtime's own (Node 24 and later): float16 values, stored as the words a float16 tensor holds.
+  ['Float16Array', 'float16'],
   ['BigInt64Array', 'int64'],
   ['Int32Array', 'int32'],
   ['Int16Array', 'int16'],
@@ -209,7 +220,8 @@ export class Tensor {
   /**
    * Copies `values` into new shared storage. A typed array fixes the source
    * dtype (a Uint16Array only as raw float16/bfloat16 words, with that dtype
-   * given) and is converted when `dtype` differs; a plain array is encoded
+   * given; a Float16Array, Node 24 and later, as float16) and is converted
+   * when `dtype` differs; a plain array is encoded
    * element by element (dtype defaults to int64 for all-bigint, bool for
    * all-boolean, float32 otherwise). `shape` defaults to [values.length] and
    * may contain one -1.
@@ -523,8 +535,8 @@ export class Tensor {
    * decoded, bool as 0/1, int64 exact or a RangeError beyond 2^53 - 1.
    */
   toArray(): number[] {
-    const values = this.#onHost().contiguous().data as RawArray;
-    const decode = rawToNumber(this.dtype);
+    const values = elementView(this.#onHost().contiguous());
+    const decode = rawToNumber(copiedAs(this.dtype));
     const out = new Array<number>(this.numel);
     for (let i = 0; i < out.length; i++) out[i] = decode(values[i]);
     const inexact = this.dtype === 'int64' ? out.findIndex((v) => !Number.isSafeInteger(v)) : -1;
@@ -724,6 +736,17 @@ function rawView(tensor: Tensor): RawArray {
   return typedView(tensor, spanOf(tensor.shape, tensor.strides)) as RawArray;
 }
 
+/** rawView, float16 as the numbers the runtime's Float16Array reads and writes where it has one (copiedAs). */
+function elementView(tensor: Tensor): RawArray {
+  if (copiedAs(tensor.dtype) === tensor.dtype) return rawView(tensor);
+  const length = spanOf(tensor.shape, tensor.strides);
+  return new (RuntimeFloat16Array as Float32ArrayConstructor)(
+    tensor.buffer as ArrayBuffer,
+    tensor.byteOffset,
+    length,
+  );
+}
+
 function typedView(tensor: Tensor, length: number): TypedArray {
   // The union of constructors loses their generic buffer type; a SharedArrayBuffer is fine at runtime.
   return new (arrayConstructor(tensor.dtype))(tensor.buffer as ArrayBuffer, tensor.byteOffset, length);
@@ -751,13 +774,16 @@ function copyHostElements(dst: Tensor, src: Tensor): void {
   const [srcStart, srcEnd] = byteRange(src);
   // Element loops would read words already overwritten, so overlapping memory is staged through a copy.
   if (dst.buffer === src.buffer && srcStart < dstEnd && dstStart < srcEnd) src = src.clone();
+  // Between dtypes, float16 elements convert as numbers where the runtime can (a whole run at a time);
+  // a copy within one dtype moves the words, NaN payloads included.
+  const converting = src.dtype !== dst.dtype;
   copyStrided(
     dst.shape,
-    rawView(dst),
+    converting ? elementView(dst) : rawView(dst),
     dst.strides,
-    rawView(src),
+    converting ? elementView(src) : rawView(src),
     src.strides,
-    castBetween(src.dtype, dst.dtype),
+    converting ? castBetween(copiedAs(src.dtype), copiedAs(dst.dtype)) : null,
   );
 }
 
