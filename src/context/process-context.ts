@@ -316,12 +316,6 @@ let context: Promise<RankContext> | undefined;
  */
 export function initProcess(options: InitProcessOptions = {}): Promise<RankContext> {
   context ??= connect(options).then((ctx) => {
-    const close = ctx.close.bind(ctx);
-    let closing: Promise<void> | undefined;
-    ctx.close = (failure?: unknown) => {
-      closing ??= close(failure);
-      return closing;
-    };
     // A script that never closes its context still releases it when it runs out of work.
     process.once('beforeExit', () => void ctx.close());
     return ctx;

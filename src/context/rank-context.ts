@@ -77,8 +77,13 @@ export interface RankContext extends RankIdentity {
    * virtual clock, moved on by `compute(us)`; undefined otherwise.
    */
   predict?: PredictClock;
-  /** Ends this rank's part: peers still waiting on it fail at once, naming `failure` when given. */
+  /**
+   * Ends this rank's part: peers still waiting on it fail at once, naming `failure` when given. Once:
+   * later calls return the first call's promise.
+   */
   close(failure?: unknown): Promise<void>;
+  /** close(): `await using ctx = await initProcess()` (Node 24 and later) closes the context at the block's end. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 export interface SplitGroupOptions {
@@ -308,6 +313,42 @@ export async function buildRankContext(
   startup.destroy();
 
   const built: Array<() => void | Promise<void>> = [];
+  let closing: Promise<void> | undefined;
+  const closeRank = async (failure?: unknown): Promise<void> => {
+    // A rank that returned without looking at a call, with one pending, or let one fail unseen, fails
+    // here, and its peers are told.
+    const audit = await closeLedger();
+    await errandsDone();
+    const mistake = failure === undefined ? audit : undefined;
+    failure ??= mistake;
+    // What follows is the rank's leaving, not its program: no call of it is predicted.
+    clock?.stop();
+    if (clock && options.predict && failure === undefined)
+      await writePrediction(world, clock, options.predict);
+    // Services built on the groups close first, newest first.
+    for (const close of built.reverse()) await close();
+    // Peers still waiting for this rank fail now, naming it, instead of at their timeout.
+    rankMonitor()?.close(failure);
+    setRankMonitor(undefined);
+    setRankClock(undefined);
+    setCurrentRank(undefined);
+    current.set(undefined);
+    openContexts.delete(ctx);
+    try {
+      // Communicators go in the same order on every rank (NCCL may deadlock otherwise): the
+      // manager's in sorted key order, then the others newest first; device memory once none is in use.
+      runAll([
+        () => manager.destroyAll(),
+        ...[...ncclGroups].reverse().map((group) => () => group.destroy()),
+        () => world.destroy(),
+        () => store.close(),
+        releaseDeviceMemory,
+      ]);
+    } finally {
+      await onClose?.();
+    }
+    if (mistake) throw mistake;
+  };
   // The fields layers above add (ContextExtension) are installed right after.
   const ctx = {
     ...identity,
@@ -340,40 +381,13 @@ export async function buildRankContext(
     networkStats() {
       return store.networkStats?.() ?? noNetworkStats();
     },
-    async close(failure?: unknown) {
-      // A rank that returned without looking at a call, with one pending, or let one fail unseen, fails
-      // here, and its peers are told.
-      const audit = await closeLedger();
-      await errandsDone();
-      const mistake = failure === undefined ? audit : undefined;
-      failure ??= mistake;
-      // What follows is the rank's leaving, not its program: no call of it is predicted.
-      clock?.stop();
-      if (clock && options.predict && failure === undefined)
-        await writePrediction(world, clock, options.predict);
-      // Services built on the groups close first, newest first.
-      for (const close of built.reverse()) await close();
-      // Peers still waiting for this rank fail now, naming it, instead of at their timeout.
-      rankMonitor()?.close(failure);
-      setRankMonitor(undefined);
-      setRankClock(undefined);
-      setCurrentRank(undefined);
-      current.set(undefined);
-      openContexts.delete(ctx);
-      try {
-        // Communicators go in the same order on every rank (NCCL may deadlock otherwise): the
-        // manager's in sorted key order, then the others newest first; device memory once none is in use.
-        runAll([
-          () => manager.destroyAll(),
-          ...[...ncclGroups].reverse().map((group) => () => group.destroy()),
-          () => world.destroy(),
-          () => store.close(),
-          releaseDeviceMemory,
-        ]);
-      } finally {
-        await onClose?.();
-      }
-      if (mistake) throw mistake;
+    close(failure?: unknown) {
+      // Once: a second close (the runtime's after the rank's own, or `await using`'s) awaits the first.
+      closing ??= closeRank(failure);
+      return closing;
+    },
+    [Symbol.asyncDispose]() {
+      return ctx.close();
     },
   } as RankContext;
   closers.set(ctx, built);

@@ -672,6 +672,11 @@ export class FileTensorStore implements TensorStore {
     }
     this.#arenas.close();
   }
+
+  /** close(): `using store = …` (Node 24 and later) closes it at the block's end. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
 }
 
 function readMarker(path: string): ConsumerFailure {

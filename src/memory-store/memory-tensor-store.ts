@@ -556,6 +556,11 @@ export class MemoryTensorStore implements TensorStore {
     this.#registry.close();
     this.#staging.clear();
   }
+
+  /** close(): `using store = …` (Node 24 and later) closes it at the block's end. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
 }
 
 /**

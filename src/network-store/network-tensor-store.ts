@@ -653,6 +653,11 @@ export class NetworkTensorStore implements TensorStore {
     this.#asked.clear();
   }
 
+  /** close(): `using store = …` (Node 24 and later) closes it at the block's end. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   #assertOpen(where: () => string): void {
     if (this.#closed) throw closedError(where, 'network', this.rank);
   }

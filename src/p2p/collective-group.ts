@@ -122,6 +122,11 @@ export class CollectiveGroup {
     this.#closed = true;
   }
 
+  /** close(): `using group = …` (Node 24 and later) closes it at the block's end. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   /** Runs a two-worker call against the other member. */
   #pair<T>(op: string, call: (peer: string) => Work<T>): Work<T> {
     const where = `${op} on collective group "${this.name}"`;

@@ -158,6 +158,11 @@ export class Collective {
     this.#groups.clear();
     this.#blocks.clear();
   }
+
+  /** close(): `using collective = …` (Node 24 and later) closes it at the block's end. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
 }
 
 declare module '../context/rank-context.ts' {

@@ -229,6 +229,11 @@ export class RendezvousClient {
     this.socket.destroy();
   }
 
+  /** close(): `using client = …` (Node 24 and later) closes it at the block's end. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   private get who(): string {
     return describeRank(this.rank);
   }

@@ -146,6 +146,11 @@ export class RendezvousServer {
     return this.closing;
   }
 
+  /** close(): `await using server = …` (Node 24 and later) closes it at the block's end. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   private get address(): string {
     return `${this.host}:${this.port}`;
   }

@@ -976,6 +976,11 @@ export class ThreadGroup {
     this.#backend?.destroy();
     this.#info.predictExchange?.twin.destroy();
   }
+
+  /** destroy(): `using group = …` (Node 24 and later) destroys it at the block's end. */
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
 }
 
 /**
