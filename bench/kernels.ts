@@ -59,7 +59,7 @@ function elapsedMs(fn: () => void, calls: number): number {
 }
 
 /** Median GB/s (tensor bytes per second) of `samples` timed samples, after warming up. */
-function throughput(fn: () => void, bytes: number, samples: number): number {
+export function throughput(fn: () => void, bytes: number, samples: number): number {
   // Calibrating doubles as warm-up: it keeps calling until the loops are optimized and a sample is long enough.
   let calls = 1;
   while (elapsedMs(fn, calls) < MIN_SAMPLE_MS) calls *= 2;

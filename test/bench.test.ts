@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseMpiOutput, tcpExchangeFloor } from '../bench/anchors.ts';
+import { runCasts } from '../bench/casts.ts';
 import { busFactor, runCollectivesBench } from '../bench/collectives.ts';
 import { judgedBlocks, nodeVersions, pickVersions, steadinessOf } from '../bench/node-versions.ts';
 import { runSmallCallsBench } from '../bench/small-calls.ts';
@@ -165,5 +166,25 @@ describe('per Node version', () => {
 
   it('a single bench script refuses --node: it runs on the Node that runs it', async () => {
     await expect(runStartupMain(['--node', '26'])).rejects.toThrow(/--node is for bench\/run/);
+  });
+});
+
+describe('casts bench', () => {
+  it("times copy_ between float32 and the half types beside TypedArray.set, naming the runtime's Float16Array", async () => {
+    const lines: string[] = [];
+    const rows = await runCasts({ quick: true, log: (line) => lines.push(line) });
+    expect(rows.map((r) => `${r.from}->${r.to}`)).toEqual([
+      'float32->float16',
+      'float16->float32',
+      'float32->bfloat16',
+      'bfloat16->float32',
+    ]);
+    for (const row of rows) {
+      expect(row.castMs).toBeGreaterThan(0);
+      expect(row.setMs).toBeGreaterThan(0);
+    }
+    const has = typeof (globalThis as { Float16Array?: unknown }).Float16Array === 'function';
+    expect(lines[0]).toContain(`runtime Float16Array: ${has ? 'yes' : 'no'}`);
+    expect(lines).toHaveLength(2 + rows.length);
   });
 });

@@ -113,3 +113,43 @@ export function bfloat16BitsToFloat32(bits: number): number {
   u32[0] = (bits & 0xffff) << 16;
   return f32[0];
 }
+
+// Whole arrays of float32 bit patterns, through Uint32Array views of float32 storage: reading or writing a
+// Float32Array element converts to or from a double, and the rounding would only turn it back into bits.
+// Imported bindings are read into locals before each loop: tsx and vitest compile imports to getter
+// calls, which inside the loop cost more than the conversion itself.
+
+let float16Bits: Uint32Array | undefined;
+
+function widenFloat16(dst: Uint32Array, src: Uint16Array): void {
+  float16Bits ??= new Uint32Array(float16Table().buffer);
+  const table = float16Bits;
+  for (let i = 0; i < src.length; i++) dst[i] = table[src[i]];
+}
+
+function widenBfloat16(dst: Uint32Array, src: Uint16Array): void {
+  // bfloat16 is the top half of a float32.
+  for (let i = 0; i < src.length; i++) dst[i] = src[i] << 16;
+}
+
+function narrowToFloat16(dst: Uint16Array, src: Uint32Array): void {
+  const round = float32BitsToFloat16Bits;
+  for (let i = 0; i < dst.length; i++) dst[i] = round(src[i]);
+}
+
+function narrowToBfloat16(dst: Uint16Array, src: Uint32Array): void {
+  const round = float32BitsToBfloat16Bits;
+  for (let i = 0; i < dst.length; i++) dst[i] = round(src[i]);
+}
+
+/** Writes the float32 bits of each of `src`'s words into `dst`, as many as `src` has. */
+export function widenHalfWords(dtype: 'float16' | 'bfloat16'): (dst: Uint32Array, src: Uint16Array) => void {
+  return dtype === 'float16' ? widenFloat16 : widenBfloat16;
+}
+
+/** Writes into each of `dst`'s words the nearest to the float32 whose bits `src` holds there (ties to even). */
+export function narrowToHalfWords(
+  dtype: 'float16' | 'bfloat16',
+): (dst: Uint16Array, src: Uint32Array) => void {
+  return dtype === 'float16' ? narrowToFloat16 : narrowToBfloat16;
+}

@@ -10,7 +10,7 @@
  * reduce-loops.ts. Both give the same bits, NaN payloads aside.
  */
 import { arrayConstructor, assertDType, type DType, type TypedArray } from './dtype.ts';
-import { float16Table, float32BitsToBfloat16Bits, float32BitsToFloat16Bits } from './half.ts';
+import { narrowToHalfWords, widenHalfWords } from './half.ts';
 import { divideLoop, type FoldLoop, type FoldOp, foldLoop } from './reduce-loops.ts';
 import { assertReduceOp, type ReduceOp } from './reduce-ops.ts';
 import { type BlockFinish, bytesOf, simdAvailable, simdReducer } from './simd-kernels.ts';
@@ -227,8 +227,8 @@ function reduceHalves(
   out: Uint16Array,
   inputs: readonly Uint16Array[],
 ): void {
-  const decode = dtype === 'float16' ? decodeFloat16 : decodeBfloat16;
-  const encode = dtype === 'float16' ? encodeFloat16 : encodeBfloat16;
+  const decode = widenHalfWords(dtype);
+  const encode = narrowToHalfWords(dtype);
   // `out` is written only after every input's block has been read, so aliasing needs no care here.
   for (let start = 0; start < out.length; start += HALF_BLOCK) {
     const end = Math.min(start + HALF_BLOCK, out.length);
@@ -242,32 +242,4 @@ function reduceHalves(
     finish?.(acc);
     encode(out.subarray(start, end), halfAccBits);
   }
-}
-
-// Both directions move float32 bit patterns through Uint32Array views of the scratch: reading or writing a
-// Float32Array element converts to or from a double, and the encoders would only turn it back into bits.
-// Imported bindings are read into locals before each loop: tsx and vitest compile imports to getter
-// calls, which inside the loop cost more than the conversion itself.
-
-let float16Bits: Uint32Array | undefined;
-
-function decodeFloat16(dst: Uint32Array, src: Uint16Array): void {
-  float16Bits ??= new Uint32Array(float16Table().buffer);
-  const table = float16Bits;
-  for (let i = 0; i < src.length; i++) dst[i] = table[src[i]];
-}
-
-function decodeBfloat16(dst: Uint32Array, src: Uint16Array): void {
-  // bfloat16 is the top half of a float32.
-  for (let i = 0; i < src.length; i++) dst[i] = src[i] << 16;
-}
-
-function encodeFloat16(dst: Uint16Array, src: Uint32Array): void {
-  const round = float32BitsToFloat16Bits;
-  for (let i = 0; i < dst.length; i++) dst[i] = round(src[i]);
-}
-
-function encodeBfloat16(dst: Uint16Array, src: Uint32Array): void {
-  const round = float32BitsToBfloat16Bits;
-  for (let i = 0; i < dst.length; i++) dst[i] = round(src[i]);
 }
