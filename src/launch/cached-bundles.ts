@@ -118,6 +118,16 @@ interface Bundle {
  */
 export function pruneBundles(cacheDir: string, now = Date.now(), maxBundles = MAX_BUNDLES): void {
   const bundles: Bundle[] = [];
+  // Bundles share most of their inputs (the library's sources): each is looked up once.
+  const found = new Map<string, boolean>();
+  const exists = (input: string): boolean => {
+    let there = found.get(input);
+    if (there === undefined) {
+      there = existsSync(input);
+      found.set(input, there);
+    }
+    return there;
+  };
   for (const name of readdirSync(cacheDir)) {
     const path = join(cacheDir, name);
     const bundle = BUNDLE_DIR_NAME.exec(name);
@@ -131,7 +141,7 @@ export function pruneBundles(cacheDir: string, now = Date.now(), maxBundles = MA
     }
     const manifest = bundle ? manifestOf(cacheDir, bundle[1]) : undefined;
     const named = bundle !== null && manifest?.stamp === bundle[2];
-    const current = named && manifest.inputs.every((input) => existsSync(input));
+    const current = named && manifest.inputs.every(exists);
     bundles.push({ path, key: bundle?.[1] ?? '', usedMs, named, current });
   }
   const idle = bundles.filter((b) => now - b.usedMs >= IN_USE_MS);
