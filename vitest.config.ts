@@ -10,5 +10,8 @@ export default defineConfig({
     // loaded machine (others' runs share it too). One at a time took the suite past 5 minutes.
     fileParallelism: true,
     maxWorkers: 2,
+    // The tensorcomm command enables Node's compile cache: the processes the tests start leave none in the
+    // temp directory (test/cli-compile-cache.test.ts gives it a directory of its own).
+    env: { NODE_DISABLE_COMPILE_CACHE: '1' },
   },
 });
