@@ -31,6 +31,10 @@ const FINISHED = 1;
 const ERRNO = 2;
 const READY = 3;
 const STOP = 4;
+/** READY's value where the thread could not set itself up. */
+const FAILED = 2;
+/** How long the last store's close waits for a thread still setting itself up to get to where it can stop. */
+const SETUP_TIMEOUT_MS = 10_000;
 const WORDS = 5;
 // Its arguments: pid, local address, remote address, length.
 const ARGS = 4;
@@ -38,15 +42,22 @@ const ARGS = 4;
 /** The thread's code, a CommonJS script: koffi's path and the shared words come as workerData. */
 const HELPER_SOURCE = `
 const { workerData } = require('node:worker_threads');
-const koffi = require(workerData.koffi);
-const lib = koffi.load('libc.so.6');
-koffi.struct('tensorcomm_helper_iovec', { base: 'uintptr_t', len: 'size_t' });
-const readv = lib.func('intptr_t process_vm_readv(int pid, const tensorcomm_helper_iovec *local, ' +
-  'unsigned long liovcnt, const tensorcomm_helper_iovec *remote, unsigned long riovcnt, unsigned long flags)');
 const words = new Int32Array(workerData.words);
 const args = new Float64Array(workerData.args);
-Atomics.store(words, ${READY}, 1);
-for (let seen = 0; ; ) {
+let koffi;
+let readv;
+try {
+  koffi = require(workerData.koffi);
+  const lib = koffi.load('libc.so.6');
+  koffi.struct('tensorcomm_helper_iovec', { base: 'uintptr_t', len: 'size_t' });
+  readv = lib.func('intptr_t process_vm_readv(int pid, const tensorcomm_helper_iovec *local, ' +
+    'unsigned long liovcnt, const tensorcomm_helper_iovec *remote, unsigned long riovcnt, unsigned long flags)');
+  Atomics.store(words, ${READY}, 1);
+} catch {
+  Atomics.store(words, ${READY}, ${FAILED});
+}
+Atomics.notify(words, ${READY});
+for (let seen = 0; Atomics.load(words, ${READY}) === 1; ) {
   Atomics.wait(words, ${REQUESTED}, seen);
   if (Atomics.load(words, ${STOP}) === 1) break;
   seen = Atomics.load(words, ${REQUESTED});
@@ -198,6 +209,9 @@ export class CopyHelper {
     Atomics.store(this.#words, STOP, 1);
     Atomics.add(this.#words, REQUESTED, 1);
     Atomics.notify(this.#words, REQUESTED);
-    this.#worker?.terminate().catch(() => undefined);
+    // It ends by itself, out of its loop. Stopped from outside inside a koffi call (its setup, above all),
+    // koffi's error on the way out aborts the whole process; and a process that exits stops its threads.
+    // So the last close waits until the thread is past its setup.
+    if (this.#worker !== undefined && !this.#broken) Atomics.wait(this.#words, READY, 0, SETUP_TIMEOUT_MS);
   }
 }
