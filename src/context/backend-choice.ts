@@ -4,15 +4,11 @@
  * choice lives here, above both backends, so neither knows the other.
  */
 import { NcclBackend, ncclServes } from '../nccl/nccl-backend.ts';
-import {
-  type BoardMemory,
-  ClockBoard,
-  clockBoardBytes,
-  nodeFilesBoard,
-  regionBoard,
-} from '../predict/clock-board.ts';
+import { boardMemory } from '../predict/board-memory.ts';
+import { BOARD_SLOTS_BYTES, ClockBoard } from '../predict/clock-board.ts';
+import { MessageStamps, STAMP_SLOTS_BYTES } from '../predict/message-stamps.ts';
 import type { AbortWord } from '../runtime/abort-word.ts';
-import { onOneNode, type TensorStore } from '../runtime/tensor-store.ts';
+import type { TensorStore } from '../runtime/tensor-store.ts';
 import type { Device } from '../tensor/dtype.ts';
 import type { Backend, GroupView } from '../thread-group/backend.ts';
 import { ReducedStamps, sentOrReduced } from '../thread-group/clock-meetings.ts';
@@ -60,10 +56,10 @@ export function chooseBackend(view: GroupView, choice: BackendChoice): Backend {
 }
 
 /**
- * Where a group's members exchange virtual clocks in predict mode (`id`): a twin backend for the
- * point-to-point calls' stamps, and for the collectives a board in memory they all map where the store
- * has it (threads: one region; processes of one node: a file each), else a meeting on the twin
- * (thread-group/clock-meetings.ts).
+ * Where a group's members exchange virtual clocks in predict mode (`id`): for the collectives and
+ * the point-to-point calls' stamps, boards in memory they all map where the store has it (threads:
+ * one region; processes of one node: a file each), else a twin backend of the group
+ * (thread-group/clock-meetings.ts), which also takes a stamp its board had no room for.
  */
 export function clockExchange(view: GroupView, id: string, choice: BackendChoice): ClockExchange {
   const twinView = { ...view, id };
@@ -72,17 +68,15 @@ export function clockExchange(view: GroupView, id: string, choice: BackendChoice
     const twin = new TaskBackend(twinView, choice.tasks.abort);
     return { twin, meeting: sentOrReduced(twin, group) };
   }
-  const board = view.size > 1 ? boardMemory(view, `${id}:board`, choice.store) : undefined;
-  // With a board the twin carries no collective, so it takes no call region, and no mailbox: its stamps
-  // take the keyed store, which costs a job of mixed calls less than stamps in a mailbox (whose waits
-  // spin or park beside the rank's own calls; measured on threads).
+  const board = boardMemory(choice.store, `${id}:board`, view, BOARD_SLOTS_BYTES);
+  const stamps = board && boardMemory(choice.store, `${id}:stamps`, view, STAMP_SLOTS_BYTES);
+  // With a board the twin carries no collective, so it takes no call region, and no mailbox: what
+  // stamps it takes go through the keyed store.
   const unboarded = board === undefined;
   const twin = new StoreBackend(choice.store, twinView, { sharedRegion: unboarded, mailbox: unboarded });
-  return { twin, meeting: board ? new ClockBoard(board, group) : new ReducedStamps(twin, group) };
-}
-
-function boardMemory(view: GroupView, key: string, store: TensorStore): BoardMemory | undefined {
-  const region = store.sharedRegion?.(key, clockBoardBytes(view.size));
-  if (region) return regionBoard(region, view.size);
-  return onOneNode(store, view.ranks) ? nodeFilesBoard(store, key, view.ranks, view.rank) : undefined;
+  return {
+    twin,
+    meeting: board ? new ClockBoard(board, group) : new ReducedStamps(twin, group),
+    stamps: stamps && new MessageStamps(stamps, view.rank, view.size),
+  };
 }

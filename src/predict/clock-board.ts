@@ -1,9 +1,7 @@
 /**
  * ClockBoard: where the members of one group that share a machine's memory
- * meet in predict mode for a collective's start, without a call of their own:
- * thread ranks in one region they all map (TensorStore.sharedRegion), process
- * ranks of one node each in a file of the job directory it writes and the
- * others map (TensorStore.nodeRegion). Each member posts its clock and its
+ * meet in predict mode for a collective's start, without a call of their own
+ * (on a board-memory.ts board). Each member posts its clock and its
  * bytes for the group's next collective as it issues it, and reads every
  * member's once the collective ended, by which time the members that took
  * part in it have posted: a collective in which every member hears from every
@@ -18,8 +16,8 @@
  * counts the indexes it has met, in order. A wait on another process's
  * memory looks now and then (runtime/wait.ts): no notify crosses processes.
  */
-import type { SharedRegion, TensorStore } from '../runtime/tensor-store.ts';
-import { deadlineAfter, pollUntil, type WaitStop, waitForWord, wake } from '../runtime/wait.ts';
+import { deadlineAfter, pollUntil, waitForWord, wake } from '../runtime/wait.ts';
+import { type BoardMemory, BoardParts, type PartViews, partBytes } from './board-memory.ts';
 import type { ClockMeeting, MetClocks } from './clock-meeting.ts';
 
 /** Collectives a member may post ahead of the slowest reader before its next post waits. */
@@ -29,69 +27,9 @@ const VALUES_PER_SLOT = 2;
 const MET = DEPTH;
 const SLEEPERS = DEPTH + 1;
 const WORDS = DEPTH + 2;
-const VALUES_BYTES = DEPTH * VALUES_PER_SLOT * Float64Array.BYTES_PER_ELEMENT;
 
 /** Bytes of one member's slots. */
-export const BOARD_SLOTS_BYTES = VALUES_BYTES + WORDS * Int32Array.BYTES_PER_ELEMENT;
-
-/** One member's part of a board: its slots' [clock, bytes], and its words. */
-export interface BoardSlots {
-  values: Float64Array;
-  words: Int32Array;
-}
-
-/** Where the members' slots lie. */
-export interface BoardMemory {
-  /** Member `member`'s slots; undefined while that member has not made them (its file is not there yet). */
-  slots(member: number): BoardSlots | undefined;
-  /** Ends the board's waits: the job's abort. */
-  abort?: WaitStop;
-}
-
-/** A member's slots at `byteOffset` of `buffer`. */
-export function boardSlotsAt(buffer: ArrayBufferLike, byteOffset: number): BoardSlots {
-  return {
-    values: new Float64Array(buffer, byteOffset, DEPTH * VALUES_PER_SLOT),
-    words: new Int32Array(buffer, byteOffset + VALUES_BYTES, WORDS),
-  };
-}
-
-/** Bytes of the shared region a board for `size` members takes. */
-export function clockBoardBytes(size: number): number {
-  return size * BOARD_SLOTS_BYTES;
-}
-
-/** The board of `size` members in one region they all map: each member's slots after the one before's. */
-export function regionBoard(region: SharedRegion, size: number): BoardMemory {
-  if (region.byteLength < clockBoardBytes(size))
-    throw new RangeError(`a clock board for ${size} ranks needs ${clockBoardBytes(size)} bytes`);
-  const slots = Array.from({ length: size }, (_, member) =>
-    boardSlotsAt(region.buffer, region.byteOffset + member * BOARD_SLOTS_BYTES),
-  );
-  return { slots: (member) => slots[member], abort: region.abort };
-}
-
-/**
- * The board of a group whose members are processes of one node, each
- * member's slots in a file of its own (TensorStore.nodeRegion), this
- * member's made now; undefined where the store maps no files.
- */
-export function nodeFilesBoard(
-  store: TensorStore,
-  key: string,
-  ranks: readonly number[],
-  rank: number,
-): BoardMemory | undefined {
-  const own = store.nodeRegion?.(key, ranks[rank], BOARD_SLOTS_BYTES);
-  if (!own) return undefined;
-  return {
-    slots: (member) => {
-      const region = member === rank ? own : store.nodeRegion?.(key, ranks[member], BOARD_SLOTS_BYTES);
-      return region && boardSlotsAt(region.buffer, 0);
-    },
-    abort: own.abort,
-  };
-}
+export const BOARD_SLOTS_BYTES = partBytes(DEPTH * VALUES_PER_SLOT, WORDS);
 
 export interface ClockBoardGroup {
   name: string;
@@ -103,24 +41,21 @@ export interface ClockBoardGroup {
 }
 
 export class ClockBoard implements ClockMeeting {
-  readonly #memory: BoardMemory;
+  /** Each member's slots: [clock, bytes] values, then its words. */
+  readonly #parts: BoardParts;
   readonly #group: ClockBoardGroup;
-  /** Each member's slots, once found. */
-  readonly #slots: Array<BoardSlots | undefined>;
   /** Posts waiting for a slot to be read, by index; each goes after the one before. */
   readonly #pending = new Map<number, Promise<void>>();
   #lastPending: Promise<void> = Promise.resolve();
 
   constructor(memory: BoardMemory, group: ClockBoardGroup) {
-    this.#memory = memory;
+    this.#parts = new BoardParts(memory, group.ranks.length, DEPTH * VALUES_PER_SLOT, WORDS);
     this.#group = group;
-    this.#slots = group.ranks.map(() => undefined);
   }
 
   /** Member `member`'s slots; undefined while it has not made them. */
-  #of(member: number): BoardSlots | undefined {
-    this.#slots[member] ??= this.#memory.slots(member);
-    return this.#slots[member];
+  #of(member: number): PartViews | undefined {
+    return this.#parts.of(member);
   }
 
   /** Resolves once word `word` of member `member`'s slots holds a value `ready` accepts. */
@@ -130,8 +65,8 @@ export class ClockBoard implements ClockMeeting {
     ready: (value: number) => boolean,
     deadline: number,
     describe: () => string,
-  ): Promise<BoardSlots> {
-    const options = { deadline, abort: this.#memory.abort, describe };
+  ): Promise<PartViews> {
+    const options = { deadline, abort: this.#parts.abort, describe };
     const slots = this.#of(member) ?? (await pollUntil(() => this.#of(member), options));
     await waitForWord(slots.words, word, ready, { ...options, sleepers: SLEEPERS });
     return slots;
@@ -175,7 +110,7 @@ export class ClockBoard implements ClockMeeting {
       latestUs = Math.max(latestUs, slots.values[slot * VALUES_PER_SLOT]);
       bytes = Math.max(bytes, slots.values[slot * VALUES_PER_SLOT + 1]);
     }
-    const mine = this.#of(this.#group.rank) as BoardSlots;
+    const mine = this.#of(this.#group.rank) as PartViews;
     Atomics.store(mine.words, MET, index + 1);
     wake(mine.words, MET, SLEEPERS);
     return { latestUs, bytes };
@@ -209,7 +144,7 @@ export class ClockBoard implements ClockMeeting {
   }
 
   #write(index: number, clockUs: number, bytes: number): void {
-    const { values, words } = this.#of(this.#group.rank) as BoardSlots;
+    const { values, words } = this.#of(this.#group.rank) as PartViews;
     const slot = index % DEPTH;
     values[slot * VALUES_PER_SLOT] = clockUs;
     values[slot * VALUES_PER_SLOT + 1] = bytes;

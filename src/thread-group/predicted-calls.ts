@@ -13,8 +13,7 @@
  * transfer over the link between the two ranks (or, for a p2p message on an
  * emulated link, until the arrival the emulator gave it); the receive
  * completes at the later of its post and the message's arrival (the sender's
- * clock and the arrival travel on the twin, in the same stream order as the
- * message).
+ * clock and the arrival go ahead of the message: GroupPrediction.postSend).
  *
  * A call made by a layer above ThreadGroup for one of its own calls is issued
  * at that layer call's clock, and waits on it move that clock, not the
@@ -22,6 +21,7 @@
  */
 import type { ClockMeeting } from '../predict/clock-meeting.ts';
 import { callIssuer, emulatedArrivalUs } from '../predict/layer-clock.ts';
+import { type MessageStamps, STAMP_VALUES } from '../predict/message-stamps.ts';
 import { type CollectivePrediction, predictCollective } from '../predict/predict-collective.ts';
 import type { CallIssuer, CallTiming, RankClock } from '../predict/rank-clock.ts';
 import { timedWork } from '../predict/timed-work.ts';
@@ -31,14 +31,17 @@ import { Tensor } from '../tensor/tensor.ts';
 import type { Backend } from './backend.ts';
 import { twinCall } from './clock-meetings.ts';
 import type { OpName } from './ops.ts';
+import { StreamCounters } from './store-backend/p2p.ts';
 
 /**
- * Where the members exchange clocks: the twin backend (the point-to-point calls' stamps), and the
- * collectives' meeting (predict/clock-meeting.ts).
+ * Where the members exchange clocks: the collectives' meeting (predict/clock-meeting.ts); the
+ * point-to-point calls' stamps on a board where the members have one (predict/message-stamps.ts),
+ * else on the twin backend.
  */
 export interface ClockExchange {
   twin: Backend;
   meeting: ClockMeeting;
+  stamps?: MessageStamps;
 }
 
 /** Model answers a group keeps, by call (op, size, and a message's ends). */
@@ -53,6 +56,16 @@ export interface PredictedGroup {
   timeoutMs: number;
 }
 
+/** A send whose stamp was posted (GroupPrediction.postSend), to be issued. */
+export interface PostedSend {
+  issuer: CallIssuer;
+  timing: CallTiming;
+  model: { algorithm: string; protocol: string; busbwGBps: number };
+  bytes: number;
+  /** The receiver's global rank. */
+  peer: number;
+}
+
 /** A collective whose member's clock was posted (GroupPrediction.post), to be issued. */
 export interface PostedCollective {
   issuer: CallIssuer;
@@ -63,6 +76,10 @@ export class GroupPrediction {
   readonly #clock: RankClock;
   readonly #exchange: Backend;
   readonly #meeting: ClockMeeting;
+  readonly #stamps: MessageStamps | undefined;
+  /** Point-to-point messages' numbers in their streams (sender → receiver, tag), as the backend numbers them. */
+  readonly #sent = new StreamCounters();
+  readonly #received = new StreamCounters();
   readonly #group: PredictedGroup;
   #exchangeSeq = 0;
   /** The latest collective's exchange, once issued: the next one goes after it. */
@@ -75,6 +92,7 @@ export class GroupPrediction {
     this.#clock = clock;
     this.#exchange = exchange.twin;
     this.#meeting = exchange.meeting;
+    this.#stamps = exchange.stamps;
     this.#group = group;
   }
 
@@ -129,48 +147,66 @@ export class GroupPrediction {
   }
 
   /**
-   * A send to group rank `dst`: its start, bytes and arrival go to the receiver on the twin, in the
-   * message's stream order. It arrives when an emulated link says (p2p/netem/), else after the transfer.
+   * A send to group rank `dst` about to be issued: its start, bytes and arrival go to the receiver
+   * before the message does, on the stamps' board where the members have one (so the message's
+   * arrival finds them there), else on the twin, in the message's stream order. It arrives when an
+   * emulated link says (p2p/netem/), else after the transfer.
    */
-  send<T>(op: OpName, dst: number, tag: number, bytes: number, outcome: T | Promise<T>): Work<T> {
+  postSend(dst: number, tag: number, bytes: number): PostedSend {
     const issuer = callIssuer(this.#clock);
     const startUs = issuer.now();
-    const peer = this.#group.ranks[dst];
+    const { rank, ranks, timeoutMs } = this.#group;
     const arrivalUs = emulatedArrivalUs();
     const model =
       arrivalUs === undefined
-        ? this.#transfer(bytes, this.#group.ranks[this.#group.rank], peer)
+        ? this.#transfer(bytes, ranks[rank], ranks[dst])
         : emulatedTransfer(bytes, arrivalUs - startUs);
     const timing = { startUs, endUs: startUs + model.us };
-    const stamp = Tensor.fromArray(
-      [startUs, bytes, timing.endUs, arrivalUs === undefined ? 0 : 1],
-      undefined,
-      'float64',
-    );
-    // Nobody waits on it but the receiver; the rank's close waits for it to be taken.
-    runErrand(this.#exchange.send(twinCall(-1, this.#group.timeoutMs), stamp, dst, tag));
+    const stamp = [startUs, bytes, timing.endUs, arrivalUs === undefined ? 0 : 1];
+    const message = { sender: rank, receiver: dst, tag, number: this.#sent.take(rank, dst, tag) };
+    if (!this.#stamps?.write(message, stamp)) {
+      // Nobody waits on it but the receiver; the rank's close waits for it to be taken.
+      const sent = Tensor.fromArray(stamp, undefined, 'float64');
+      runErrand(this.#exchange.send(twinCall(-1, timeoutMs), sent, dst, tag));
+    }
+    return { issuer, timing, model, bytes, peer: ranks[dst] };
+  }
+
+  /** A posted send's Work: settles once the call has, carrying its predicted times. */
+  send<T>(op: OpName, posted: PostedSend, outcome: T | Promise<T>): Work<T> {
+    const { issuer, timing, model, bytes, peer } = posted;
     return this.#settled(issuer, outcome, Promise.resolve(timing), () =>
       this.#p2pRecord(op, bytes, model, timing, peer),
     );
   }
 
   /**
-   * A receive from group rank `src` (undefined: from any, which its outcome names). Its stamp is
-   * received now, where the source is known, so stamps pair with messages in posting order.
+   * A receive from group rank `src` (undefined: from any, which its outcome names). Its message's
+   * number in its stream is taken now where the source is known, so stamps pair with messages in
+   * posting order; its stamp is read once the message arrived.
    */
   recv<T>(op: OpName, src: number | undefined, tag: number, outcome: T | Promise<T>): Work<T> {
     const issuer = callIssuer(this.#clock);
     const postedUs = issuer.postedUs?.() ?? issuer.now();
-    const heard = src === undefined ? undefined : this.#stamp(src, tag);
+    const me = this.#group.rank;
+    const number = src === undefined ? undefined : this.#received.take(src, me, tag);
     let from = src;
     let bytes = 0;
     const timing = (async () => {
-      if (heard === undefined) from = (await outcome) as number;
-      const [sentUs, sentBytes, arrivalUs, emulated] = await (heard ?? this.#stamp(from as number, tag));
+      const value = await outcome;
+      from ??= value as number;
+      const message = {
+        sender: from,
+        receiver: me,
+        tag,
+        number: number ?? this.#received.take(from, me, tag),
+      };
+      const [sentUs, sentBytes, arrivalUs, emulated] =
+        this.#stamps?.take(message) ?? (await this.#twinStamp(from, tag));
       bytes = sentBytes;
       const model = emulated
         ? emulatedTransfer(bytes, arrivalUs - sentUs)
-        : this.#transfer(bytes, this.#group.ranks[from as number], this.#group.ranks[this.#group.rank]);
+        : this.#transfer(bytes, this.#group.ranks[from], this.#group.ranks[me]);
       return { startUs: Math.max(postedUs, sentUs), endUs: Math.max(postedUs, arrivalUs), model };
     })();
     return this.#settled(issuer, outcome, timing, (t) =>
@@ -178,9 +214,9 @@ export class GroupPrediction {
     );
   }
 
-  /** The sender's stamp: its start, bytes, arrival, and 1 where an emulated link gave the arrival. */
-  #stamp(src: number, tag: number): Promise<Float64Array> {
-    const stamp = Tensor.zeros([4], 'float64');
+  /** A stamp the sender sent on the twin (STAMP_VALUES: see postSend). */
+  #twinStamp(src: number, tag: number): Promise<Float64Array> {
+    const stamp = Tensor.zeros([STAMP_VALUES], 'float64');
     return this.#exchange
       .recv(twinCall(-1, this.#group.timeoutMs), stamp, src, tag)
       .then(() => stamp.data as Float64Array);

@@ -53,7 +53,12 @@ import { withFaults } from './fault-hook.ts';
 import { membersByNode } from './group-nodes.ts';
 import { objectToTensor, tensorToObject } from './object-bytes.ts';
 import { OPS, type OpName, type OpSpec, type RawRoles } from './ops.ts';
-import { type ClockExchange, GroupPrediction, type PostedCollective } from './predicted-calls.ts';
+import {
+  type ClockExchange,
+  GroupPrediction,
+  type PostedCollective,
+  type PostedSend,
+} from './predicted-calls.ts';
 import { RecentSignature, type Signed } from './recent-signatures.ts';
 import { type CollectiveReduceOp, checkReduction, type Reduction, reductionName } from './reduction.ts';
 import { settledWithin, UnfinishedCalls } from './unfinished-calls.ts';
@@ -246,7 +251,8 @@ export class ThreadGroup {
     }
     const debug = this.#tracker?.track(spec, seq, signed, options);
     const prediction = this.#prediction?.active ? this.#prediction : undefined;
-    const posted = prediction && !spec.p2p ? prediction.post(signed.bytes) : undefined;
+    // A collective's clock and a send's stamp are posted before the call is issued (see GroupPrediction).
+    const posted = prediction && this.#posted(prediction, spec, signed, options);
     let outcome: T | Promise<T>;
     try {
       outcome = run(backend, { seq, signature: signed.signature, timeoutMs, checks, debug });
@@ -259,10 +265,7 @@ export class ThreadGroup {
       ? () => debug.describe(this.#callName(signed, seq))
       : () => this.#callName(signed, seq);
     if (prediction) {
-      return trackCall(
-        this.#predicted(prediction, spec, seq, signed, options, outcome, debug, posted),
-        describe,
-      );
+      return trackCall(this.#predicted(prediction, spec, seq, options, outcome, debug, posted), describe);
     }
     if (!(outcome instanceof Promise)) {
       debug?.endedAtOnce();
@@ -282,11 +285,10 @@ export class ThreadGroup {
     prediction: GroupPrediction,
     spec: OpSpec,
     seq: number,
-    signed: Signed,
     roles: RawRoles | undefined,
     outcome: T | Promise<T>,
     debug: TrackedCall | undefined,
-    posted: PostedCollective | undefined,
+    posted: PostedCollective | PostedSend | undefined,
   ): Work<T> {
     let watched = outcome;
     if (outcome instanceof Promise) {
@@ -294,12 +296,22 @@ export class ThreadGroup {
       if (debug) watched = debug.watch(outcome);
       if (!spec.p2p) this.#unfinished.add(outcome);
     } else debug?.endedAtOnce();
-    if (posted) return prediction.collective(spec.name, seq, posted, watched);
-    const tag = (roles?.tag as number | undefined) ?? 0;
-    if (spec.peerRole === 'dst') {
-      return prediction.send(spec.name, roles?.dst as number, tag, signed.bytes, watched);
-    }
-    return prediction.recv(spec.name, roles?.src as number | undefined, tag, watched);
+    if (!spec.p2p) return prediction.collective(spec.name, seq, posted as PostedCollective, watched);
+    if (posted) return prediction.send(spec.name, posted as PostedSend, watched);
+    return prediction.recv(spec.name, roles?.src as number | undefined, p2pTag(roles), watched);
+  }
+
+  /** What a call posts in predict mode before it is issued: a collective's clock, a send's stamp; nothing for a receive. */
+  #posted(
+    prediction: GroupPrediction,
+    spec: OpSpec,
+    signed: Signed,
+    roles: RawRoles | undefined,
+  ): PostedCollective | PostedSend | undefined {
+    if (!spec.p2p) return prediction.post(signed.bytes);
+    if (spec.peerRole === 'dst')
+      return prediction.postSend(roles?.dst as number, p2pTag(roles), signed.bytes);
+    return undefined;
   }
 
   #callName(signed: Signed, seq: number): string {
@@ -997,4 +1009,9 @@ function p2pRoles(
 ): CallOptions & RawRoles {
   const timeoutMs = options?.timeoutMs;
   return role === 'dst' ? { timeoutMs, dst: peer, tag } : { timeoutMs, src: peer, tag };
+}
+
+/** A point-to-point call's tag, as p2pRoles gave it (0 where none was). */
+function p2pTag(roles: RawRoles | undefined): number {
+  return (roles?.tag as number | undefined) ?? 0;
 }

@@ -8,46 +8,17 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { abortJob, FileTensorStore } from '../../src/file-store/index.ts';
-import {
-  type BoardMemory,
-  ClockBoard,
-  clockBoardBytes,
-  nodeFilesBoard,
-  regionBoard,
-} from '../../src/predict/clock-board.ts';
-import { AbortWord } from '../../src/runtime/abort-word.ts';
+import { FileTensorStore } from '../../src/file-store/index.ts';
+import { type BoardMemory, nodeFilesBoard } from '../../src/predict/board-memory.ts';
+import { BOARD_SLOTS_BYTES, ClockBoard } from '../../src/predict/clock-board.ts';
 import { CommTimeoutError, RankFailedError } from '../../src/runtime/errors.ts';
+import { boardMemories, type Memories } from '../fixtures/board-memories.ts';
 import { storeJobs } from '../fixtures/store-jobs.ts';
 
-const { newJob, opened } = storeJobs('clock-board');
+const jobs = storeJobs('clock-board');
+const { newJob, opened } = jobs;
 
-/** The members' memories of a group whose global ranks are `ranks`, and how to fail the job. */
-interface Memories {
-  of: (rank: number) => BoardMemory;
-  fail: (rank: number, message: string) => void;
-}
-
-const kinds: Record<string, (ranks: number[]) => Memories> = {
-  'one shared region': (ranks) => {
-    const abort = new AbortWord();
-    const bytes = clockBoardBytes(ranks.length);
-    const memory = regionBoard(
-      { buffer: new SharedArrayBuffer(bytes + 64), byteOffset: 64, byteLength: bytes, abort },
-      ranks.length,
-    );
-    return { of: () => memory, fail: (rank, message) => abort.abort(rank, message) };
-  },
-  'a file per member': (ranks) => {
-    const dir = newJob();
-    const stores = ranks.map((rank) => new FileTensorStore({ dir, rank, pollMs: 10 }));
-    opened.push(...stores);
-    return {
-      of: (member) => nodeFilesBoard(stores[member], 'g~predict:board', ranks, member) as BoardMemory,
-      fail: (rank, message) => abortJob(dir, { message, failedRank: rank }),
-    };
-  },
-};
+const kinds = boardMemories(jobs, BOARD_SLOTS_BYTES);
 
 /** Whether `promise` has settled after the event loop ran a little. */
 async function settledSoon(promise: Promise<unknown>): Promise<boolean> {
@@ -147,14 +118,17 @@ describe('ClockBoard over a file per member', () => {
     opened.push(early, late);
     const ranks = [10, 11];
     const group = { name: 'tp', ranks, timeoutMs: 5_000 };
-    const a = new ClockBoard(nodeFilesBoard(early, 'k:board', ranks, 0) as BoardMemory, {
+    const a = new ClockBoard(nodeFilesBoard(early, 'k:board', ranks, 0, BOARD_SLOTS_BYTES) as BoardMemory, {
       ...group,
       rank: 0,
     });
     a.post(0, 7, 32);
     const met = a.meet(0);
     expect(await settledSoon(met)).toBe(false);
-    const b = new ClockBoard(nodeFilesBoard(late, 'k:board', ranks, 1) as BoardMemory, { ...group, rank: 1 });
+    const b = new ClockBoard(nodeFilesBoard(late, 'k:board', ranks, 1, BOARD_SLOTS_BYTES) as BoardMemory, {
+      ...group,
+      rank: 1,
+    });
     b.post(0, 90, 32);
     expect(await met).toEqual({ latestUs: 90, bytes: 32 });
     expect(await b.meet(0)).toEqual({ latestUs: 90, bytes: 32 });

@@ -10,16 +10,26 @@ import { NodeRoutedStore } from '../../src/context/node-routed-store.ts';
 import { FileTensorStore } from '../../src/file-store/index.ts';
 import { MemoryTensorStore } from '../../src/memory-store/memory-tensor-store.ts';
 import { ClockBoard } from '../../src/predict/clock-board.ts';
+import { MessageStamps } from '../../src/predict/message-stamps.ts';
 import type { TensorStore } from '../../src/runtime/tensor-store.ts';
 import { ReducedStamps } from '../../src/thread-group/clock-meetings.ts';
 import { storeJobs } from '../fixtures/store-jobs.ts';
 
 const { newJob, opened } = storeJobs('clock-exchange');
 
-/** The meeting global rank 1 gets in a group of `ranks`. */
-function meetingOf(store: TensorStore, ranks: number[]) {
+/** The clock exchange global rank 1 gets in a group of `ranks`. */
+function exchangeOf(store: TensorStore, ranks: number[]) {
   const view = { id: 'g', name: 'g', rank: ranks.indexOf(1), size: ranks.length, ranks };
-  return clockExchange(view, 'g~predict', { store, devices: [], timeoutMs: 5_000 }).meeting;
+  return clockExchange(view, 'g~predict', { store, devices: [], timeoutMs: 5_000 });
+}
+
+/** The meeting global rank 1 gets in a group of `ranks`, and its messages' stamps' board. */
+function meetingOf(store: TensorStore, ranks: number[]) {
+  const { meeting, stamps } = exchangeOf(store, ranks);
+  // Members that meet on a board leave their messages' stamps on one too.
+  if (meeting instanceof ClockBoard) expect(stamps).toBeInstanceOf(MessageStamps);
+  else expect(stamps).toBeUndefined();
+  return meeting;
 }
 
 describe('clockExchange', () => {

@@ -131,6 +131,32 @@ describe('predict mode', () => {
     expect(report.ranks[1].waitUs).toBeCloseTo(500, 6);
   });
 
+  it('a receive reads its own message’s stamp with more stamps outstanding than a board holds', async () => {
+    const perTag = 40;
+    const transferUs = predictCollective({ op: 'send', bytes: 16, ranks: [0, 1], topology }).us;
+    // Rank 0's message i (tag 1's first, then tag 0's) starts at 20 (i + 1) µs; rank 1 receives tag 0's
+    // first, each posted when the one before completed.
+    const expected: number[] = [];
+    let clock = 100;
+    for (const first of [perTag, 0]) {
+      for (let i = first; i < first + perTag; i++) {
+        clock = Math.max(clock, 20 * (i + 1) + transferUs);
+        expected.push(clock);
+      }
+    }
+    const tagged = (tag: number) => Array.from({ length: perTag }, (_, i) => 100 * tag + i);
+    const threads = await predicted('sendAhead', 2, { perTag });
+    expect(threads.ranks[1].values).toEqual([...tagged(0), ...tagged(1)]);
+    for (const [i, at] of threads.ranks[1].clocks.entries()) expect(at).toBeCloseTo(expected[i], 6);
+    const processes = await fixture.run(
+      'sendAhead',
+      (entry, args) =>
+        launchProcesses(entry, { nproc: 2, args, output: quiet, predict: { topology: 'h100-nvlink' } }),
+      { perTag },
+    );
+    expect(processes).toEqual(threads.ranks);
+  });
+
   it('gives the same report whatever the real run’s timing (chaos delays), on threads and processes', async () => {
     const calm = await predicted('step', 4);
     const shaken = await predicted('step', 4, {}, { chaos: { seed: 7, maxDelayMs: 4 } });
