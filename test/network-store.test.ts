@@ -203,6 +203,28 @@ describe('values', () => {
     for (let i = 0; i < n; i++) await a.srcWaitUntilGetFinished(`k${i}`);
   });
 
+  it('keep their order behind a value the socket takes only in part: the rest waits in the stream, and so do they', async () => {
+    const [a, b] = await job(2);
+    // Far more than a loopback socket's buffers take at once.
+    const large = Tensor.fromArray(
+      Int32Array.from({ length: 8 << 20 }, (_, i) => i ^ 0x5a5a),
+      [8 << 20],
+      'int32',
+    );
+    // Set in one turn: the small ones are written while the large one's rest is still queued.
+    const sets = [a.srcSet('large', large, 1, { to: [1] })];
+    for (let i = 0; i < 20; i++)
+      sets.push(a.srcSet(`small${i}`, Tensor.fromArray([i], [1], 'int32'), 1, { to: [1] }));
+    await Promise.all(sets);
+    const got = await b.destGet('large', { from: 0 });
+    expect(Buffer.from(got.bytes()).equals(Buffer.from(large.bytes()))).toBe(true);
+    for (let i = 0; i < 20; i++) expect((await b.destGet(`small${i}`, { from: 0 })).toArray()).toEqual([i]);
+    for (const key of ['large', ...Array.from({ length: 20 }, (_, i) => `small${i}`)]) {
+      await b.destFinishGet(key);
+      await a.srcWaitUntilGetFinished(key);
+    }
+  });
+
   it('a value over the budget of buffered bytes is refused on both sides, and the budget frees as gets take values', async () => {
     const [a, b] = await job(2, (rank) => (rank === 1 ? { maxBufferedBytes: 1000 } : {}));
     await a.srcSet('first', Tensor.zeros([100], 'float64'), 1, { to: [1] });

@@ -16,6 +16,7 @@ import type { StoreFinishOptions } from '../runtime/tensor-store.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { NetworkStoreProtocolError } from './errors.ts';
 import { farewell, type PeerHello } from './handshake.ts';
+import { socketFd, writeToSocket } from './socket-writes.ts';
 import {
   decodeFrame,
   type Finished,
@@ -59,10 +60,9 @@ export const COPY_MAX_BYTES = 64 << 10;
 /** Where frames are read into, between payloads: small, as what follows a header in the same read is copied. */
 const STAGE_BYTES = 16 << 10;
 
-/** The parts of a net.Socket's TCP handle that taking it over needs (Node's own, not typed). */
+/** The part of a net.Socket's TCP handle that taking it over needs (Node's own, not typed). */
 interface SocketHandle {
   useUserBuffer?: unknown;
-  fd?: number;
 }
 
 export class PeerConnection {
@@ -221,7 +221,7 @@ export class PeerConnection {
    * `spin`). True when it read anything. Only while `readsWaiting`.
    */
   readWaiting(): boolean {
-    const fd = this.#fd();
+    const fd = socketFd(this.#socket);
     if (fd === undefined || !this.readsWaiting) return false;
     const into = this.#nextRead();
     // Nothing there (EAGAIN), the peer's end (0) or an error: the event loop's read sees and reports the last two.
@@ -240,11 +240,6 @@ export class PeerConnection {
    */
   get readsWaiting(): boolean {
     return this.#eventLoopReadsInto === this.#stage && !this.#failure;
-  }
-
-  #fd(): number | undefined {
-    const fd = (this.#socket as unknown as { _handle: SocketHandle | null })._handle?.fd;
-    return fd === undefined || fd < 0 ? undefined : fd;
   }
 
   /** Why the connection ended, once it did. */
@@ -333,7 +328,7 @@ export class PeerConnection {
   /** Writes bytes to the peer, counted as sent (every write after the handshake goes through here). */
   #put(bytes: Uint8Array, written?: () => void): void {
     this.#traffic.sentBytes += bytes.byteLength;
-    this.#socket.write(bytes, written);
+    writeToSocket(this.#socket, bytes, written);
   }
 
   /** The deferred finishes as one buffer, forgotten here; undefined when there are none. */

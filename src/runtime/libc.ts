@@ -2,7 +2,7 @@
  * The few libc functions tensorcomm calls through koffi (Linux with glibc):
  * for the file store, mapping files, copying into mappings, reserving file
  * space, making the pipes that wake a parked rank; for the network store,
- * reading a socket without waiting; for thread ranks that outnumber the
+ * reading and writing a socket without waiting; for thread ranks that outnumber the
  * cores, giving the core away. All are called synchronously; none blocks
  * for long.
  */
@@ -20,6 +20,8 @@ export interface Libc {
   mkfifo: (path: string, mode: number) => number;
   /** Reads what a socket holds, up to `length` bytes; -1 and errno EAGAIN when it holds nothing (with MSG_DONTWAIT). */
   recv: (fd: number, into: Uint8Array, length: number, flags: number) => bigint | number;
+  /** Writes what a socket takes now, up to `length` bytes; -1 and errno EAGAIN when it takes nothing (with MSG_DONTWAIT). */
+  send: (fd: number, bytes: Uint8Array, length: number, flags: number) => bigint | number;
   /** Gives the calling thread's core to another runnable thread, if any; returns at once otherwise. */
   schedYield: () => number;
 }
@@ -33,6 +35,8 @@ export const MAP_ANONYMOUS = 0x20;
 export const MAP_NORESERVE = 0x4000;
 export const MAP_FAILED = 2n ** 64n - 1n;
 export const MSG_DONTWAIT = 0x40;
+/** A write to a socket whose peer is gone fails with EPIPE instead of raising SIGPIPE. */
+export const MSG_NOSIGNAL = 0x4000;
 
 let bound: Libc | undefined;
 
@@ -50,6 +54,7 @@ export function libc(): Libc {
       posixFallocate: lib.func('int posix_fallocate(int fd, int64_t offset, int64_t len)'),
       mkfifo: lib.func('int mkfifo(const char *path, uint32_t mode)'),
       recv: lib.func('intptr_t recv(int fd, void *buf, size_t len, int flags)'),
+      send: lib.func('intptr_t send(int fd, const void *buf, size_t len, int flags)'),
       schedYield: lib.func('int sched_yield()'),
     };
   }
