@@ -26,6 +26,7 @@ import {
   itemSize,
   parseDevice,
   type TypedArray,
+  type TypedArrayConstructor,
 } from './dtype.ts';
 import { RuntimeFloat16Array } from './float16-array.ts';
 import { narrowToHalfWords, widenHalfWords } from './half.ts';
@@ -741,17 +742,17 @@ function rawView(tensor: Tensor): RawArray {
 /** rawView, float16 as the numbers the runtime's Float16Array reads and writes where it has one (copiedAs). */
 function elementView(tensor: Tensor): RawArray {
   if (copiedAs(tensor.dtype) === tensor.dtype) return rawView(tensor);
-  const length = spanOf(tensor.shape, tensor.strides);
-  return new (RuntimeFloat16Array as Float32ArrayConstructor)(
-    tensor.buffer as ArrayBuffer,
-    tensor.byteOffset,
-    length,
-  );
+  return typedView(tensor, spanOf(tensor.shape, tensor.strides), RuntimeFloat16Array) as RawArray;
 }
 
-function typedView(tensor: Tensor, length: number): TypedArray {
+/** `length` elements from the tensor's first, viewed through `view` (its dtype's array by default). */
+function typedView(
+  tensor: Tensor,
+  length: number,
+  view: TypedArrayConstructor = arrayConstructor(tensor.dtype),
+): TypedArray {
   // The union of constructors loses their generic buffer type; a SharedArrayBuffer is fine at runtime.
-  return new (arrayConstructor(tensor.dtype))(tensor.buffer as ArrayBuffer, tensor.byteOffset, length);
+  return new view(tensor.buffer as ArrayBuffer, tensor.byteOffset, length);
 }
 
 /** Bytes from element [0,...,0] to the end of the last addressed element. */
