@@ -92,23 +92,43 @@ export class ClockBoard implements ClockMeeting {
 
   async meet(index: number): Promise<MetClocks> {
     await this.#pending.get(index);
-    // Read off the clock only where a post is not there yet, which a collective seldom finds.
+    // Waits, and reads the clock, only where a post is not there yet, which a collective seldom finds.
     let deadline: number | undefined;
-    let latestUs = Number.NEGATIVE_INFINITY;
-    let bytes = 0;
-    const slot = index % DEPTH;
     for (let member = 0; member < this.#group.ranks.length; member++) {
-      let slots = this.#of(member);
-      if (slots === undefined || Atomics.load(slots.words, slot) !== index + 1)
-        slots = await this.#until(
+      if (this.#posted(member, index) === undefined)
+        await this.#until(
           member,
-          slot,
+          index % DEPTH,
           (value) => value === index + 1,
           (deadline ??= deadlineAfter(this.#group.timeoutMs)),
           () => this.#notPosted(member, index),
         );
-      latestUs = Math.max(latestUs, slots.values[slot * VALUES_PER_SLOT]);
-      bytes = Math.max(bytes, slots.values[slot * VALUES_PER_SLOT + 1]);
+    }
+    return this.#met(index);
+  }
+
+  metNow(index: number): MetClocks | undefined {
+    if (this.#pending.has(index)) return undefined;
+    for (let member = 0; member < this.#group.ranks.length; member++)
+      if (this.#posted(member, index) === undefined) return undefined;
+    return this.#met(index);
+  }
+
+  /** Member `member`'s slots, where they hold its post of `index`. */
+  #posted(member: number, index: number): PartViews | undefined {
+    const slots = this.#of(member);
+    return slots && Atomics.load(slots.words, index % DEPTH) === index + 1 ? slots : undefined;
+  }
+
+  /** Every member's post of `index` (all there), read: this member has met it. */
+  #met(index: number): MetClocks {
+    const at = (index % DEPTH) * VALUES_PER_SLOT;
+    let latestUs = Number.NEGATIVE_INFINITY;
+    let bytes = 0;
+    for (let member = 0; member < this.#group.ranks.length; member++) {
+      const { values } = this.#of(member) as PartViews;
+      latestUs = Math.max(latestUs, values[at]);
+      bytes = Math.max(bytes, values[at + 1]);
     }
     const mine = this.#of(this.#group.rank) as PartViews;
     Atomics.store(mine.words, MET, index + 1);

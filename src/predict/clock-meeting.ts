@@ -17,4 +17,6 @@ export interface ClockMeeting {
   post(index: number, clockUs: number, bytes: number): void;
   /** Every member's, once all have posted; called in index order, after this member's post of it. */
   meet(index: number): Promise<MetClocks>;
+  /** `meet`, where it can be done at once (every post there); undefined, having done nothing, where not. */
+  metNow?(index: number): MetClocks | undefined;
 }

@@ -10,7 +10,10 @@
 import { Work, whenWaitedOn } from '../runtime/work.ts';
 import type { CallIssuer, CallTiming } from './rank-clock.ts';
 
-/** `known` sees the timing first (to record the call); then the issuer learns it, and catches up if waited. */
+/**
+ * `timing` is asked once the outcome resolved: its value, or a promise of it. `known` sees the timing
+ * first (to record the call); then the issuer learns it, and catches up if waited.
+ */
 export function timedWork<T, C extends CallTiming>(
   issuer: CallIssuer,
   outcome: T | PromiseLike<T>,
@@ -19,13 +22,18 @@ export function timedWork<T, C extends CallTiming>(
 ): Work<T> {
   let settled: C | undefined;
   let waited = false;
+  const learn = (value: T, t: C): T => {
+    settled = t;
+    known(t);
+    issuer.include?.(t);
+    if (waited) issuer.waitFor(t);
+    return value;
+  };
+  // A timing known as the outcome settles is learnt in the same turn: no promise between the call and its caller.
   const work = new Work<T>(
-    Promise.resolve(outcome).then(async (value) => {
-      settled = await timing();
-      known(settled);
-      issuer.include?.(settled);
-      if (waited) issuer.waitFor(settled);
-      return value;
+    Promise.resolve(outcome).then((value) => {
+      const t = timing();
+      return t instanceof Promise ? t.then((s) => learn(value, s)) : learn(value, t);
     }),
   );
   whenWaitedOn(work as Work<unknown>, () => {

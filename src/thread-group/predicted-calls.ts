@@ -19,7 +19,7 @@
  * at that layer call's clock, and waits on it move that clock, not the
  * rank's (predict/layer-clock.ts).
  */
-import type { ClockMeeting } from '../predict/clock-meeting.ts';
+import type { ClockMeeting, MetClocks } from '../predict/clock-meeting.ts';
 import { callIssuer, emulatedArrivalUs } from '../predict/layer-clock.ts';
 import { type MessageStamps, STAMP_VALUES } from '../predict/message-stamps.ts';
 import { type CollectivePrediction, predictCollective } from '../predict/predict-collective.ts';
@@ -56,6 +56,12 @@ export interface PredictedGroup {
   timeoutMs: number;
 }
 
+/** A collective's predicted times, and what the model said of it. */
+interface CollectiveTiming extends CallTiming {
+  bytes: number;
+  model: CollectivePrediction;
+}
+
 /** A send whose stamp was posted (GroupPrediction.postSend), to be issued. */
 export interface PostedSend {
   issuer: CallIssuer;
@@ -82,11 +88,13 @@ export class GroupPrediction {
   readonly #received = new StreamCounters();
   readonly #group: PredictedGroup;
   #exchangeSeq = 0;
-  /** The latest collective's exchange, once issued: the next one goes after it. */
+  /** The latest collective's timing, once issued: the next one is met after it. */
   #exchanging: Promise<unknown> = Promise.resolve();
+  /** Every collective up to this index was met... */
+  #metThrough = -1;
+  /** ...and the latest of them ended then: the same on every member, so never exchanged. */
+  #lastEndUs = 0;
   readonly #models = new Map<string, CollectivePrediction>();
-  /** The end of the group's latest collective: the same on every member, so never exchanged. */
-  #lastEnd: Promise<number> = Promise.resolve(0);
 
   constructor(clock: RankClock, exchange: ClockExchange, group: PredictedGroup) {
     this.#clock = clock;
@@ -114,36 +122,51 @@ export class GroupPrediction {
     return { issuer, index };
   }
 
-  /** A posted collective's Work: settles once the call and its meeting have, carrying its predicted times. */
+  /**
+   * A posted collective's Work: settles once the call and its meeting have, carrying its predicted
+   * times. The meeting goes in the order of the group's collectives: where the one before was met and
+   * every post is there as the call ends (as a board mostly finds them), it is met at once, in the
+   * call's own settling, with no promise of its own between the call's end and its caller.
+   */
   collective<T>(op: OpName, seq: number, posted: PostedCollective, outcome: T | Promise<T>): Work<T> {
     const group = this.#group;
-    // Met once the call ended and the collective before it was met.
-    const met = Promise.all([this.#exchanging, settled(outcome)]).then(() =>
-      this.#meeting.meet(posted.index),
-    );
-    this.#exchanging = met;
-    const previous = this.#lastEnd;
-    const timing = Promise.all([met, previous]).then(([{ latestUs, bytes: callBytes }, previousEnd]) => {
-      const model = this.#model(op, callBytes);
-      const startUs = Math.max(latestUs, previousEnd);
-      return { startUs, endUs: startUs + model.us, bytes: callBytes, model };
+    const { index } = posted;
+    const previous = this.#exchanging;
+    let metAtOnce: CollectiveTiming | undefined;
+    const timing = settled(outcome).then(() => {
+      const now = this.#metThrough === index - 1 ? this.#meeting.metNow?.(index) : undefined;
+      if (now) return (metAtOnce = this.#timed(op, index, now));
+      return previous.then(() => this.#meeting.meet(index)).then((met) => this.#timed(op, index, met));
     });
-    // A failed exchange fails this call (below); later calls then wait on no end.
-    this.#lastEnd = timing.then(
-      (t) => t.endUs,
-      () => 0,
+    // A failed meeting fails this call (below), and the group's later ones, which go after it.
+    this.#exchanging = timing;
+    quietly(timing);
+    return this.#settled(
+      posted.issuer,
+      outcome,
+      () => metAtOnce ?? timing,
+      (t) => ({
+        group: group.name,
+        seq,
+        op,
+        bytes: t.bytes,
+        algorithm: t.model.algorithm,
+        protocol: t.model.protocol,
+        startUs: t.startUs,
+        endUs: t.endUs,
+        busbwGBps: t.model.busbwGBps,
+      }),
     );
-    return this.#settled(posted.issuer, outcome, timing, (t) => ({
-      group: group.name,
-      seq,
-      op,
-      bytes: t.bytes,
-      algorithm: t.model.algorithm,
-      protocol: t.model.protocol,
-      startUs: t.startUs,
-      endUs: t.endUs,
-      busbwGBps: t.model.busbwGBps,
-    }));
+  }
+
+  /** Collective `index`'s times once met: it starts when its latest member issued it and the one before ended. */
+  #timed(op: OpName, index: number, { latestUs, bytes }: MetClocks): CollectiveTiming {
+    const model = this.#model(op, bytes);
+    const startUs = Math.max(latestUs, this.#lastEndUs);
+    const endUs = startUs + model.us;
+    this.#lastEndUs = endUs;
+    this.#metThrough = index;
+    return { startUs, endUs, bytes, model };
   }
 
   /**
@@ -175,8 +198,11 @@ export class GroupPrediction {
   /** A posted send's Work: settles once the call has, carrying its predicted times. */
   send<T>(op: OpName, posted: PostedSend, outcome: T | Promise<T>): Work<T> {
     const { issuer, timing, model, bytes, peer } = posted;
-    return this.#settled(issuer, outcome, Promise.resolve(timing), () =>
-      this.#p2pRecord(op, bytes, model, timing, peer),
+    return this.#settled(
+      issuer,
+      outcome,
+      () => timing,
+      () => this.#p2pRecord(op, bytes, model, timing, peer),
     );
   }
 
@@ -209,8 +235,12 @@ export class GroupPrediction {
         : this.#transfer(bytes, this.#group.ranks[from], this.#group.ranks[me]);
       return { startUs: Math.max(postedUs, sentUs), endUs: Math.max(postedUs, arrivalUs), model };
     })();
-    return this.#settled(issuer, outcome, timing, (t) =>
-      this.#p2pRecord(op, bytes, t.model, t, this.#group.ranks[from as number]),
+    quietly(timing);
+    return this.#settled(
+      issuer,
+      outcome,
+      () => timing,
+      (t) => this.#p2pRecord(op, bytes, t.model, t, this.#group.ranks[from as number]),
     );
   }
 
@@ -273,18 +303,16 @@ export class GroupPrediction {
   #settled<T, C extends CallTiming>(
     issuer: CallIssuer,
     outcome: T | Promise<T>,
-    timing: Promise<C>,
+    timing: () => C | Promise<C>,
     record: (timing: C) => Parameters<RankClock['record']>[0],
   ): Work<T> {
-    // The timing's own failure surfaces through the call's Work, never as an unhandled rejection.
-    timing.catch(() => undefined);
-    return timedWork(
-      issuer,
-      outcome,
-      () => timing,
-      (t) => this.#clock.record(record(t)),
-    );
+    return timedWork(issuer, outcome, timing, (t) => this.#clock.record(record(t)));
   }
+}
+
+/** `timing`'s own failure surfaces through the call's Work, never as an unhandled rejection. */
+function quietly(timing: Promise<unknown>): void {
+  timing.catch(() => undefined);
 }
 
 /** A transfer an emulated link timed (p2p/netem/): its time is the emulator's, its bandwidth what that gives. */

@@ -55,6 +55,22 @@ describe.each(Object.keys(kinds))('ClockBoard over %s', (kind) => {
     }
   });
 
+  it('meets at once where every post is there, and does nothing where one is not', async () => {
+    const [a, b] = boards(2);
+    a.post(0, 100, 8);
+    expect(a.metNow(0)).toBeUndefined();
+    b.post(0, 300, 16);
+    expect(a.metNow(0)).toEqual({ latestUs: 300, bytes: 16 });
+    expect(b.metNow(0)).toEqual({ latestUs: 300, bytes: 16 });
+    // Met at once, the slots free as a meet's would: 64 collectives on, posts go in at once again.
+    for (let i = 1; i <= 64; i++) {
+      a.post(i, i, 1);
+      b.post(i, i, 1);
+      expect(a.metNow(i)).toEqual({ latestUs: i, bytes: 1 });
+      expect(b.metNow(i)).toEqual({ latestUs: i, bytes: 1 });
+    }
+  });
+
   it('a member that ended a collective before a peer issued it waits for its post', async () => {
     const [root, early, late] = boards(3);
     root.post(0, 10, 64);
