@@ -4,8 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { runCommand } from '../../src/cli/run-command.ts';
-import { loadTopology, type PredictReport, predictCollective, Tensor } from '../../src/index.ts';
+import {
+  loadTopology,
+  type PredictReport,
+  predictCollective,
+  spawnThreads,
+  Tensor,
+} from '../../src/index.ts';
 import { rankTest } from '../../src/testing/index.ts';
+import { freePort } from '../fixtures/free-port.ts';
 
 rankTest(
   'a rank test predicts: ctx.predict moves with compute and awaited calls',
@@ -61,6 +68,34 @@ describe('tensorcomm run --predict', () => {
     ]);
     expect(printed.some((line) => /allReduce/.test(line))).toBe(true);
     expect(printed.some((line) => /predicted end/.test(line))).toBe(true);
+  });
+
+  it('a job of two nodes predicts the same report as threads: the stamps of its messages cross the network', async () => {
+    const entry = 'test/fixtures/predict-messages.ts';
+    const threads = join(dir, 'threads.json');
+    await spawnThreads(new URL(`../../${entry}`, import.meta.url), {
+      worldSize: 2,
+      predict: { topology: 'h100-ib', report: threads },
+    });
+    const nodes = join(dir, 'nodes.json');
+    const port = String(await freePort());
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    try {
+      const launcher = (node: number) =>
+        runCommand([
+          ...['--nnodes', '2', '--node-rank', `${node}`, '--nproc', '1'],
+          ...['--master-addr', '127.0.0.1', '--master-port', port],
+          ...['--predict', 'h100-ib', '--predict-report', nodes],
+          entry,
+        ]);
+      expect(await Promise.all([launcher(0), launcher(1)])).toEqual([0, 0]);
+    } finally {
+      log.mockRestore();
+    }
+    const report = JSON.parse(readFileSync(nodes, 'utf8')) as PredictReport;
+    // 3 steps: an allReduce and a message each way per rank, then 70 messages from rank 0 to rank 1.
+    expect(report.calls.filter((c) => c.op === 'recv')).toHaveLength(3 * 2 + 3 * 70);
+    expect(report).toEqual(JSON.parse(readFileSync(threads, 'utf8')));
   });
 
   it('--predict-report without --predict is a usage error', async () => {
