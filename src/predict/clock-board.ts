@@ -53,11 +53,6 @@ export class ClockBoard implements ClockMeeting {
     this.#group = group;
   }
 
-  /** Member `member`'s slots; undefined while it has not made them. */
-  #of(member: number): PartViews | undefined {
-    return this.#parts.of(member);
-  }
-
   /** Resolves once word `word` of member `member`'s slots holds a value `ready` accepts. */
   async #until(
     member: number,
@@ -67,7 +62,7 @@ export class ClockBoard implements ClockMeeting {
     describe: () => string,
   ): Promise<PartViews> {
     const options = { deadline, abort: this.#parts.abort, describe };
-    const slots = this.#of(member) ?? (await pollUntil(() => this.#of(member), options));
+    const slots = this.#parts.of(member) ?? (await pollUntil(() => this.#parts.of(member), options));
     await waitForWord(slots.words, word, ready, { ...options, sleepers: SLEEPERS });
     return slots;
   }
@@ -116,7 +111,7 @@ export class ClockBoard implements ClockMeeting {
 
   /** Member `member`'s slots, where they hold its post of `index`. */
   #posted(member: number, index: number): PartViews | undefined {
-    const slots = this.#of(member);
+    const slots = this.#parts.of(member);
     return slots && Atomics.load(slots.words, index % DEPTH) === index + 1 ? slots : undefined;
   }
 
@@ -126,11 +121,11 @@ export class ClockBoard implements ClockMeeting {
     let latestUs = Number.NEGATIVE_INFINITY;
     let bytes = 0;
     for (let member = 0; member < this.#group.ranks.length; member++) {
-      const { values } = this.#of(member) as PartViews;
+      const { values } = this.#parts.of(member) as PartViews;
       latestUs = Math.max(latestUs, values[at]);
       bytes = Math.max(bytes, values[at + 1]);
     }
-    const mine = this.#of(this.#group.rank) as PartViews;
+    const mine = this.#parts.of(this.#group.rank) as PartViews;
     Atomics.store(mine.words, MET, index + 1);
     wake(mine.words, MET, SLEEPERS);
     return { latestUs, bytes };
@@ -141,7 +136,7 @@ export class ClockBoard implements ClockMeeting {
     const needed = index - DEPTH + 1;
     if (needed <= 0) return true;
     for (let member = 0; member < this.#group.ranks.length; member++) {
-      const slots = this.#of(member);
+      const slots = this.#parts.of(member);
       if (slots === undefined || Atomics.load(slots.words, MET) < needed) return false;
     }
     return true;
@@ -164,7 +159,7 @@ export class ClockBoard implements ClockMeeting {
   }
 
   #write(index: number, clockUs: number, bytes: number): void {
-    const { values, words } = this.#of(this.#group.rank) as PartViews;
+    const { values, words } = this.#parts.of(this.#group.rank) as PartViews;
     const slot = index % DEPTH;
     values[slot * VALUES_PER_SLOT] = clockUs;
     values[slot * VALUES_PER_SLOT + 1] = bytes;
