@@ -12,7 +12,8 @@ import { expect } from 'vitest';
 import { type RankContext, type ReduceOp, Tensor } from '../src/index.ts';
 import { rankTest } from '../src/testing/index.ts';
 import { ONE_EXCHANGE_MAX_BYTES } from '../src/thread-group/store-backend/all-reduce.ts';
-import { chunksOf, pipelineOptions } from '../src/thread-group/store-backend/all-reduce-pipelined.ts';
+import { chunksOf } from '../src/thread-group/store-backend/all-reduce-pipelined.ts';
+import { pipelineOptions } from '../src/thread-group/store-backend/reduce-scatter-pipelined.ts';
 import type { ThreadGroup } from '../src/thread-group/thread-group.ts';
 import { groupOnNodes, type NodeCounts } from './fixtures/node-store.ts';
 

@@ -183,6 +183,23 @@ describe('values', () => {
     await a.srcWaitUntilGetFinished('last');
   });
 
+  it("a small value's finish goes out before its consumer spins in a wait, not after it", async () => {
+    const [a, b] = await job(2, () => ({ spin: true }));
+    await a.srcSet('first', Tensor.fromArray([7], [1], 'int32'), 1, { to: [1] });
+    await b.destGet('first', { from: 0 });
+    await b.destFinishGet('first');
+    const before = b.networkStats().sentBytes;
+    // The wait spins within this call, holding the event loop: the finish, left for the end of the
+    // turn, is written first (a peer spinning for it at the same time would spin out its whole time).
+    const next = b.destGet('next', { from: 0 });
+    expect(b.networkStats().sentBytes).toBeGreaterThan(before);
+    await a.srcWaitUntilGetFinished('first');
+    await a.srcSet('next', Tensor.fromArray([8], [1], 'int32'), 1, { to: [1] });
+    expect((await next).toArray()).toEqual([8]);
+    await b.destFinishGet('next');
+    await a.srcWaitUntilGetFinished('next');
+  });
+
   it('keep their order with many in flight, each key finding its own value', async () => {
     const [a, b] = await job(2);
     const n = 300;

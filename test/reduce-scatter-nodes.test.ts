@@ -8,9 +8,10 @@
  * exact for any output shape.
  */
 import { expect } from 'vitest';
-import { type RankContext, Tensor } from '../src/index.ts';
+import { Tensor } from '../src/index.ts';
 import { rankTest } from '../src/testing/index.ts';
 import { groupOnNodes } from './fixtures/node-store.ts';
+import { expectReduced, inputOf } from './fixtures/reduce-scatter-checks.ts';
 
 /** Six ranks on three nodes of 2, 3 and 1 ranks. */
 const NODE_OF = ['a', 'a', 'b', 'b', 'b', 'c'];
@@ -20,28 +21,6 @@ const NODE_OF = ['a', 'a', 'b', 'b', 'b', 'c'];
  * 5, 3 for 1; node c: 5 for all five).
  */
 const PARTIALS_SENT = [3, 1, 2, 1, 0, 5];
-const inputValue = (rank: number, i: number) => ((rank * 5 + i * 7) % 13) - 6;
-type Op = 'sum' | 'max' | 'avg';
-
-function expectReduced(ctx: RankContext, output: Tensor, op: Op, what: string): void {
-  const count = output.numel;
-  const got = output.toArray() as number[];
-  const wrong = got.findIndex((v, j) => {
-    const all = Array.from({ length: ctx.worldSize }, (_, r) => inputValue(r, ctx.rank * count + j));
-    const sum = all.reduce((a, b) => a + b, 0);
-    const want = op === 'max' ? Math.max(...all) : op === 'avg' ? sum / ctx.worldSize : sum;
-    return Math.abs(v - want) > 1e-5;
-  });
-  expect(wrong, `${what}: element ${wrong}`).toBe(-1);
-}
-
-function inputOf(ctx: RankContext, count: number): Tensor {
-  return Tensor.fromArray(
-    Array.from({ length: ctx.worldSize * count }, (_, i) => inputValue(ctx.rank, i)),
-    [ctx.worldSize * count],
-    'float32',
-  );
-}
 
 rankTest(
   'reduceScatterTensor: exact for any shape; one slice per peer off the node, or one partial per slice owner and node',

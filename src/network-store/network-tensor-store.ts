@@ -559,6 +559,7 @@ export class NetworkTensorStore implements TensorStore {
     if (found !== undefined || timeoutMs === 0 || !this.#spin.pays()) return found;
     const conns = peers().filter((conn) => conn.readsWaiting);
     if (conns.length === 0) return undefined;
+    for (const { conn } of this.#links.values()) conn.flushDeferred();
     this.#spin.spin(
       () => {
         for (const conn of conns) if (conn.readWaiting()) found ??= look();

@@ -302,9 +302,19 @@ export class PeerConnection {
     this.#flushing = true;
     setImmediate(() => {
       this.#flushing = false;
-      const frames = this.#takeDeferred();
-      if (frames && !this.#failure) this.#put(frames);
+      this.flushDeferred();
     });
+  }
+
+  /**
+   * Writes the deferred finishes now: before this rank spins waiting for a
+   * peer, which holds its event loop, so the turn's end that they wait for
+   * would come only after the spin. A peer spinning for one of them the while
+   * would spin out its whole time, on every call.
+   */
+  flushDeferred(): void {
+    const frames = this.#takeDeferred();
+    if (frames && !this.#failure) this.#put(frames);
   }
 
   sendStatus(row: Uint8Array): void {

@@ -19,11 +19,10 @@ import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import { Tensor } from '../../tensor/tensor.ts';
 import { allReducePipelined } from './all-reduce-pipelined.ts';
 import { type Exchange, landOrCopy } from './exchange.ts';
+import { worthPipelining } from './reduce-scatter-pipelined.ts';
 import { copyElements, elements, reduceInto, sliceRange } from './slices.ts';
 
 export const ONE_EXCHANGE_MAX_BYTES = 64 << 10;
-/** From this size on the pipelined rounds overlap enough to pay for their extra exchange. */
-const PIPELINED_MIN_BYTES = 2 << 20;
 
 export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Promise<void> {
   if (x.size === 1) {
@@ -31,8 +30,7 @@ export async function allReduce(x: Exchange, tensor: Tensor, op: ReduceOp): Prom
     return;
   }
   if (tensor.nbytes <= ONE_EXCHANGE_MAX_BYTES) await allReduceOneExchange(x, tensor, op);
-  else if (tensor.device === 'cpu' && x.landsInPlace && tensor.nbytes >= PIPELINED_MIN_BYTES)
-    await allReducePipelined(x, tensor, op);
+  else if (worthPipelining(x, tensor, tensor.nbytes)) await allReducePipelined(x, tensor, op);
   else await allReduceScatterGather(x, tensor, op);
 }
 

@@ -41,6 +41,7 @@ import {
 import { premultiplied } from './premul-sum.ts';
 import { reduceAcrossNodes } from './reduce-nodes.ts';
 import { reduceScatterAcrossNodes } from './reduce-scatter-nodes.ts';
+import { reduceScatterPipelined, worthPipelining } from './reduce-scatter-pipelined.ts';
 import { broadcast, broadcastCompared, gather, reduce, scatter } from './rooted.ts';
 import { copyElements, slicesLike } from './slices.ts';
 import { StoreP2P } from './store-p2p.ts';
@@ -220,6 +221,8 @@ export class StoreBackend extends Backend {
       // compared above: not every pair of ranks exchanges a value there).
       const nodes = this.#nodes(x);
       if (reducesInTwoLevels(nodes, output, o)) return reduceScatterAcrossNodes(x, output, parts, o, nodes);
+      if (worthPipelining(x, output, output.nbytes * x.size))
+        return reduceScatterPipelined(x, output, parts, o);
       return reduceScatter(x, output, parts, o);
     });
   }
@@ -231,6 +234,12 @@ export class StoreBackend extends Backend {
       if (reducesInTwoLevels(nodes, output, o)) {
         await x.compareCalls();
         return reduceScatterAcrossNodes(x, output, slicesLike(whole, output, x.size), o, nodes);
+      }
+      // A large input where the store copies values goes to each peer its slice alone, in chunks, so that
+      // copying and reducing overlap; every value goes to one peer, so the calls are compared first.
+      if (worthPipelining(x, output, whole.nbytes)) {
+        await x.compareCalls();
+        return reduceScatterPipelined(x, output, slicesLike(whole, output, x.size), o);
       }
       // Across nodes each peer is sent its slice alone: the network carries a value whole, and the whole
       // input to every peer was n times the bytes. Within a node, peers read their slices of the one value
