@@ -143,15 +143,18 @@ function probeIters(bytes: number): number {
 
 /**
  * Small sizes need thousands of calls before V8 has optimized the whole call
- * path; timing them cold measured the interpreter. Rank 0 decides when to
- * stop (by time) so every rank runs the same number of collectives.
+ * path; timing them cold measured the interpreter. Large ones need a few
+ * dozen between processes before the store's memory for them has settled
+ * (a 64 MiB allReduce took 42 ms a call after 3 calls, 15 after 30). Rank 0
+ * decides when to stop (by time) so every rank runs the same number of
+ * collectives.
  */
 async function warmUp(g: ThreadGroup, step: () => PromiseLike<unknown>, bytes: number): Promise<void> {
   const chunk = probeIters(bytes);
   const started = performance.now();
   for (let done = chunk; ; done += chunk) {
     for (let i = 0; i < chunk; i++) await step();
-    const more = bytes <= 64 << 10 && done < WARMUP_MAX_ITERS && performance.now() - started < WARMUP_MS;
+    const more = done < WARMUP_MAX_ITERS && performance.now() - started < WARMUP_MS;
     if ((await fromRank0(g, more ? 1 : 0)) === 0) return;
   }
 }
