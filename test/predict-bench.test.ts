@@ -32,9 +32,13 @@ describe('predict bench', () => {
       expect.stringMatching(/^# goal: median \|error\| <= 20% from 1 MiB: .* not judged with --quick$/),
     );
     expect(cost.rows.map((r) => r.backend)).toEqual(['threads', 'processes']);
-    for (const row of cost.rows)
+    for (const row of cost.rows) {
       for (const ms of [row.plainColdMs, row.predictColdMs, row.plainWarmMs, row.predictWarmMs])
         expect(ms).toBeGreaterThan(0);
+      // One pair with --quick: the median of its ratio is its ratio.
+      expect(row.coldOverhead).toBeCloseTo(row.predictColdMs / row.plainColdMs - 1, 9);
+      expect(row.warmOverhead).toBeCloseTo(row.predictWarmMs / row.plainWarmMs - 1, 9);
+    }
     expect(lines.at(-1)).toMatch(
       /^# goal: predict mode adds <= 10% to the job's wall time \(cold\): .* not judged with --quick$/,
     );
