@@ -158,6 +158,12 @@ class ReceiveSession {
   readonly #notes = new Map<number, PayloadNote>();
   /** Relays that handed this rank a bucket in their node memory: they wait for its acknowledgements. */
   readonly #slotRelays = new Set<number>();
+  /**
+   * Per source, its header-tag receives posted and not yet settled, in posting order, and the first
+   * failure one met: a relay's failed stream end goes to the first posted (#brokenByRelay).
+   */
+  readonly #headerTagWaits = new Map<number, Promise<unknown>[]>();
+  readonly #headerTagFailures = new Map<number, unknown>();
   /** Delta mode: what this receiver holds, per sender (BucketReceiver), and each sender's sync number here. */
   readonly #holds: Map<number, number>;
   readonly #syncs = new Map<number, number>();
@@ -249,7 +255,9 @@ class ReceiveSession {
         index === 0 ? null : this.#header(index - 1),
         index >= this.#config.phase ? this.#payload(index - this.#config.phase) : null,
       ]).then(([previous]) =>
-        previous === undefined || previous?.last ? undefined : this.#takeHeader(index),
+        previous === undefined || previous?.last
+          ? undefined
+          : this.#headerTagWait(this.#source(this.#sender(index)), this.#takeHeader(index)),
       ),
     );
     return this.#headers[index];
@@ -340,7 +348,10 @@ class ReceiveSession {
     const { tags, timeoutMs, lend } = this.#config;
     const sender = this.#sender(index);
     const source = this.#source(sender);
-    const receiving = recvRecord(this.#group, lend, source, { tag: tags.header, timeoutMs });
+    const receiving = this.#headerTagWait(
+      source,
+      recvRecord(this.#group, lend, source, { tag: tags.header, timeoutMs }),
+    );
     const received = await this.#fromRelay(`bucket ${index}`, sender, receiving).catch((error: unknown) => {
       // The one mismatch a record can meet: a message of the other kind, lent where packed was due or back.
       if (!(error instanceof CollectiveMismatchError)) throw error;
@@ -374,16 +385,37 @@ class ReceiveSession {
    */
   async #brokenByRelay(error: unknown, sender: number): Promise<never> {
     if (!(error instanceof Error && error.cause instanceof CollectiveMismatchError)) throw error;
+    const source = this.#source(sender);
+    // A header or note receive posted ahead (phase > 1) takes the stream end, and fails naming the relay.
+    for (let wait = this.#headerTagWaits.get(source)?.[0]; wait; wait = this.#headerTagWaits.get(source)?.[0])
+      await wait.catch(() => {});
+    if (this.#headerTagFailures.has(source)) throw this.#headerTagFailures.get(source);
     const { tags, timeoutMs } = this.#config;
-    const raw = await this.#group.recvObject(this.#source(sender), { tag: tags.header, timeoutMs });
+    const raw = await this.#group.recvObject(source, { tag: tags.header, timeoutMs });
     if (isStreamEnd(raw) && this.#decodeEnd(raw, sender).failed) this.#checkEnd(sender, raw);
     throw error;
+  }
+
+  /** `receive`, a header-tag receive from `source`, listed among its unsettled ones until it settles. */
+  #headerTagWait<T>(source: number, receive: Promise<T>): Promise<T> {
+    const waits = this.#headerTagWaits.get(source) ?? [];
+    this.#headerTagWaits.set(source, waits);
+    waits.push(receive);
+    const settled = () => waits.splice(waits.indexOf(receive), 1);
+    receive.then(settled, (error: unknown) => {
+      if (!this.#headerTagFailures.has(source)) this.#headerTagFailures.set(source, error);
+      settled();
+    });
+    return receive;
   }
 
   /** The relay's note behind a bucket's header: where its payload is. A failed relay's stream end comes in its place. */
   async #payloadNote(index: number, sender: number, relay: number): Promise<PayloadNote> {
     const { tags, timeoutMs } = this.#config;
-    const receiving = this.#group.recvObject(relay, { tag: tags.header, timeoutMs });
+    const receiving = this.#headerTagWait(
+      relay,
+      this.#group.recvObject(relay, { tag: tags.header, timeoutMs }),
+    );
     const raw = await this.#fromRelay(`bucket ${index}`, sender, receiving);
     if (isStreamEnd(raw)) throw this.#endedEarly(index, sender, this.#decodeEnd(raw, sender));
     const note = parsePayloadNote(raw, `relay ${relay}`);
