@@ -11,6 +11,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Script } from 'node:vm';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -19,6 +20,7 @@ import { FlagProbe, rankTieringFlag, tuneRankTiering } from '../src/runtime/v8-t
 import { PACKAGE_ROOT } from './fixtures/root-importer.ts';
 
 const exec = promisify(execFile);
+const TIERING_MODULE = fileURLToPath(new URL('../src/runtime/v8-tiering.ts', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'tensorcomm-tiering-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 /** Whether ranks change V8's flags on this Node at all. */
@@ -47,6 +49,23 @@ describe('rank tiering', () => {
     expect(probe.matches()).toBe(!tunes);
     expect(probe.restore()).toBe(true);
     expect(probe.matches()).toBe(true);
+  });
+
+  it("a probe that finds another of the program's flags changed says it cannot give them back, and V8 prints nothing", async () => {
+    const driver = join(scratch, 'restore-driver.mts');
+    writeFileSync(
+      driver,
+      `import { setFlagsFromString } from 'node:v8';
+import { FlagProbe } from ${JSON.stringify(TIERING_MODULE)};
+const probe = new FlagProbe();
+setFlagsFromString('--expose-gc');
+console.log(JSON.stringify({ matches: probe.matches(), restored: probe.restore() }));
+`,
+    );
+    const { stdout, stderr } = await exec(process.execPath, ['--import', 'tsx', driver]);
+    // --expose-gc is not the tiering flag: no starting count gives V8 the probe's flags back.
+    expect(JSON.parse(stdout)).toEqual({ matches: false, restored: false });
+    expect(stderr).toBe('');
   });
 
   it("a job's ranks run under the tiering flag, and V8 has its own flags again once the job ended", async () => {

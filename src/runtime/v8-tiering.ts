@@ -41,12 +41,14 @@ const FIRST_V8_WITH_MAGLEV = 13;
  */
 const STARTING_COUNTS = [16_000, 10_000, 3_000];
 
+const hasMaglev = (v8Version: string) => Number.parseInt(v8Version, 10) >= FIRST_V8_WITH_MAGLEV;
+
 /** The flag a rank sets for its process, or undefined where it leaves V8's tiering as it is. */
 export function rankTieringFlag(
   v8Version = process.versions.v8,
   userFlags = `${process.execArgv.join(' ')} ${process.env.NODE_OPTIONS ?? ''}`,
 ): string | undefined {
-  if (Number.parseInt(v8Version, 10) < FIRST_V8_WITH_MAGLEV) return undefined;
+  if (!hasMaglev(v8Version)) return undefined;
   if (userFlags.includes(FLAG) || userFlags.includes(FLAG.replaceAll('-', '_'))) return undefined;
   return `--${FLAG}=${CALLS_BEFORE_TURBOFAN}`;
 }
@@ -77,12 +79,17 @@ export class FlagProbe {
     return new Script(this.#text(), { cachedData: this.#cache }).cachedDataRejected !== true;
   }
 
-  /** Gives V8 the probe's flags back, where a starting count does; false where none does. */
+  /**
+   * Gives V8 the probe's flags back, where a starting count does; false where none does, and at once
+   * where V8 has no Maglev (the ranks never set the flag there, and V8 before 13 prints an error to
+   * stderr for a flag it does not know).
+   */
   restore(): boolean {
     if (this.matches()) return true;
     if (this.#restore === undefined) {
       this.#restore = null;
-      for (const count of STARTING_COUNTS) {
+      const counts = hasMaglev(process.versions.v8) ? STARTING_COUNTS : [];
+      for (const count of counts) {
         setFlagsFromString(`--${FLAG}=${count}`);
         if (this.matches()) {
           this.#restore = `--${FLAG}=${count}`;
