@@ -109,8 +109,8 @@ export function resolveOptions(group: unknown, options: unknown): WeightSyncConf
       `${WHERE}: bucketBytes must be a positive multiple of ${PAYLOAD_ALIGN} up to ${MAX_BUCKET_BYTES}, got ${String(bucketBytes)}`,
     );
   }
-  // One bucket in flight a sender left the wire idle between buckets, for the receiver to ask for the
-  // next: one sender to one receiver on another node took 2.8x a plain TCP copy, 1.0-1.2x with two.
+  // With one bucket in flight per sender the wire idles between buckets while the receiver asks for the
+  // next; with two, the next goes out while one is on the wire.
   const phase = o.phase ?? 2 * senders.length;
   if (!Number.isSafeInteger(phase) || phase <= 0)
     throw new RangeError(`${WHERE}: phase must be a positive integer, got ${String(phase)}`);

@@ -159,8 +159,9 @@ class ReceiveSession {
   /** Relays that handed this rank a bucket in their node memory: they wait for its acknowledgements. */
   readonly #slotRelays = new Set<number>();
   /**
-   * Per source, its header-tag receives posted and not yet settled, in posting order, and the first
-   * failure one met: a relay's failed stream end goes to the first posted (#brokenByRelay).
+   * Per source, its header takes (the header's receive, and the relay's note behind it) begun and not yet
+   * settled, and the first failure one met: a relay's failed stream end goes to the first posted
+   * (#brokenByRelay).
    */
   readonly #headerTagWaits = new Map<number, Promise<unknown>[]>();
   readonly #headerTagFailures = new Map<number, unknown>();
@@ -348,10 +349,7 @@ class ReceiveSession {
     const { tags, timeoutMs, lend } = this.#config;
     const sender = this.#sender(index);
     const source = this.#source(sender);
-    const receiving = this.#headerTagWait(
-      source,
-      recvRecord(this.#group, lend, source, { tag: tags.header, timeoutMs }),
-    );
+    const receiving = recvRecord(this.#group, lend, source, { tag: tags.header, timeoutMs });
     const received = await this.#fromRelay(`bucket ${index}`, sender, receiving).catch((error: unknown) => {
       // The one mismatch a record can meet: a message of the other kind, lent where packed was due or back.
       if (!(error instanceof CollectiveMismatchError)) throw error;
@@ -396,7 +394,7 @@ class ReceiveSession {
     throw error;
   }
 
-  /** `receive`, a header-tag receive from `source`, listed among its unsettled ones until it settles. */
+  /** `receive`, the take of a header from `source`, listed among its unsettled ones until it settles. */
   #headerTagWait<T>(source: number, receive: Promise<T>): Promise<T> {
     const waits = this.#headerTagWaits.get(source) ?? [];
     this.#headerTagWaits.set(source, waits);
@@ -412,10 +410,7 @@ class ReceiveSession {
   /** The relay's note behind a bucket's header: where its payload is. A failed relay's stream end comes in its place. */
   async #payloadNote(index: number, sender: number, relay: number): Promise<PayloadNote> {
     const { tags, timeoutMs } = this.#config;
-    const receiving = this.#headerTagWait(
-      relay,
-      this.#group.recvObject(relay, { tag: tags.header, timeoutMs }),
-    );
+    const receiving = this.#group.recvObject(relay, { tag: tags.header, timeoutMs });
     const raw = await this.#fromRelay(`bucket ${index}`, sender, receiving);
     if (isStreamEnd(raw)) throw this.#endedEarly(index, sender, this.#decodeEnd(raw, sender));
     const note = parsePayloadNote(raw, `relay ${relay}`);

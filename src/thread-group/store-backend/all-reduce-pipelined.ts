@@ -72,7 +72,7 @@ export async function allReducePipelined(
   // chain (gathering beside reducing) stalled both, each spinning in one for what the other would send.
   // Chunk c-1 is gathered after chunk c is reduced, so the peers have had that time to send it.
   // Peers read only their own slices of this tensor: ours can hold the result.
-  const reduced = await reduceScatterChunks(
+  await reduceScatterChunks(
     x,
     { parts: slices, result: slices[x.rank] },
     op,
@@ -82,7 +82,7 @@ export async function allReducePipelined(
       if (c > 0) await gather(c - 1);
     },
   );
-  const most = Math.max(...reduced);
+  const most = Math.max(...chunks.map((c) => c.length));
   for (let c = Math.max(0, chunks[x.rank].length - 1); c < most; c++) await gather(c);
   for (let c = 0; c < chunks[x.rank].length; c++) await x.consumed(onwardPhase(c));
 }
