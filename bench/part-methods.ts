@@ -36,7 +36,7 @@ export const PART_METHODS: PartMethods = {
   'across nodes':
     'Two "nodes" over loopback TCP (processes with distinct node ids), 2 × 1 and 2 × 2 ranks, beside gloo and Open MPI over TCP with as many processes; rounds of the three interleaved, medians of the rounds.',
   'weight sync across nodes':
-    'A trainer alone on node 0 syncs the model to 1, 2 and 3 rollouts on node 1 over loopback TCP, each rollout loading it into its own model (`receive({ into })`, and beside it `borrow` + `copy_`), beside a plain TCP copy of the same bytes between the nodes; modes interleaved round by round, medians of the rounds.',
+    'A trainer alone on node 0 syncs the model to 1, 2 and 3 rollouts on node 1 over loopback TCP, each rollout loading it into its own model (`receive({ into })`, and beside it `borrow` + `copy_`), beside a plain TCP copy of the same bytes between the nodes; modes interleaved round by round, medians of the rounds. Beside each time, the CPU time the four processes spent on the sync, and that spread over the cores: the least wall time that work can take on this machine.',
   'prediction against measured runs':
     'The alpha-beta model calibrated on this machine from two sizes (2 processes, and 2 "nodes" over loopback), then other sizes and collectives timed and printed beside their prediction: median and p95 of the error from 1 MiB.',
   'predict mode cost':

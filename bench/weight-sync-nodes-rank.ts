@@ -8,7 +8,9 @@
  * plain TCP copy of the same bytes from rank 0 to rank 1 (node:net, one
  * socket, read straight into the receiver's tensors): what crossing once
  * costs here. Every figure is the median over interleaved rounds, each from a
- * barrier to a barrier on all ranks. Rank 0 prints them as one JSON line.
+ * barrier to a barrier on all ranks, beside the CPU time the four processes
+ * spent on the sync (each from the first barrier to its own end of the
+ * sync, all its threads). Rank 0 prints them as one JSON line.
  */
 import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
@@ -131,6 +133,8 @@ const socket = await tcpPair();
 // Round after round, every mode once a round: on a shared machine the load changes from one minute to
 // the next, and interleaved rounds give every mode the same mix of it. Round 0 warms up, untimed.
 const times = new Map<NodesMode, number[]>(NODES_MODES.map((m) => [m, []]));
+/** This process's CPU milliseconds on each timed round of each mode. */
+const cpuTimes = new Map<NodesMode, number[]>(NODES_MODES.map((m) => [m, []]));
 const exact = new Map<NodesMode, boolean>(NODES_MODES.map((m) => [m, true]));
 for (let round = 0; round <= args.reps; round++) {
   for (const mode of NODES_MODES) {
@@ -140,16 +144,26 @@ for (let round = 0; round <= args.reps; round++) {
     if (rank !== 0) for (const [, t] of model) t.bytes().fill(0);
     await world.barrier();
     const started = performance.now();
+    const cpuStarted = process.cpuUsage();
     await (mode === 'tcp copy' ? tcpCopy(socket) : sync(engines[receivers - 1], loading));
+    const cpu = process.cpuUsage(cpuStarted);
     await world.barrier();
-    if (round > 0) times.get(mode)!.push(performance.now() - started);
+    if (round > 0) {
+      times.get(mode)!.push(performance.now() - started);
+      cpuTimes.get(mode)!.push((cpu.user + cpu.system) / 1000);
+    }
     if (rank > 0 && rank <= receivers && !holdsTrainerModel()) exact.set(mode, false);
   }
 }
 const everyRank = (await world.allGatherObject([...exact.values()])) as boolean[][];
+/** By rank, mode and round: the CPU each process spent. */
+const everyCpu = (await world.allGatherObject(NODES_MODES.map((m) => cpuTimes.get(m)!))) as number[][][];
 const samples: NodesSample[] = NODES_MODES.map((mode, m) => ({
   mode,
   ms: median(times.get(mode)!),
+  cpuMs: median(
+    times.get(mode)!.map((_, round) => everyCpu.reduce((sum, byMode) => sum + byMode[m][round], 0)),
+  ),
   exact: everyRank.every((flags) => flags[m]),
 }));
 socket?.destroy();

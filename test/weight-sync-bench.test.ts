@@ -1,4 +1,5 @@
 /** Smoke test of the weight-sync bench (--quick): it runs, every mode delivers exact weights in threads and in processes, the tables are whole. No timing is asserted. */
+import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { runWeightSyncBench } from '../bench/weight-sync.ts';
 import { NODES_MODES, runWeightSyncNodesBench } from '../bench/weight-sync-nodes.ts';
@@ -30,7 +31,12 @@ describe('weight-sync bench', () => {
     for (const row of report.rows) {
       expect(row.exact, row.mode).toBe(true);
       expect(row.ms).toBeGreaterThan(0);
+      expect(row.cpuMs, row.mode).toBeGreaterThan(0);
+      expect(row.cpuOverCoresMs).toBeCloseTo(row.cpuMs / availableParallelism(), 9);
     }
+    const threeRollouts = report.rows.find((r) => r.mode === 'into R=3')!;
+    const oneRollout = report.rows.find((r) => r.mode === 'into R=1')!;
+    expect(report.goals.threeCpuOverOne).toBeCloseTo(threeRollouts.cpuOverCoresMs / oneRollout.ms, 9);
     for (const mode of ['into R=1', 'copy_ R=1'])
       expect(report.rows.find((r) => r.mode === mode)!.vsOne).toBe(1);
     expect(report.rows.find((r) => r.mode === 'tcp copy')!.vsTcp).toBe(1);
