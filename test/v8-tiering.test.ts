@@ -5,7 +5,7 @@
  * (src/runtime/v8-tiering.ts); a flag the user gave stays. Rank threads start
  * and load under V8's own flags, under which Node's caches of its built-in
  * modules were made, and the launcher gives V8 those flags back once its jobs
- * have ended.
+ * have ended. Process ranks keep V8's own tiering.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -83,6 +83,31 @@ export default async function main(ctx, cache) {
     const cache = new Script('void 000000000;').createCachedData();
     expect(await spawnThreads(entry, { worldSize: 2, args: new Uint8Array(cache) })).toEqual([tunes, tunes]);
     expect(before.matches()).toBe(true);
+  });
+
+  it("a job's process ranks keep V8's own flags", async () => {
+    const entry = join(scratch, 'process-flags.mjs');
+    // A code cache made by the launcher's process under V8's own flags, tried in each rank past the start-up barrier.
+    writeFileSync(
+      entry,
+      `import { Script } from 'node:vm';
+export default async function main(ctx, cache) {
+  await ctx.world.barrier();
+  return new Script('void 999999999;', { cachedData: Buffer.from(cache) }).cachedDataRejected === true;
+}`,
+    );
+    // A launcher of its own: this test process's flags are the rank threads' of the tests before, for a while.
+    const driver = join(scratch, 'process-flags-driver.mts');
+    writeFileSync(
+      driver,
+      `import { Script } from 'node:vm';
+import { launchProcesses } from ${JSON.stringify(PACKAGE_ROOT)};
+const cache = new Script('void 000000000;').createCachedData();
+console.log(JSON.stringify(await launchProcesses(${JSON.stringify(entry)}, { nproc: 2, args: Array.from(cache) })));
+`,
+    );
+    const { stdout } = await exec(process.execPath, ['--import', 'tsx', driver], { timeout: 60_000 });
+    expect(JSON.parse(stdout)).toEqual([false, false]);
   });
 
   it("rank threads take Node's code caches of its built-in modules, made under V8's own flags", async () => {

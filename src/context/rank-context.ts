@@ -5,6 +5,7 @@
  */
 
 import { availableParallelism } from 'node:os';
+import { isMainThread } from 'node:worker_threads';
 import { releaseDeviceMemory } from '../cuda/device-memory.ts';
 import { RankMonitor, rankMonitor, setRankMonitor } from '../debug/monitor.ts';
 import { resolveDebugOptions } from '../debug/options.ts';
@@ -308,8 +309,9 @@ export async function buildRankContext(
   const startup = makeGroup('s', all, 'startup', Math.max(options.collectiveTimeoutMs, STARTUP_TIMEOUT_MS));
   await startup.barrier();
   // Past it every rank has started and loaded the library, under V8's own flags where its launcher kept
-  // them (rank threads; runtime/v8-tiering.ts): the job's calls, which the tiering flag is for, begin here.
-  tuneRankTiering();
+  // them: the job's calls begin here. A rank thread turns tiering on for them; a process rank keeps V8's
+  // own (runtime/v8-tiering.ts).
+  if (!isMainThread) tuneRankTiering();
   startup.destroy();
 
   const built: Array<() => void | Promise<void>> = [];

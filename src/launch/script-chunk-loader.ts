@@ -16,10 +16,10 @@ import { createRequire, Module } from 'node:module';
 import { dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Script } from 'node:vm';
-import { isMainThread, threadId } from 'node:worker_threads';
+import { threadId } from 'node:worker_threads';
 import { debugLog } from '../runtime/debug-log.ts';
 import { IMPORTER, type Importer } from '../runtime/import-module.ts';
-import { FlagProbe, tuneRankTiering, underFlagsOf } from '../runtime/v8-tiering.ts';
+import { FlagProbe, underFlagsOf } from '../runtime/v8-tiering.ts';
 import { CODE_CACHES, type CodeCaches } from './code-caches.ts';
 
 /** The module wrapper: a chunk's text becomes the body of this function, strict as the module it was. */
@@ -172,11 +172,9 @@ function runScript(
   module: ChunkModule,
   require: (specifier: string) => unknown,
 ): void {
-  // V8 takes a code cache only under the flags it was made with: a process rank sets its tiering flag
-  // before its first chunk compiles and keeps it, so its caches are made and taken under it. A rank
-  // thread loads its chunks under V8's own flags, which its launcher keeps while threads start, and
-  // turns tiering on past the job's start-up barrier (runtime/v8-tiering.ts).
-  if (isMainThread) tuneRankTiering();
+  // V8 takes a code cache only under the flags it was made with: a rank loads its chunks under V8's own
+  // flags (a rank thread's launcher keeps them while threads start), and only a rank thread turns tiering
+  // on, past the job's start-up barrier (runtime/v8-tiering.ts).
   const cachedData = readCache(files.cache);
   const script = new Script(`${WRAPPER_HEAD}${readFileSync(files.script, 'utf8')}${WRAPPER_TAIL}`, {
     // Stack frames name the file whose lines they give: the script, not its stand-in.

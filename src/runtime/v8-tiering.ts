@@ -22,9 +22,18 @@
  * (rank-context.ts), where its calls begin; once no job of the launcher
  * runs, V8 gets its own flags back (rankThreadsStarting). The code caches of
  * the library's chunks a rank thread loaded before are written under V8's
- * own flags too (script-chunk-loader.ts). A process rank sets the flag before
- * its first chunk compiles and keeps it: its caches are made and taken under
- * it.
+ * own flags too (script-chunk-loader.ts).
+ *
+ * A process rank keeps V8's own tiering. There the flag cost a fresh job's
+ * small calls far more than it saved later: it brought the call path's
+ * TurboFan compiles into a short job's first calls, on a core the process
+ * needs to make them (where its node's ranks fill the cores, it compiles on
+ * its own thread: launch/rank-v8-flags.ts). Between 2 processes on 2 cores,
+ * the mean of a fresh job's first 3,000 4 B round trips was 42-44 µs with it
+ * and 14-16 without (Node 24 and 26), and of 3,000 4 B allReduces between 2
+ * nodes 195-233 µs against 82-105 (Node 26); over 30,000 round trips the
+ * total came out the same, the later tier-ups (blocks of 10-28 µs around
+ * 16,000 calls into a function) being the price.
  */
 import { setFlagsFromString } from 'node:v8';
 import { Script } from 'node:vm';
