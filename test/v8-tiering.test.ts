@@ -23,6 +23,19 @@ const exec = promisify(execFile);
 const TIERING_MODULE = fileURLToPath(new URL('../src/runtime/v8-tiering.ts', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'tensorcomm-tiering-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+/**
+ * A rank entry that says, past its job's start-up barrier, whether V8 refuses the code cache it is given:
+ * V8 takes one only under the flags it was made with.
+ */
+const CACHE_REFUSED = join(scratch, 'cache-refused.mjs');
+writeFileSync(
+  CACHE_REFUSED,
+  `import { Script } from 'node:vm';
+export default async function main(ctx, cache) {
+  await ctx.world.barrier();
+  return new Script('void 999999999;', { cachedData: Buffer.from(cache) }).cachedDataRejected === true;
+}`,
+);
 /** Whether ranks change V8's flags on this Node at all. */
 const tunes = rankTieringFlag() !== undefined;
 
@@ -70,40 +83,25 @@ console.log(JSON.stringify({ matches: probe.matches(), restored: probe.restore()
 
   it("a job's ranks run under the tiering flag, and V8 has its own flags again once the job ended", async () => {
     const before = new FlagProbe();
-    const entry = join(scratch, 'flags.mjs');
-    // A code cache made here before the job, tried in a rank: V8 takes it only under the flags it was made with.
-    writeFileSync(
-      entry,
-      `import { Script } from 'node:vm';
-export default async function main(ctx, cache) {
-  await ctx.world.barrier();
-  return new Script('void 999999999;', { cachedData: Buffer.from(cache) }).cachedDataRejected === true;
-}`,
-    );
+    // A code cache made here before the job.
     const cache = new Script('void 000000000;').createCachedData();
-    expect(await spawnThreads(entry, { worldSize: 2, args: new Uint8Array(cache) })).toEqual([tunes, tunes]);
+    expect(await spawnThreads(CACHE_REFUSED, { worldSize: 2, args: new Uint8Array(cache) })).toEqual([
+      tunes,
+      tunes,
+    ]);
     expect(before.matches()).toBe(true);
   });
 
   it("a job's process ranks keep V8's own flags", async () => {
-    const entry = join(scratch, 'process-flags.mjs');
-    // A code cache made by the launcher's process under V8's own flags, tried in each rank past the start-up barrier.
-    writeFileSync(
-      entry,
-      `import { Script } from 'node:vm';
-export default async function main(ctx, cache) {
-  await ctx.world.barrier();
-  return new Script('void 999999999;', { cachedData: Buffer.from(cache) }).cachedDataRejected === true;
-}`,
-    );
-    // A launcher of its own: this test process's flags are the rank threads' of the tests before, for a while.
+    // A code cache made by the launcher's process under V8's own flags: a launcher of its own, since this
+    // test process's flags are for a while those the rank threads of the tests before set.
     const driver = join(scratch, 'process-flags-driver.mts');
     writeFileSync(
       driver,
       `import { Script } from 'node:vm';
 import { launchProcesses } from ${JSON.stringify(PACKAGE_ROOT)};
 const cache = new Script('void 000000000;').createCachedData();
-console.log(JSON.stringify(await launchProcesses(${JSON.stringify(entry)}, { nproc: 2, args: Array.from(cache) })));
+console.log(JSON.stringify(await launchProcesses(${JSON.stringify(CACHE_REFUSED)}, { nproc: 2, args: Array.from(cache) })));
 `,
     );
     const { stdout } = await exec(process.execPath, ['--import', 'tsx', driver], { timeout: 60_000 });
