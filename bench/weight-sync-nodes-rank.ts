@@ -162,7 +162,7 @@ const samples: NodesSample[] = NODES_MODES.map((mode, m) => ({
   mode,
   ms: median(times.get(mode)!),
   cpuMs: median(
-    times.get(mode)!.map((_, round) => everyCpu.reduce((sum, byMode) => sum + byMode[m][round], 0)),
+    everyCpu[0][m].map((_, round) => everyCpu.reduce((sum, byMode) => sum + byMode[m][round], 0)),
   ),
   exact: everyRank.every((flags) => flags[m]),
 }));

@@ -12,8 +12,8 @@
  * and ≤ 1.2× the TCP copy: the relay on node 1 takes the model from the
  * network once and hands it on. Beside each time, the CPU time the four
  * processes spent on it, and that spread over the machine's cores: the
- * least wall time the work can take here, which says whether a goal missed
- * on a machine of few cores is the code's or the machine's.
+ * least wall time that work can take here, which says how much of a goal
+ * missed on a machine of few cores the cores alone account for.
  */
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -78,7 +78,7 @@ export interface WeightSyncNodesReport {
     threeOverOne: number;
     threeOverTcp: number;
     met: boolean;
-    /** R=3's CPU time over this machine's cores, over R=1's time: above 1.3 the first goal is out of reach here. */
+    /** R=3's CPU time over this machine's cores, over R=1's time: above 1.3 the first goal needs a sync that spends less CPU. */
     threeCpuOverOne: number;
   };
 }
