@@ -1,22 +1,16 @@
 /**
  * The shared-region path of small allReduces (src/thread-group/store-backend/call-region.ts),
- * with every rank of a group simulated in this one thread: one StoreBackend per rank over
- * MemoryTensorStores sharing one job's memory (a region of the job's arena, as thread ranks
- * have), or over FileTensorStores of one job directory (a file of group rank 0's, waits parked
- * on each store's doorbell, as process ranks of one node have); their calls run concurrently as
- * promises (the region's waits are asynchronous, so one thread drives them all). 64 ranks cost
- * milliseconds here, where 64 rank threads cost a minute to start; test/region-threads.test.ts
- * runs the same path between real rank threads, and the processes' conformance suite between
- * rank processes.
- */
+ * with every rank of a group simulated in this one thread (test/fixtures/simulated-group.ts). 64
+ * ranks cost milliseconds here, where 64 rank threads cost a minute to start;
+ * test/region-threads.test.ts runs the same path between real rank threads, and the processes'
+ * conformance suite between rank processes. */
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { FileTensorStore } from '../src/file-store/index.ts';
-import { CommTimeoutError, MemoryTensorStore, Tensor } from '../src/index.ts';
-import type { TensorStore } from '../src/runtime/tensor-store.ts';
+import type { FileTensorStore } from '../src/file-store/index.ts';
+import { CommTimeoutError, type MemoryTensorStore, Tensor } from '../src/index.ts';
 import { setSpinBudget } from '../src/runtime/wait.ts';
 import { DTYPES, type DType, itemSize } from '../src/tensor/dtype.ts';
 import { reduceArrays } from '../src/tensor/reduce-kernels.ts';
@@ -35,56 +29,12 @@ import {
   type CallRegionMemory,
   callRegionMemory,
 } from '../src/thread-group/store-backend/call-region-memory.ts';
-import { StoreBackend } from '../src/thread-group/store-backend/store-backend.ts';
-import { storeJobs } from './fixtures/store-jobs.ts';
+import { simulatedGroups } from './fixtures/simulated-group.ts';
 
-const { newJob, opened } = storeJobs('call-region');
-
-/** Each rank's store of one job: the memory every group shares, or a job directory's files. */
-const KINDS = {
-  'one region of the job arena (thread ranks)': (ranks: number[]): TensorStore[] => {
-    const shared = MemoryTensorStore.createShared();
-    return ranks.map((rank) => new MemoryTensorStore(shared, { rank, timeoutMs: 5_000 }));
-  },
-  "a file of group rank 0's (process ranks of one node)": (ranks: number[]): TensorStore[] => {
-    const dir = newJob();
-    const stores = ranks.map(
-      (rank) => new FileTensorStore({ dir, rank, timeoutMs: 5_000, rings: { ranks } }),
-    );
-    opened.push(...stores);
-    return stores;
-  },
-};
+const { kinds: KINDS, simulatedGroup: simulated } = simulatedGroups('call-region');
 type Kind = keyof typeof KINDS;
 const MEMORY: Kind = 'one region of the job arena (thread ranks)';
-
-function simulatedGroup(size: number, kind: Kind = MEMORY) {
-  // Every simulated rank waits on this one thread: spinning would only hold up the rank it waits for.
-  setSpinBudget(size);
-  const ranks = Array.from({ length: size }, (_, r) => r);
-  const stores = KINDS[kind](ranks);
-  const backends = ranks.map(
-    (rank) => new StoreBackend(stores[rank], { id: 'sim', name: 'sim', rank, size, ranks }),
-  );
-  let seq = 0;
-  return {
-    stores,
-    /** One allReduce on every rank (or the ranks `tensors` has an entry for), as call number `seq`. */
-    allReduce(tensors: Array<Tensor | undefined>, op: ReduceOp | { factor: number }, timeoutMs = 5_000) {
-      const call = seq++;
-      return tensors.map((t, r) => {
-        if (!t) return undefined;
-        const info: CallInfo = {
-          seq: call,
-          signature: `allReduce(${t.describe()}, ${JSON.stringify(op)})`,
-          timeoutMs,
-        };
-        const reduction = typeof op === 'string' ? op : { op: 'premulSum' as const, factor: op.factor };
-        return backends[r].allReduce(info, t, reduction);
-      });
-    },
-  };
-}
+const simulatedGroup = (size: number, kind: Kind = MEMORY) => simulated(size, kind);
 
 /** Rank r's input: small values of every dtype (bool alternates), different per rank and element. */
 function input(dtype: DType, numel: number, rank: number): Tensor {

@@ -34,6 +34,7 @@ describe('timeouts', () => {
     expect(error.message).not.toMatch(INTERNALS);
   });
 
+  // Past what the group's shared region serves (256 KiB between 3 ranks): the keyed store, where a root waits for its readers.
   rankTest(
     'a root names the ranks that did not read its value',
     {
@@ -45,13 +46,26 @@ describe('timeouts', () => {
         await sleep(1_000);
         return;
       }
-      const error = await failure(ctx.world.broadcast(Tensor.ones([4]), { src: 0, timeoutMs: 400 }));
+      const error = await failure(ctx.world.broadcast(Tensor.ones([1 << 18]), { src: 0, timeoutMs: 400 }));
       expect(error.message).toMatch(
-        /^broadcast\(float32\[4\], src=0\) call #0 on group "world": rank 0 timed out after 400 ms waiting for group ranks 1, 2 \(global ranks 1, 2\) to read its value/,
+        /^broadcast\(float32\[262144\], src=0\) call #0 on group "world": rank 0 timed out after 400 ms waiting for group ranks 1, 2 \(global ranks 1, 2\) to read its value/,
       );
       expect(error.message).not.toMatch(INTERNALS);
     },
   );
+
+  // A small one meets in the region, where every rank waits for all to come.
+  rankTest('a root of a small broadcast names the ranks that did not come', { worldSize: 3 }, async (ctx) => {
+    if (ctx.rank !== 0) {
+      await sleep(1_000);
+      return;
+    }
+    const error = await failure(ctx.world.broadcast(Tensor.ones([4]), { src: 0, timeoutMs: 400 }));
+    expect(error.message).toMatch(
+      /^broadcast\(float32\[4\], src=0\) call #0 on group "world": rank 0 timed out after 400 ms waiting for group ranks 1, 2 \(global ranks 1, 2\)\nhang report/,
+    );
+    expect(error.message).not.toMatch(INTERNALS);
+  });
 });
 
 rankTest('managed groups are named by their ranks', { worldSize: 3 }, async (ctx) => {

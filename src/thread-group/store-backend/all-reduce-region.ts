@@ -10,23 +10,37 @@
 import { itemSize } from '../../tensor/dtype.ts';
 import type { ReduceOp } from '../../tensor/reduce-ops.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import { type CallInfo, COMPLETED } from '../backend.ts';
-import { type CallRegion, KIND, OUTCOME } from './call-region.ts';
+import type { CallInfo } from '../backend.ts';
+import type { CallRegion } from './call-region.ts';
+import { meetInRegion, type RegionSteps, type TellKeyed } from './region-call.ts';
 
 /** Whether `tensor` is one `region` serves: on the host, contiguous, within the largest it takes. */
 export function fitsRegion(region: CallRegion, tensor: Tensor): boolean {
   return tensor.device === 'cpu' && tensor.nbytes <= region.maxBytes;
 }
 
-/** Tells the peers that took the keyed store for `call` (they wait there for this rank's fingerprint). */
-export type TellKeyed = (call: CallInfo, peers: number[]) => Promise<void>;
+/** allReduce's steps: the first chunk in, reduced by the last arrival where it is the whole tensor, the result out. */
+const ALL_REDUCE: RegionSteps<Tensor, ReduceOp> = {
+  bring(region, slot, tensor) {
+    region.copyIn(
+      slot,
+      tensor,
+      0,
+      Math.min(tensor.numel, chunkElements(region, tensor)) * itemSize(tensor.dtype),
+    );
+  },
+  // A tensor of chunks has its reduction shared out once every rank knows the verdict.
+  settle(region, slot, tensor, op) {
+    if (tensor.numel <= chunkElements(region, tensor)) region.reduce(slot, op, tensor.dtype, tensor.numel);
+  },
+  take(region, slot, call, tensor, op) {
+    const perChunk = chunkElements(region, tensor);
+    if (tensor.numel > perChunk) return chunks(region, slot, call, tensor, op, perChunk);
+    region.copyResult(slot, tensor, 0, tensor.nbytes);
+  },
+};
 
-/**
- * Runs the call; on a mismatch or a peer's local failure, rejects with that
- * error after `tellKeyed` told the peers that took the keyed store. Where the
- * ranks keep pace, every wait ends within the brief synchronous wait and the
- * call costs no promise of its own.
- */
+/** See region-call.ts: on a mismatch or a peer's local failure, rejects after `tellKeyed` told the keyed peers. */
 export function allReduceInRegion(
   region: CallRegion,
   call: CallInfo,
@@ -34,87 +48,12 @@ export function allReduceInRegion(
   op: ReduceOp,
   tellKeyed: TellKeyed,
 ): Promise<void> {
-  const slot = region.enter(call, KIND.region, call.signature);
-  if (typeof slot !== 'number') return slot.then((s) => reduceInSlot(region, s, call, tensor, op, tellKeyed));
-  return reduceInSlot(region, slot, call, tensor, op, tellKeyed);
-}
-
-function reduceInSlot(
-  region: CallRegion,
-  slot: number,
-  call: CallInfo,
-  tensor: Tensor,
-  op: ReduceOp,
-  tellKeyed: TellKeyed,
-): Promise<void> {
-  let outcome: number | Promise<number>;
-  const perChunk = chunkElements(region, tensor);
-  const firstChunk = Math.min(tensor.numel, perChunk);
-  try {
-    region.copyIn(slot, tensor, 0, firstChunk * itemSize(tensor.dtype));
-    if (region.arrive(slot)) {
-      outcome = region.judge(slot);
-      // A tensor of chunks has its reduction shared out once every rank knows the verdict.
-      if (outcome === OUTCOME.reduced && tensor.numel <= perChunk)
-        region.reduce(slot, op, tensor.dtype, firstChunk);
-      region.announce(slot, call, outcome);
-    } else {
-      outcome = region.outcome(slot, call);
-    }
-  } catch (error) {
-    region.depart(slot);
-    return Promise.reject(error);
-  }
-  if (typeof outcome === 'number') return finish(region, slot, call, tensor, op, outcome, tellKeyed);
-  return outcome.then(
-    (verdict) => finish(region, slot, call, tensor, op, verdict, tellKeyed),
-    (error) => {
-      region.depart(slot);
-      throw error;
-    },
-  );
+  return meetInRegion(region, call, ALL_REDUCE, tensor, op, tellKeyed);
 }
 
 /** Elements of `tensor`'s dtype a record holds: a chunk. */
 function chunkElements(region: CallRegion, tensor: Tensor): number {
   return Math.floor(region.chunkBytes / itemSize(tensor.dtype));
-}
-
-/** Copies the result out (a tensor of chunks: reduces them first), or makes the call's error; leaves the slot either way. */
-function finish(
-  region: CallRegion,
-  slot: number,
-  call: CallInfo,
-  tensor: Tensor,
-  op: ReduceOp,
-  outcome: number,
-  tellKeyed: TellKeyed,
-): Promise<void> {
-  if (outcome === OUTCOME.reduced) {
-    const perChunk = chunkElements(region, tensor);
-    if (tensor.numel > perChunk) {
-      return chunks(region, slot, call, tensor, op, perChunk).finally(() => region.depart(slot));
-    }
-    try {
-      region.copyResult(slot, tensor, 0, tensor.nbytes);
-    } finally {
-      region.depart(slot);
-    }
-    return COMPLETED;
-  }
-  let failure: Error;
-  let keyed: number[];
-  try {
-    failure = region.failure(slot, call, outcome);
-    // Read before leaving: once every rank left, the slot's records belong to a later call.
-    keyed = region.keyedPeers(slot);
-  } finally {
-    region.depart(slot);
-  }
-  if (keyed.length === 0) return Promise.reject(failure);
-  return tellKeyed(call, keyed).then(() => {
-    throw failure;
-  });
 }
 
 /**

@@ -24,10 +24,22 @@ import { allReduce, ONE_EXCHANGE_MAX_BYTES } from './all-reduce.ts';
 import { allReduceAcrossNodes, allReduceAmongNodes, allReduceByRails } from './all-reduce-nodes.ts';
 import { allReduceInRegion, fitsRegion } from './all-reduce-region.ts';
 import { allToAll, splitRows } from './all-to-all.ts';
+import { allToAllSteps } from './all-to-all-region.ts';
 import { broadcastAcrossNodes } from './broadcast-nodes.ts';
 import { CallRegion, regionBytes } from './call-region.ts';
 import { callRegionMemory } from './call-region-memory.ts';
 import { Exchange, FINGERPRINT, runExchange } from './exchange.ts';
+import {
+  allGatherIntoSteps,
+  allGatherSteps,
+  broadcastSteps,
+  fitsRecord,
+  gatherSteps,
+  type Rooted,
+  reduceScatterSteps,
+  type Shares,
+  scatterSteps,
+} from './gather-region.ts';
 import { allGather, allGatherInto, reduceScatter, reduceScatterTensor } from './gather-scatter.ts';
 import { monitoredBarrier, verdictTimeoutMs } from './monitored-barrier.ts';
 import {
@@ -42,6 +54,7 @@ import { premultiplied } from './premul-sum.ts';
 import { reduceAcrossNodes } from './reduce-nodes.ts';
 import { reduceScatterAcrossNodes } from './reduce-scatter-nodes.ts';
 import { reduceScatterPipelined, worthPipelining } from './reduce-scatter-pipelined.ts';
+import { meetInRegion } from './region-call.ts';
 import { broadcast, broadcastCompared, gather, reduce, scatter } from './rooted.ts';
 import { copyElements, slicesLike } from './slices.ts';
 import { StoreP2P } from './store-p2p.ts';
@@ -56,6 +69,15 @@ const BARRIER_TOKEN = Tensor.empty([0], 'uint8');
 /** A barrier in the keyed store: every rank's empty token to every rank. */
 async function keyedBarrier(x: Exchange): Promise<void> {
   await allGatherAny(x, BARRIER_TOKEN);
+}
+
+/** `algorithm` after the calls' fingerprints are compared, where checks are on. */
+function compared(call: CallInfo, algorithm: (x: Exchange) => Promise<void>): (x: Exchange) => Promise<void> {
+  if (call.checks === false) return algorithm;
+  return async (x) => {
+    await x.compareCalls();
+    await algorithm(x);
+  };
 }
 
 export class StoreBackend extends Backend {
@@ -137,11 +159,7 @@ export class StoreBackend extends Backend {
 
   /** A call whose first data exchange is not every-rank-reads-every-rank: the fingerprints go first. */
   #runCompared(call: CallInfo, algorithm: (x: Exchange) => Promise<void>): Promise<void> {
-    if (call.checks === false) return this.#run(call, algorithm);
-    return this.#run(call, async (x) => {
-      await x.compareCalls();
-      await algorithm(x);
-    });
+    return this.#run(call, compared(call, algorithm));
   }
 
   allReduce(call: CallInfo, tensor: Tensor, op: Reduction): Promise<void> {
@@ -175,7 +193,15 @@ export class StoreBackend extends Backend {
     );
   }
 
+  /** The group's region where it serves a call that brings `bytes` to a record, of host `tensors`. */
+  #regionFor(bytes: number, tensors: readonly (Tensor | undefined)[]): CallRegion | undefined {
+    const region = this.#region;
+    return region && fitsRecord(region, bytes, tensors) ? region : undefined;
+  }
+
   broadcast(call: CallInfo, tensor: Tensor, src: number): Promise<void> {
+    const region = this.#regionFor(tensor.nbytes, [tensor]);
+    if (region) return meetInRegion(region, call, broadcastSteps, tensor, src, this.#tellKeyedPeers);
     return this.#run(call, async (x) => {
       // A large tensor for a group spanning nodes crosses the network once per node, not once per rank. Its
       // size and the group are the same on every rank that called alike; one that did not is told at once
@@ -205,14 +231,37 @@ export class StoreBackend extends Backend {
   }
 
   allGather(call: CallInfo, outputs: readonly Tensor[], input: Tensor): Promise<void> {
+    const region = this.#regionFor(input.nbytes, [input, ...outputs]);
+    if (region) return meetInRegion(region, call, allGatherSteps, outputs, input, this.#tellKeyedPeers);
     return this.#run(call, (x) => allGather(x, outputs, input, this.#nodes(x)));
   }
 
   allGatherInto(call: CallInfo, output: Tensor, input: Tensor): Promise<void> {
+    const region = this.#regionFor(input.nbytes, [output, input]);
+    if (region) return meetInRegion(region, call, allGatherIntoSteps, output, input, this.#tellKeyedPeers);
     return this.#run(call, (x) => allGatherInto(x, output, input, this.#nodes(x)));
   }
 
+  /** reduceScatter's shares in the region, premultiplied for a premulSum. */
+  #reduceScatterInRegion(
+    region: CallRegion,
+    call: CallInfo,
+    output: Tensor,
+    inputs: readonly Tensor[] | Tensor,
+    op: Reduction,
+  ): Promise<void> {
+    let shares: Shares = { inputs, op: op as ReduceOp };
+    if (isPremulSum(op)) {
+      const scaled = (t: Tensor) => premultiplied(t, op.factor);
+      shares = { inputs: Array.isArray(inputs) ? inputs.map(scaled) : scaled(inputs as Tensor), op: 'sum' };
+    }
+    return meetInRegion(region, call, reduceScatterSteps, output, shares, this.#tellKeyedPeers);
+  }
+
   reduceScatter(call: CallInfo, output: Tensor, inputs: readonly Tensor[], op: Reduction): Promise<void> {
+    const bytes = inputs.reduce((sum, t) => sum + t.nbytes, 0);
+    const region = this.#regionFor(bytes, [output, ...inputs]);
+    if (region) return this.#reduceScatterInRegion(region, call, output, inputs, op);
     return this.#runCompared(call, (x) => {
       const [parts, o] = isPremulSum(op)
         ? [inputs.map((t) => premultiplied(t, op.factor)), 'sum' as const]
@@ -228,6 +277,8 @@ export class StoreBackend extends Backend {
   }
 
   reduceScatterTensor(call: CallInfo, output: Tensor, input: Tensor, op: Reduction): Promise<void> {
+    const region = this.#regionFor(input.nbytes, [output, input]);
+    if (region) return this.#reduceScatterInRegion(region, call, output, input, op);
     return this.#run(call, async (x) => {
       const [whole, o] = isPremulSum(op) ? [premultiplied(input, op.factor), 'sum' as const] : [input, op];
       const nodes = this.#nodes(x);
@@ -250,7 +301,13 @@ export class StoreBackend extends Backend {
   }
 
   allToAll(call: CallInfo, outputs: readonly Tensor[], inputs: readonly Tensor[]): Promise<void> {
-    return this.#runCompared(call, (x) => allToAll(x, outputs, inputs));
+    const keyed = (x: Exchange) => allToAll(x, outputs, inputs);
+    const region = this.#region;
+    if (!region) return this.#runCompared(call, keyed);
+    // Ranks may bring different amounts: each says whether its pieces fit, and if one's do not, all go
+    // to the keyed store, past the region (their slot is this call's already).
+    const declined = () => runExchange(new Exchange(this.#store, this.#group, call), compared(call, keyed));
+    return meetInRegion(region, call, allToAllSteps, outputs, inputs, this.#tellKeyedPeers, declined);
   }
 
   allToAllSingle(
@@ -260,9 +317,7 @@ export class StoreBackend extends Backend {
     outputSplits: readonly number[],
     inputSplits: readonly number[],
   ): Promise<void> {
-    return this.#runCompared(call, (x) =>
-      allToAll(x, splitRows(output, outputSplits), splitRows(input, inputSplits)),
-    );
+    return this.allToAll(call, splitRows(output, outputSplits), splitRows(input, inputSplits));
   }
 
   gather(
@@ -271,6 +326,11 @@ export class StoreBackend extends Backend {
     dst: number,
     gatherList: readonly Tensor[] | undefined,
   ): Promise<void> {
+    const region = this.#regionFor(tensor.nbytes, [tensor, ...(gatherList ?? [])]);
+    if (region) {
+      const rooted: Rooted = { root: dst, list: gatherList };
+      return meetInRegion(region, call, gatherSteps, tensor, rooted, this.#tellKeyedPeers);
+    }
     return this.#runCompared(call, (x) => gather(x, tensor, dst, gatherList));
   }
 
@@ -280,6 +340,11 @@ export class StoreBackend extends Backend {
     src: number,
     scatterList: readonly Tensor[] | undefined,
   ): Promise<void> {
+    const region = this.#regionFor(tensor.nbytes * this.#group.size, [tensor, ...(scatterList ?? [])]);
+    if (region) {
+      const rooted: Rooted = { root: src, list: scatterList };
+      return meetInRegion(region, call, scatterSteps, tensor, rooted, this.#tellKeyedPeers);
+    }
     return this.#runCompared(call, (x) => scatter(x, tensor, src, scatterList));
   }
 
