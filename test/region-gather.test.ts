@@ -233,6 +233,35 @@ describe.each(Object.keys(kinds) as Kind[])(
       expect(error.message).toContain('rank 1 expects int32[2] (8 bytes) from rank 0, which sent 12 bytes');
     });
 
+    it('allToAll: a rank past the cap and a peer that calls another dtype both fail with the mismatch, none waiting out its timeout', async () => {
+      const group = simulatedGroup(2, kind);
+      const most = elementsFor(regionRecordMaxBytes(2), 'int32');
+      const dtypes = ['int32', 'float32'] as const;
+      const inputs = [
+        [Tensor.ones([1], 'int32'), Tensor.ones([most], 'int32')],
+        [Tensor.ones([1], 'float32'), Tensor.ones([1], 'float32')],
+      ];
+      const outputs = [
+        [Tensor.zeros([1], 'int32'), Tensor.zeros([1], 'int32')],
+        [Tensor.zeros([most], 'float32'), Tensor.zeros([1], 'float32')],
+      ];
+      const started = performance.now();
+      const results = await Promise.allSettled(
+        group.collective(
+          (r) => `allToAll(${dtypes[r]})`,
+          (b, call, r) => b.allToAll(call, outputs[r], inputs[r]),
+          20_000,
+        ),
+      );
+      expect(performance.now() - started).toBeLessThan(10_000);
+      for (const [r, result] of results.entries()) {
+        expect(result.status, `rank ${r}`).toBe('rejected');
+        const error = (result as PromiseRejectedResult).reason;
+        expect(error, `rank ${r}`).toBeInstanceOf(CallMismatchError);
+        expect(error.message).toContain(`rank ${r} called allToAll(${dtypes[r]})`);
+      }
+    });
+
     it('premulSum multiplies each rank by the factor before the reduceScatter', async () => {
       const group = simulatedGroup(2, kind);
       const inputs = [Tensor.full([4], 1, 'float32'), Tensor.full([4], 3, 'float32')];

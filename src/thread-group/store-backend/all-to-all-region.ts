@@ -3,8 +3,9 @@
  * (region-call.ts): each rank brings, ahead of its pieces, a table of where
  * in its record the piece for each rank starts, and takes its own piece of
  * every peer's record. Ranks may send different amounts, so whether a call
- * fits the region is each rank's to say (RegionSteps.fits): where one rank's
- * pieces do not fit its record, every rank runs the keyed store's algorithm.
+ * fits the region is each rank's to say (RegionSteps.fits): a rank whose
+ * pieces do not fit its record goes straight to the keyed store's algorithm,
+ * and its peers follow once the verdict is in (CallRegion.decline).
  * Between 2 thread ranks a 4 KiB allToAllSingle took 45-70 µs through the
  * keyed store, whose handshakes cost the same as a broadcast's twice over.
  */

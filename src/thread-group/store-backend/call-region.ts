@@ -86,8 +86,16 @@ export function regionRecordMaxBytes(size: number): number {
   return regionChunkBytes(size);
 }
 
+/** Whether two records' kinds make one call: alike, or a declined one beside one in the region (see decline). */
+function sameKind(a: number, b: number): boolean {
+  return a === b || (inRegion(a) && inRegion(b));
+}
+
+const inRegion = (kind: number) => kind === KIND.region || kind === KIND.declined;
+
 /** What a rank's record says it does in its slot's call. */
-export const KIND = { region: 1, keyed: 2, abandoned: 3 } as const;
+/** `declined`: in the region for a call whose data did not fit this rank's record (see decline). */
+export const KIND = { region: 1, keyed: 2, abandoned: 3, declined: 4 } as const;
 type Kind = (typeof KIND)[keyof typeof KIND];
 /** The last arrival's verdict on a slot's call. */
 export const OUTCOME = { reduced: 1, keyed: 2, mismatch: 3, abandoned: 4, declined: 5 } as const;
@@ -129,9 +137,9 @@ const SLOT_HEADER_BYTES = 48;
 /**
  * Record words: the cycle + 1 the rank arrived for, its kind, its text's
  * length, the text's two 32-bit hashes, the last chunk it brought, the
- * chunks whose share it reduced, whether its data did not fit (decline).
+ * chunks whose share it reduced.
  */
-const R = { cycle: 0, kind: 1, textLength: 2, hash: 3, hash2: 4, chunk: 5, shares: 6, declined: 7 } as const;
+const R = { cycle: 0, kind: 1, textLength: 2, hash: 3, hash2: 4, chunk: 5, shares: 6 } as const;
 const RECORD_HEADER_BYTES = 32;
 
 /** How long a wait in the region blocks its thread before it parks on the event loop (see waitForWord). */
@@ -298,7 +306,6 @@ export class CallRegion {
     const record = this.#recordOffset(slot, this.#group.rank) >> 2;
     this.#words[record + R.chunk] = 0;
     this.#words[record + R.shares] = 0;
-    this.#words[record + R.declined] = 0;
     Atomics.store(this.#words, record + R.cycle, cycleOf(call, slot) + 1);
     return slot;
   }
@@ -333,7 +340,7 @@ export class CallRegion {
       const record = this.#recordOffset(slot, p) >> 2;
       if (this.#words[record + R.kind] === KIND.abandoned) return OUTCOME.abandoned;
       if (!this.#sameCall(record, first)) outcome = OUTCOME.mismatch;
-      if (this.#words[record + R.declined] !== 0) declined = true;
+      if (this.#words[record + R.kind] === KIND.declined) declined = true;
     }
     if (outcome === OUTCOME.reduced && declined) return OUTCOME.declined;
     if (outcome === OUTCOME.reduced && this.#words[first + R.kind] === KIND.keyed) return OUTCOME.keyed;
@@ -366,14 +373,6 @@ export class CallRegion {
   /** Copies the slot's result into `tensor`'s bytes from `offset` on (`length` of them: the call's data or chunk). */
   copyResult(slot: number, tensor: Tensor, offset: number, length: number): void {
     copyBytes(tensor.bytes(), offset, this.#bytes, this.#resultOffset(slot), length);
-  }
-
-  /**
-   * Says this rank's data does not fit its record, before it arrives: a call whose ranks may bring
-   * different amounts (allToAll) is then served by the keyed store on every rank (OUTCOME.declined).
-   */
-  decline(slot: number): void {
-    this.#words[(this.#recordOffset(slot, this.#group.rank) >> 2) + R.declined] = 1;
   }
 
   /** Copies `bytes` into this rank's record, `at` bytes into its data: one of several tensors a call brings. */
@@ -514,6 +513,15 @@ export class CallRegion {
   }
 
   /**
+   * A call whose ranks may bring different amounts (allToAll), from a rank whose data does not fit
+   * its record: it passes through as a keyed call does, and the verdict sends its peers that came
+   * to the region to the keyed store too (OUTCOME.declined).
+   */
+  decline(call: CallInfo): Promise<void> {
+    return this.#passThrough(call, KIND.declined, call.signature);
+  }
+
+  /**
    * A call that failed this rank's local checks leaves its error in its slot,
    * for the peers that came to the region; those in the keyed store are told there.
    */
@@ -600,7 +608,8 @@ export class CallRegion {
     const peers: number[] = [];
     for (let p = 0; p < this.#group.size; p++) {
       const record = this.#recordOffset(slot, p) >> 2;
-      if (p !== this.#group.rank && this.#words[record + R.kind] === KIND.keyed) peers.push(p);
+      const kind = this.#words[record + R.kind];
+      if (p !== this.#group.rank && (kind === KIND.keyed || kind === KIND.declined)) peers.push(p);
     }
     return peers;
   }
@@ -630,7 +639,7 @@ export class CallRegion {
   #sameCall(a: number, b: number): boolean {
     const w = this.#words;
     return (
-      w[a + R.kind] === w[b + R.kind] &&
+      sameKind(w[a + R.kind], w[b + R.kind]) &&
       w[a + R.textLength] === w[b + R.textLength] &&
       w[a + R.hash] === w[b + R.hash] &&
       w[a + R.hash2] === w[b + R.hash2]

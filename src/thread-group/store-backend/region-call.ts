@@ -21,8 +21,8 @@ export type TellKeyed = (call: CallInfo, peers: number[]) => Promise<void>;
 export interface RegionSteps<A, B> {
   /**
    * Whether this rank's data fits its record, where ranks may bring different amounts (allToAll);
-   * where one rank's does not, every rank runs the call's keyed algorithm instead. Absent: it fits
-   * (the call's size is the same on every rank, and the caller chose the region by it).
+   * where one rank's does not, every rank runs the call's keyed algorithm (`declined`) instead.
+   * Absent: it fits (the call's size is the same on every rank, and the caller chose the region by it).
    */
   fits?(region: CallRegion, a: A, b: B): boolean;
   /** This rank's data into its record: at most a record's (region.chunkBytes). */
@@ -45,6 +45,9 @@ export function meetInRegion<A, B>(
   tellKeyed: TellKeyed,
   declined?: Declined,
 ): Promise<void> {
+  // A rank whose data does not fit passes through at once, and its peers that fit follow it to the keyed store.
+  if (steps.fits !== undefined && !steps.fits(region, a, b))
+    return region.decline(call).then(declined as Declined);
   const slot = region.enter(call, KIND.region, call.signature);
   if (typeof slot !== 'number')
     return slot.then((s) => inSlot(region, s, call, steps, a, b, tellKeyed, declined));
@@ -63,8 +66,7 @@ function inSlot<A, B>(
 ): Promise<void> {
   let outcome: number | Promise<number>;
   try {
-    if (steps.fits === undefined || steps.fits(region, a, b)) steps.bring(region, slot, a, b);
-    else region.decline(slot);
+    steps.bring(region, slot, a, b);
     if (region.arrive(slot)) {
       outcome = region.judge(slot);
       if (outcome === OUTCOME.reduced) steps.settle?.(region, slot, a, b);
