@@ -1,10 +1,10 @@
 /**
- * broadcast, allGather, reduceScatter, gather and scatter of small host tensors in the group's
- * shared region (src/thread-group/store-backend/gather-region.ts), every rank of a group simulated
- * in this one thread (test/fixtures/simulated-group.ts): results bit for bit against a reference,
- * up to the most a record holds (served without the keyed store) and one element past it (served
- * by the keyed store, as before), and a call the ranks disagree on failing on every rank, however
- * they split between the two paths.
+ * broadcast, allGather, reduceScatter, gather, scatter and allToAll of small host tensors in the
+ * group's shared region (src/thread-group/store-backend/gather-region.ts, all-to-all-region.ts),
+ * every rank of a group simulated in this one thread (test/fixtures/simulated-group.ts): results
+ * bit for bit against a reference, up to the most a record holds (served without the keyed store)
+ * and one element past it (served by the keyed store, as before), and a call the ranks disagree on
+ * failing on every rank, however they split between the two paths.
  */
 import { describe, expect, it } from 'vitest';
 import { CommTimeoutError, Tensor } from '../src/index.ts';
