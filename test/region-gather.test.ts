@@ -12,7 +12,7 @@ import { DTYPES, type DType, itemSize } from '../src/tensor/dtype.ts';
 import { reduceArrays } from '../src/tensor/reduce-kernels.ts';
 import { isReduceOpDefined, REDUCE_OPS, type ReduceOp } from '../src/tensor/reduce-ops.ts';
 import { CallMismatchError } from '../src/thread-group/backend.ts';
-import { regionRecordMaxBytes } from '../src/thread-group/store-backend/call-region.ts';
+import { regionChunkBytes } from '../src/thread-group/store-backend/call-region.ts';
 import { simulatedGroups } from './fixtures/simulated-group.ts';
 
 const { kinds, simulatedGroup } = simulatedGroups('region-gather');
@@ -37,7 +37,7 @@ describe.each(Object.keys(kinds) as Kind[])(
   'gathering calls in %s, ranks simulated in one thread',
   (kind) => {
     for (const size of [2, 3, 5]) {
-      const cap = regionRecordMaxBytes(size);
+      const cap = regionChunkBytes(size);
       /** Runs `call` at each count, expecting the region (no value in the keyed store) up to the cap and the store past it. */
       async function acrossTheCap(
         group: ReturnType<typeof simulatedGroup>,
@@ -206,7 +206,7 @@ describe.each(Object.keys(kinds) as Kind[])(
       };
       expect(await run(() => 0)).toBe(0);
       // Rank 2's pieces take more than its record: every rank goes to the keyed store, and all get theirs.
-      const most = elementsFor(regionRecordMaxBytes(size), 'int32', size);
+      const most = elementsFor(regionChunkBytes(size), 'int32', size);
       expect(await run((q) => (q === 2 ? most : 0))).toBeGreaterThan(0);
       expect(await run(() => 1)).toBe(0);
     });
@@ -235,7 +235,7 @@ describe.each(Object.keys(kinds) as Kind[])(
 
     it('allToAll: a rank past the cap and a peer that calls another dtype both fail with the mismatch, none waiting out its timeout', async () => {
       const group = simulatedGroup(2, kind);
-      const most = elementsFor(regionRecordMaxBytes(2), 'int32');
+      const most = elementsFor(regionChunkBytes(2), 'int32');
       const dtypes = ['int32', 'float32'] as const;
       const inputs = [
         [Tensor.ones([1], 'int32'), Tensor.ones([most], 'int32')],
@@ -305,7 +305,7 @@ describe.each(Object.keys(kinds) as Kind[])(
 
     it('fails every rank, none waiting out its timeout, when one rank brings one element past the cap', async () => {
       const group = simulatedGroup(2, kind);
-      const most = elementsFor(regionRecordMaxBytes(2), 'uint8');
+      const most = elementsFor(regionChunkBytes(2), 'uint8');
       const inputs = [Tensor.ones([most], 'uint8'), Tensor.ones([most + 1], 'uint8')];
       const outputs = inputs.map((t) => [Tensor.zeros(t.shape, 'uint8'), Tensor.zeros(t.shape, 'uint8')]);
       const started = performance.now();

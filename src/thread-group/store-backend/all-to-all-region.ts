@@ -10,7 +10,7 @@
  * keyed store, whose handshakes cost the same as a broadcast's twice over.
  */
 import type { Tensor } from '../../tensor/tensor.ts';
-import type { RegionSteps } from './region-call.ts';
+import { fitsRecord, type RegionSteps } from './region-call.ts';
 import { copyElements } from './slices.ts';
 
 /** Bytes of the table ahead of the pieces: n + 1 offsets (32-bit), rounded up so the pieces start 8-byte aligned. */
@@ -19,12 +19,8 @@ const tableBytes = (ranks: number) => Math.ceil(((ranks + 1) * 4) / 8) * 8;
 /** outputs[q] receives rank q's piece for this rank; inputs[p] goes to rank p. */
 export const allToAllSteps: RegionSteps<readonly Tensor[], readonly Tensor[]> = {
   fits(region, outputs, inputs) {
-    let bytes = tableBytes(region.size);
-    for (const t of inputs) {
-      if (t.device !== 'cpu') return false;
-      bytes += t.nbytes;
-    }
-    return bytes <= region.recordMaxBytes && outputs.every((t) => t.device === 'cpu');
+    const bytes = inputs.reduce((sum, t) => sum + t.nbytes, tableBytes(region.size));
+    return fitsRecord(region, bytes, [...outputs, ...inputs]);
   },
   bring(region, slot, _outputs, inputs) {
     const table = new Uint32Array(region.size + 1);

@@ -77,26 +77,18 @@ export function regionChunkBytes(size: number): number {
 }
 
 /**
- * The most a gathering call (broadcast, allGather, reduceScatter, gather, scatter: gather-region.ts)
- * brings to a record: it meets in one round, so a chunk. Up to that the region's two copies beat
- * the keyed store's handshakes even between thread ranks, which read each other's tensors in place
- * there: 2 ranks, 256 KiB, a broadcast took 16-20 µs here against 24-27, an allGather 17.5 against 50.
+ * What a rank's record says it does in its slot's call; `declined`: in the region for a call whose
+ * data did not fit this rank's record (see decline).
  */
-export function regionRecordMaxBytes(size: number): number {
-  return regionChunkBytes(size);
-}
+export const KIND = { region: 1, keyed: 2, abandoned: 3, declined: 4 } as const;
+type Kind = (typeof KIND)[keyof typeof KIND];
+
+const inRegion = (kind: number) => kind === KIND.region || kind === KIND.declined;
 
 /** Whether two records' kinds make one call: alike, or a declined one beside one in the region (see decline). */
 function sameKind(a: number, b: number): boolean {
   return a === b || (inRegion(a) && inRegion(b));
 }
-
-const inRegion = (kind: number) => kind === KIND.region || kind === KIND.declined;
-
-/** What a rank's record says it does in its slot's call. */
-/** `declined`: in the region for a call whose data did not fit this rank's record (see decline). */
-export const KIND = { region: 1, keyed: 2, abandoned: 3, declined: 4 } as const;
-type Kind = (typeof KIND)[keyof typeof KIND];
 /** The last arrival's verdict on a slot's call. */
 export const OUTCOME = { reduced: 1, keyed: 2, mismatch: 3, abandoned: 4, declined: 5 } as const;
 
@@ -211,8 +203,6 @@ export class CallRegion {
   readonly maxBytes: number;
   /** The most a record holds: a larger tensor goes in chunks of this (regionChunkBytes). */
   readonly chunkBytes: number;
-  /** The most a call that moves data in one round brings to a record (regionRecordMaxBytes). */
-  readonly recordMaxBytes: number;
   readonly #signatures = new Map<string, RecordText>();
   readonly #operands: Array<Operands | undefined> = new Array(SLOTS);
   /** Per slot, the text this rank's record holds (the encoded signature or error it last wrote there). */
@@ -232,7 +222,6 @@ export class CallRegion {
     this.#recordBytes = recordBytes(group.size);
     this.maxBytes = regionMaxBytes(group.size, memory.copiesOnly);
     this.chunkBytes = regionChunkBytes(group.size);
-    this.recordMaxBytes = regionRecordMaxBytes(group.size);
   }
 
   /** This rank's group rank. */

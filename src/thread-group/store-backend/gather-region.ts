@@ -16,15 +16,6 @@ import type { CallRegion } from './call-region.ts';
 import type { RegionSteps } from './region-call.ts';
 import { copyElements, elements } from './slices.ts';
 
-/** Whether the region serves a call that brings `bytes` to a record, of host tensors alone (regionRecordMaxBytes). */
-export function fitsRecord(
-  region: CallRegion,
-  bytes: number,
-  tensors: readonly (Tensor | undefined)[],
-): boolean {
-  return bytes <= region.recordMaxBytes && tensors.every((t) => t === undefined || t.device === 'cpu');
-}
-
 export const broadcastSteps: RegionSteps<Tensor, number> = {
   bring(region, slot, tensor, src) {
     if (region.rank === src) region.copyIn(slot, tensor, 0, tensor.nbytes);
@@ -76,13 +67,11 @@ export const reduceScatterSteps: RegionSteps<Tensor, Shares> = {
       at += share.nbytes;
     }
   },
-  // This rank's slice of every record, reduced in rank order.
+  // This rank's slice of every record, reduced in rank order: past the shares of the ranks before it
+  // (one output's worth each in the tensor form).
   take(region, slot, _call, output, { inputs, op }) {
-    let at = region.rank * output.nbytes;
-    if (Array.isArray(inputs)) {
-      at = 0;
-      for (let p = 0; p < region.rank; p++) at += inputs[p].nbytes;
-    }
+    let at = 0;
+    for (let p = 0; p < region.rank; p++) at += Array.isArray(inputs) ? inputs[p].nbytes : output.nbytes;
     region.reduceRecords(slot, op, output.dtype, output.data, at / itemSize(output.dtype));
   },
 };

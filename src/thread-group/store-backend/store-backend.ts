@@ -33,7 +33,6 @@ import {
   allGatherIntoSteps,
   allGatherSteps,
   broadcastSteps,
-  fitsRecord,
   gatherSteps,
   type Rooted,
   reduceScatterSteps,
@@ -54,7 +53,7 @@ import { premultiplied } from './premul-sum.ts';
 import { reduceAcrossNodes } from './reduce-nodes.ts';
 import { reduceScatterAcrossNodes } from './reduce-scatter-nodes.ts';
 import { reduceScatterPipelined, worthPipelining } from './reduce-scatter-pipelined.ts';
-import { meetInRegion } from './region-call.ts';
+import { fitsRecord, meetInRegion } from './region-call.ts';
 import { broadcast, broadcastCompared, gather, reduce, scatter } from './rooted.ts';
 import { copyElements, slicesLike } from './slices.ts';
 import { StoreP2P } from './store-p2p.ts';
